@@ -1,0 +1,273 @@
+"""The ``canary`` command: each subcommand parses, calls one library function, prints.
+
+Results go to stdout, diagnostics to stderr. Exit codes: 0 all healthy; 1
+something is asleep or a verdict is not caught/passed; 2 bad usage, config or
+definitions; 3 could not work (store unavailable, nothing readable).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from canary import __version__
+from canary.errors import CanaryError, ConfigError, UsageError
+
+EXIT_OK, EXIT_ASLEEP, EXIT_CONFIG, EXIT_UNAVAILABLE = 0, 1, 2, 3
+
+
+def _fail(exc: CanaryError) -> NoReturn:
+    if isinstance(exc, ConfigError):
+        for problem in exc.problems:
+            click.echo(problem.render(), err=True)
+        for warning in exc.warnings:
+            click.echo(warning.render(), err=True)
+        n = len(exc.problems)
+        click.echo(f"{n} problem{'s' if n != 1 else ''} found; nothing was run.", err=True)
+    else:
+        click.echo(f"error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def _load(ctx: click.Context) -> Any:
+    from canary.config import load_config
+
+    try:
+        config = load_config(ctx.obj.get("config"))
+    except CanaryError as exc:
+        _fail(exc)
+    for warning in config.warnings:
+        click.echo(warning.render(), err=True)
+    return config
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="canary.toml to use (default: $CANARY_CONFIG, ./canary.toml, then the platform config dir).",
+)
+@click.version_option(__version__, prog_name="guard-canary")
+@click.pass_context
+def main(ctx: click.Context, config_path: str | None) -> None:
+    """guard-canary: prove, continuously, which of your agent's guards are awake."""
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config_path
+
+
+@main.command()
+@click.pass_context
+def check(ctx: click.Context) -> None:
+    """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
+    from canary.config import summarize
+
+    config = _load(ctx)
+    click.echo(summarize(config))
+
+
+def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
+    from canary.durations import DurationError, parse_duration
+
+    if since and window:
+        raise UsageError("give --since or --window, not both", option="--since")
+    if window:
+        try:
+            return now - parse_duration(window)
+        except DurationError as exc:
+            raise UsageError(f"--window: {exc}", option="--window") from exc
+    if not since:
+        return None
+    try:
+        return now - parse_duration(since)
+    except DurationError:
+        pass
+    try:
+        moment = datetime.fromisoformat(since)
+    except ValueError as exc:
+        raise UsageError(
+            f"--since: {since!r} is neither a time (2026-11-29, 2026-11-29T10:00:00Z) "
+            "nor a duration ago (6h, 7d)",
+            option="--since",
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return moment.astimezone(UTC)
+
+
+def _stamp(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _audit_table(report: Any) -> str:
+    rows = [("guard", "firings", "first", "last", "")]
+    for g in report.guards:
+        flag = "ASLEEP" if g.flag == "asleep" else ""
+        count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
+        rows.append((g.guard, count, _stamp(g.first), _stamp(g.last), flag))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = []
+    for i, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]),
+                 row[3].ljust(widths[3]), row[4]]
+        line = "  ".join(cells).rstrip()
+        if row[4]:
+            line = click.style(line, fg="red", bold=True)
+        elif i == 0:
+            line = click.style(line, bold=True)
+        lines.append(line)
+    window = (
+        f"from {_stamp(report.since)} to {_stamp(report.until)}" if report.since else "all lines"
+    )
+    files_ok = [f for f in report.files if f.error is None]
+    summary = f"{report.lines} lines in {len(files_ok)} file(s), {window}"
+    if report.activity_configured:
+        summary += f"; agent activity: {report.activity}"
+    lines.append("")
+    lines.append(summary)
+    if report.asleep:
+        if report.activity_configured and report.activity == 0:
+            lines.append(
+                "No agent activity in this window: zero firings prove nothing either way."
+            )
+        else:
+            names = ", ".join(report.asleep)
+            lines.append(
+                f"ASLEEP: {names}: zero firings. Run their canaries to tell a well-behaved "
+                "model from a guard that never runs."
+            )
+    return "\n".join(lines)
+
+
+@main.command()
+@click.option("--since", default=None, help="Only lines from this time on: 2026-11-29T10:00Z, or a duration ago: 6h, 7d.")
+@click.option("--window", default=None, help="Only lines of the last D (e.g. 24h); same as --since D.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
+@click.pass_context
+def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bool) -> None:
+    """Count every guard's firings in the logs from their start (rotated and .gz files too)."""
+    from canary.audit import audit as run_audit
+
+    config = _load(ctx)
+    now = datetime.now(UTC)
+    try:
+        start = _parse_since(since, window, now)
+    except CanaryError as exc:
+        _fail(exc)
+    report = run_audit(config, since=start, now=now)
+    for f in report.files:
+        if f.error:
+            click.echo(f"warning: could not read {f.path}: {f.error}", err=True)
+    if not report.files:
+        click.echo(
+            f"warning: no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}",
+            err=True,
+        )
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(_audit_table(report))
+    readable = [f for f in report.files if f.error is None]
+    if not readable:
+        sys.exit(EXIT_UNAVAILABLE)
+    sys.exit(EXIT_ASLEEP if report.asleep else EXIT_OK)
+
+
+@main.command()
+@click.option("--once", is_flag=True, help="Read every file to its end once, print counts, exit.")
+@click.option("--every", "interval", default=5.0, show_default=True, help="Seconds between printed counts.")
+@click.option("--from-end", is_flag=True, help="Files never seen before start at their end, not their start.")
+@click.pass_context
+def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> None:
+    """Follow the logs in the foreground and watch the firing counts grow (Ctrl-C stops)."""
+    from canary.collect import Collection
+    from canary.store import Store
+
+    config = _load(ctx)
+    try:
+        store = Store(config.store.url)
+    except CanaryError as exc:
+        _fail(exc)
+
+    def warn(path: str, message: str) -> None:
+        click.echo(f"warning: {message}", err=True)
+
+    collection = Collection(config, store, on_error=warn, start_at_end=from_end)
+    if once:
+        collection.poll()
+        click.echo(_counts(config, store, collection))
+        collection.tailer.close()
+        return
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    collection.start()
+    click.echo(f"following {', '.join(config.logs.paths)}; store {config.store.url}", err=True)
+    try:
+        while not stop.wait(interval):
+            click.echo(_counts(config, store, collection))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        collection.stop()
+        click.echo(_counts(config, store, collection))
+
+
+def _counts(config: Any, store: Any, collection: Any) -> str:
+    from canary.queries import window_activity, window_counts
+
+    now = datetime.now(UTC)
+    parts = []
+    for guard in config.guards:
+        since = now - guard.window
+        counts = window_counts(store.engine, since).get(guard.name)
+        organic = counts.organic if counts else 0
+        canary = counts.canary if counts else 0
+        parts.append(f"{guard.name}={organic}" + (f"(+{canary} canary)" if canary else ""))
+    activity, lines = window_activity(store.engine, now - timedelta(hours=24))
+    files = collection.files()
+    return (
+        f"{now.astimezone().strftime('%H:%M:%S')} firings: {' '.join(parts) or '(no guards)'}"
+        f" | activity 24h={activity} | files={len(files)} lines read={collection.tailer.lines_total}"
+    )
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
+@click.option("--keep", type=click.Path(file_okay=False), default=None, help="Write the sample logs here and keep them.")
+def demo(as_json: bool, keep: str | None) -> None:
+    """Audit a bundled sample agent log: two guards that never fired stand out as ASLEEP."""
+    import tempfile
+
+    from canary.audit import audit as run_audit
+    from canary.config import load_config
+    from canary.demo.sample import write_demo
+
+    with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
+        where = Path(keep) if keep else Path(tmp)
+        config_path = write_demo(where)
+        try:
+            config = load_config(str(config_path))
+        except CanaryError as exc:
+            _fail(exc)
+        now = datetime.now(UTC)
+        report = run_audit(config, now=now)
+        if as_json:
+            click.echo(json.dumps(report.to_json(), indent=2))
+        else:
+            click.echo(f"Sample agent logs in {where} (config {config_path.name}):\n")
+            click.echo(_audit_table(report))
+    sys.exit(EXIT_ASLEEP if report.asleep else EXIT_OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,94 @@
+"""The exceptions guard-canary raises, one tree.
+
+::
+
+    CanaryError                 base of everything below; never raised itself
+    ├── ConfigError             canary.toml or a definition file is invalid (exit 2);
+    │                           carries every Problem found, not just the first
+    ├── UsageError              a command was given arguments it cannot use (exit 2)
+    ├── StoreError              the store cannot be opened, migrated or written (exit 3)
+    └── UnavailableError        something the command needs is not there: no log file
+                                readable, a port taken, the agent unreachable (exit 3)
+
+Each class says when it is raised and keeps structured fields (paths, keys)
+beside its message, so callers can render them without parsing text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or worth a warning) in a config or definition file."""
+
+    path: Path | None
+    key: str
+    message: str
+    suggestion: str | None = None
+    severity: Severity = "error"
+    line: int | None = None
+
+    def render(self) -> str:
+        """One line a person can act on: file[:line]: key: what is wrong (did you mean ...?)."""
+        where = str(self.path) if self.path is not None else "<config>"
+        if self.line is not None:
+            where += f":{self.line}"
+        text = f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+        if self.suggestion:
+            text += f" (did you mean {self.suggestion!r}?)"
+        if self.severity == "warning":
+            text = "warning: " + text
+        return text
+
+
+class CanaryError(Exception):
+    """Base of every error guard-canary raises on purpose."""
+
+    exit_code = 3
+
+
+class ConfigError(CanaryError):
+    """Raised when canary.toml or a definition file is invalid; holds every problem found."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = [p for p in problems if p.severity == "error"]
+        self.warnings = [p for p in problems if p.severity == "warning"]
+        super().__init__("\n".join(p.render() for p in self.problems))
+
+
+class UsageError(CanaryError):
+    """Raised when a command's arguments cannot be used (a bad --since, an unknown guard)."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        self.option = option
+        super().__init__(message)
+
+
+class StoreError(CanaryError):
+    """Raised when the store cannot be opened, migrated or written."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        self.url = url
+        super().__init__(message)
+
+
+class UnavailableError(CanaryError):
+    """Raised when something a command needs is not there (no readable log, a port taken)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, paths: list[Path] | None = None) -> None:
+        self.paths = list(paths or [])
+        super().__init__(message)

@@ -1,0 +1,57 @@
+"""Named queries over the store, shared by the commands, the daemon and the dashboard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, func, select
+
+from canary.tables import FilePosition, HourlyActivity, HourlyCount
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    """Firings of one guard in a window, organic and canary apart."""
+
+    guard: str
+    organic: int
+    canary: int
+
+
+def window_counts(engine: Engine, since: datetime) -> dict[str, WindowCounts]:
+    """Firings per guard from the hourly counts, for the hours starting at or after ``since``'s hour."""
+    hour = since.replace(minute=0, second=0, microsecond=0)
+    stmt = (
+        select(HourlyCount.guard, HourlyCount.source, func.sum(HourlyCount.count))
+        .where(HourlyCount.hour >= hour)
+        .group_by(HourlyCount.guard, HourlyCount.source)
+    )
+    totals: dict[str, dict[str, int]] = {}
+    with engine.connect() as conn:
+        for guard, source, total in conn.execute(stmt):
+            totals.setdefault(guard, {})[source] = int(total or 0)
+    return {
+        guard: WindowCounts(guard, by.get("organic", 0), by.get("canary", 0))
+        for guard, by in totals.items()
+    }
+
+
+def window_activity(engine: Engine, since: datetime) -> tuple[int, int]:
+    """Activity lines and lines scanned since ``since``'s hour."""
+    hour = since.replace(minute=0, second=0, microsecond=0)
+    stmt = select(func.sum(HourlyActivity.activity), func.sum(HourlyActivity.lines)).where(
+        HourlyActivity.hour >= hour
+    )
+    with engine.connect() as conn:
+        activity, lines = conn.execute(stmt).one()
+    return int(activity or 0), int(lines or 0)
+
+
+def followed_files(engine: Engine) -> list[tuple[str, int, int]]:
+    """(path, offset, size) of every file with a committed read position."""
+    stmt = select(FilePosition.path, FilePosition.offset, FilePosition.size).order_by(
+        FilePosition.path
+    )
+    with engine.connect() as conn:
+        return [(p, int(o), int(s)) for p, o, s in conn.execute(stmt)]

@@ -1,0 +1,76 @@
+"""Every table of the store, in one module.
+
+Times are aware UTC datetimes. The schema's versions are listed in
+``canary.store.MIGRATIONS``; a table added here must be added there too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, Index, LargeBinary
+from sqlmodel import Field, SQLModel
+
+#: Longest line text kept with a firing (bytes of UTF-8).
+LINE_KEEP = 2048
+
+
+class Meta(SQLModel, table=True):
+    """Key-value facts about the store itself (its schema version among them)."""
+
+    __tablename__ = "meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class Firing(SQLModel, table=True):
+    """One log line that says a guard rejected something."""
+
+    __tablename__ = "firings"
+    __table_args__ = (Index("ix_firings_guard_ts", "guard", "ts"),)
+    id: int | None = Field(default=None, primary_key=True)
+    guard: str
+    ts: datetime = Field(index=True)  # the line's own time, else the time it was read
+    ts_from_line: bool = True
+    read_at: datetime
+    path: str
+    file_key: str
+    offset: int
+    line: str
+    run_id: int | None = Field(default=None, index=True)
+
+
+class HourlyCount(SQLModel, table=True):
+    """Firings per guard per hour of the lines' own time, organic and canary apart."""
+
+    __tablename__ = "hourly_counts"
+    guard: str = Field(primary_key=True)
+    hour: datetime = Field(primary_key=True)
+    source: str = Field(primary_key=True)  # "organic" | "canary"
+    count: int = 0
+
+
+class HourlyActivity(SQLModel, table=True):
+    """Per hour: activity lines (by their own time), and lines and bytes scanned (by read time)."""
+
+    __tablename__ = "hourly_activity"
+    hour: datetime = Field(primary_key=True)
+    activity: int = 0
+    lines: int = 0
+    bytes: int = 0
+
+
+class FilePosition(SQLModel, table=True):
+    """How far each followed file has been read, and how to know it again."""
+
+    __tablename__ = "file_positions"
+    key: str = Field(primary_key=True)  # "dev:ino"
+    dev: int
+    ino: int
+    path: str
+    offset: int
+    head_len: int
+    head_hash: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    size: int
+    lines: int = 0
+    updated_at: datetime

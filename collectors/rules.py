@@ -1,0 +1,145 @@
+"""Rules that recognise guard firings in log lines, with literal prefilters.
+
+A rule is a regex (text logs) or a table of JSON fields that must all be equal
+(jsonl logs). Lines that match nothing are the vast majority, so each rule
+carries the longest literal its regex requires: a buffer is searched for that
+literal with ``bytes.find`` (memchr speed) and only the lines that contain it
+are decoded and matched for real.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_sre: Any = importlib.import_module("re._parser")
+_LITERAL = _sre.LITERAL
+_SUBPATTERN = _sre.SUBPATTERN
+_MAX_REPEAT = _sre.MAX_REPEAT
+_MIN_REPEAT = _sre.MIN_REPEAT
+
+#: Bytes a JSON encoder may escape; a value containing any of them cannot prefilter.
+_JSON_SAFE = re.compile(r'[ -!#-\[\]-~]+')
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A byte string every matching line contains; ``icase`` means compare lowercased."""
+
+    text: bytes
+    icase: bool = False
+
+
+def required_literal(pattern: str, flags: int = 0) -> Literal | None:
+    """The longest literal run a match of ``pattern`` must contain, or None.
+
+    Only runs at the top level of the pattern (or inside plain groups) count, so
+    the literal is a necessary condition for a match. Under IGNORECASE only ASCII
+    runs are kept, compared against the lowercased line.
+    """
+    try:
+        parsed = _sre.parse(pattern, flags)
+    except re.error:
+        return None
+    icase = bool(parsed.state.flags & re.IGNORECASE)
+    runs: list[str] = []
+    _collect_runs(list(parsed.data), runs, icase)
+    best = max(runs, key=len, default="")
+    if not best:
+        return None
+    if icase:
+        if not best.isascii():
+            return None
+        return Literal(best.lower().encode("ascii"), icase=True)
+    return Literal(best.encode("utf-8"))
+
+
+def _collect_runs(items: list[tuple[Any, Any]], runs: list[str], icase: bool) -> None:
+    current: list[str] = []
+
+    def flush() -> None:
+        if current:
+            runs.append("".join(current))
+            current.clear()
+
+    for op, av in items:
+        if op is _LITERAL:
+            current.append(chr(av))
+            continue
+        flush()
+        if op is _SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            scoped_icase = (icase or bool(add_flags & re.IGNORECASE)) and not (
+                del_flags & re.IGNORECASE
+            )
+            if scoped_icase == icase:
+                _collect_runs(list(sub.data), runs, icase)
+        elif op in (_MAX_REPEAT, _MIN_REPEAT):
+            low, _high, sub = av
+            if low >= 1:
+                _collect_runs(list(sub.data), runs, icase)
+    flush()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named matcher: a regex for text lines, or JSON fields that must all be equal."""
+
+    name: str
+    pattern: re.Pattern[str] | None = None
+    fields: Mapping[str, object] | None = None
+    literal: Literal | None = field(default=None, compare=False)
+
+    @classmethod
+    def regex(cls, name: str, pattern: str | re.Pattern[str]) -> Rule:
+        """A text rule: ``pattern`` is searched in each decoded line."""
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        return cls(name, compiled, None, required_literal(compiled.pattern, compiled.flags))
+
+    @classmethod
+    def json_fields(cls, name: str, fields: Mapping[str, object]) -> Rule:
+        """A jsonl rule: every field (dotted keys reach into objects) must equal its value."""
+        literal = None
+        for value in fields.values():
+            if isinstance(value, str) and _JSON_SAFE.fullmatch(value):
+                if literal is None or len(value) > len(literal.text):
+                    literal = Literal(value.encode("ascii"))
+        return cls(name, None, dict(fields), literal)
+
+    def matches(self, text: str, obj: Mapping[str, object] | None) -> bool:
+        """Whether a decoded line (and its parsed JSON object, for jsonl rules) matches."""
+        if self.pattern is not None:
+            return self.pattern.search(text) is not None
+        if obj is None or self.fields is None:
+            return False
+        return all(_lookup(obj, key) == value for key, value in self.fields.items())
+
+
+_MISSING = object()
+
+
+def _lookup(obj: Mapping[str, object], key: str) -> object:
+    if key in obj:
+        return obj[key]
+    node: object = obj
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def parse_json_line(text: str) -> dict[str, Any] | None:
+    """The JSON object on a jsonl line, or None for anything else (garbled lines included)."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        obj = json.loads(stripped)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None

@@ -1,0 +1,379 @@
+"""Following log files exactly: every complete line counted once, across rotations and restarts.
+
+A ``Tailer`` is stepped by ``poll()``: it expands the globs, stats every file,
+reads what is new to its end and hands each file's hits and new read position
+to a ``PositionStore`` that commits both in one transaction. Nothing here
+waits or sleeps; ``collectors.watch`` decides when to poll.
+
+A file is known by device and inode, checked against a hash of its first bytes
+(up to 1 KiB), so a reused inode is never taken for the old file. A file whose
+path now leads elsewhere (renamed, deleted, a symlink repointed) is drained on
+every poll until it has been quiet for ``rotate_wait`` seconds, then closed.
+A file smaller than the bytes read, or whose head changed, was truncated or
+rewritten in place (copytruncate) and is read again from its start.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from collectors.files import expand, head_fingerprint, is_compressed, same_head
+from collectors.scan import Hit, LineScanner, Matcher
+
+CHUNK = 1 << 20
+HEAD = 1024
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What is remembered of one followed file between polls and across restarts."""
+
+    key: str
+    dev: int
+    ino: int
+    path: str
+    offset: int
+    head_len: int
+    head_hash: bytes
+    size: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one read of one file produced: commit all of it, or none of it."""
+
+    state: FileState
+    hits: list[Hit]
+    lines: int
+    bytes: int
+
+
+class PositionStore(Protocol):
+    """Where read positions and hits are committed together."""
+
+    def position(self, key: str) -> FileState | None:
+        """The committed state of a file, by ``dev:ino`` key."""
+
+    def commit(self, batch: Batch) -> None:
+        """Store the batch's hits and its new position in one transaction."""
+
+    def forget(self, key: str) -> None:
+        """Drop the state of a file that is gone for good."""
+
+    def positions(self) -> list[FileState]:
+        """Every committed file state."""
+
+
+ErrorCallback = Callable[[str, str], None]
+
+
+def file_key(dev: int, ino: int) -> str:
+    """The store key of a file's identity."""
+    return f"{dev}:{ino}"
+
+
+@dataclass
+class FileStatus:
+    """A followed file as a person would want to see it."""
+
+    path: str
+    key: str
+    offset: int
+    size: int
+    rotated: bool
+    lines: int
+
+    @property
+    def lag(self) -> int:
+        """Bytes written but not yet read."""
+        return max(0, self.size - self.offset)
+
+
+@dataclass
+class _Followed:
+    key: str
+    dev: int
+    ino: int
+    path: str
+    fd: int
+    scanner: LineScanner
+    head_len: int
+    head_hash: bytes
+    size: int = 0
+    last_change: float = 0.0
+    rotated: bool = False
+    lines: int = 0
+    truncations: int = 0
+    errors: set[str] = field(default_factory=set)
+
+
+class Tailer:
+    """Follows every file the globs match; ``poll()`` does one whole step."""
+
+    def __init__(
+        self,
+        patterns: Sequence[str],
+        matcher: Matcher,
+        store: PositionStore,
+        *,
+        on_error: ErrorCallback | None = None,
+        rotate_wait: float = 5.0,
+        start_at_end: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        chunk: int = CHUNK,
+        batch_bytes: int = 8 * CHUNK,
+    ) -> None:
+        self.patterns = list(patterns)
+        self.matcher = matcher
+        self.store = store
+        self.rotate_wait = rotate_wait
+        self.start_at_end = start_at_end
+        self._on_error = on_error
+        self._clock = clock
+        self._chunk = chunk
+        self._batch_bytes = batch_bytes
+        self._files: dict[str, _Followed] = {}
+        self._first_scan = True
+        self._reported: set[str] = set()
+        self.lines_total = 0
+        self.truncations = 0
+
+    # -- public -------------------------------------------------------------
+
+    def poll(self, *, rescan: bool = True) -> int:
+        """Rescan the globs (unless told not to), then read every followed file to its end.
+
+        Returns the number of bytes of complete lines consumed.
+        """
+        now = self._clock()
+        if rescan:
+            self._rescan(now)
+        consumed = 0
+        for followed in list(self._files.values()):
+            consumed += self._drain(followed, now)
+        self._close_quiet(now)
+        return consumed
+
+    def files(self) -> list[FileStatus]:
+        """The files followed now, live and rotated."""
+        return [
+            FileStatus(f.path, f.key, f.scanner.offset, f.size, f.rotated, f.lines)
+            for f in self._files.values()
+        ]
+
+    def close(self) -> None:
+        """Close every file descriptor; committed positions stay in the store."""
+        for followed in self._files.values():
+            _close(followed.fd)
+        self._files.clear()
+
+    # -- steps --------------------------------------------------------------
+
+    def _rescan(self, now: float) -> None:
+        seen: dict[str, str] = {}
+        for path in expand(self.patterns):
+            if is_compressed(path):
+                continue
+            name = str(path)
+            try:
+                st = os.stat(name)
+            except OSError as exc:
+                self._report(name, f"cannot stat {name}: {exc.strerror or exc}")
+                continue
+            key = file_key(st.st_dev, st.st_ino)
+            seen.setdefault(key, name)
+        for key, name in seen.items():
+            followed = self._files.get(key)
+            if followed is None:
+                self._open(name, now)
+            else:
+                followed.path = name
+                followed.rotated = False
+        if self._first_scan:
+            self._find_rotated_while_stopped(seen, now)
+        for key, followed in self._files.items():
+            if key not in seen and not followed.rotated:
+                followed.rotated = True
+                followed.last_change = now
+        self._first_scan = False
+
+    def _find_rotated_while_stopped(self, seen: dict[str, str], now: float) -> None:
+        """Finish files that were renamed out of the globs while nothing followed them.
+
+        A file rotated during downtime keeps its inode; it is looked for in the
+        directory it was last seen in, and read from its committed offset.
+        """
+        for state in self.store.positions():
+            if state.key in seen or state.key in self._files:
+                continue
+            directory = os.path.dirname(state.path) or "."
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                entries = []
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if file_key(st.st_dev, st.st_ino) == state.key and not is_compressed(
+                    Path(entry.path)
+                ):
+                    self._open(entry.path, now)
+                    break
+            else:
+                self.store.forget(state.key)
+
+    def _open(self, name: str, now: float) -> None:
+        try:
+            fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            self._report(name, f"cannot open {name}: {exc.strerror or exc}; will retry")
+            return
+        self._resolved(name)
+        st = os.fstat(fd)
+        key = file_key(st.st_dev, st.st_ino)
+        if key in self._files:
+            _close(fd)
+            return
+        stored = self.store.position(key)
+        if stored is not None and stored.offset <= st.st_size and same_head(
+            fd, stored.head_len, stored.head_hash
+        ):
+            offset = stored.offset
+        elif self.start_at_end and self._first_scan and stored is None:
+            offset = _last_line_end(fd, st.st_size)
+        else:
+            offset = 0
+        head_len, head_hash = head_fingerprint(fd, st.st_size, HEAD)
+        self._files[key] = _Followed(
+            key=key,
+            dev=st.st_dev,
+            ino=st.st_ino,
+            path=name,
+            fd=fd,
+            scanner=LineScanner(self.matcher, offset),
+            head_len=head_len,
+            head_hash=head_hash,
+            size=st.st_size,
+            last_change=now,
+        )
+        if stored is not None and offset != stored.offset:
+            # The stored state belonged to another file on a reused inode, or to this
+            # one before it was truncated: start over and say so in the store.
+            self._commit(self._files[key], [], 0, 0)
+
+    def _drain(self, f: _Followed, now: float) -> int:
+        try:
+            st = os.fstat(f.fd)
+        except OSError as exc:
+            self._report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
+            return 0
+        f.size = st.st_size
+        if st.st_size < f.scanner.read_pos or not same_head(f.fd, f.head_len, f.head_hash):
+            f.truncations += 1
+            self.truncations += 1
+            f.scanner = LineScanner(self.matcher, 0)
+            f.head_len, f.head_hash = head_fingerprint(f.fd, st.st_size, HEAD)
+            self._commit(f, [], 0, 0)
+        elif f.head_len < HEAD and st.st_size > f.head_len:
+            f.head_len, f.head_hash = head_fingerprint(f.fd, st.st_size, HEAD)
+        consumed = 0
+        hits: list[Hit] = []
+        lines = 0
+        pending_bytes = 0
+        while True:
+            pos = f.scanner.read_pos
+            try:
+                data = os.pread(f.fd, self._chunk, pos)
+            except OSError as exc:
+                self._report(f.path, f"cannot read {f.path}: {exc.strerror or exc}")
+                break
+            if not data:
+                break
+            result = f.scanner.feed(data)
+            hits.extend(result.hits)
+            lines += result.lines
+            pending_bytes += result.consumed
+            if pending_bytes >= self._batch_bytes:
+                if not self._commit(f, hits, lines, pending_bytes):
+                    return consumed
+                consumed += pending_bytes
+                hits, lines, pending_bytes = [], 0, 0
+        if pending_bytes or hits:
+            if not self._commit(f, hits, lines, pending_bytes):
+                return consumed
+            consumed += pending_bytes
+        if consumed:
+            f.last_change = now
+        return consumed
+
+    def _commit(self, f: _Followed, hits: list[Hit], lines: int, size: int) -> bool:
+        state = FileState(
+            f.key, f.dev, f.ino, f.path, f.scanner.offset, f.head_len, f.head_hash, f.size
+        )
+        try:
+            self.store.commit(Batch(state, hits, lines, size))
+        except Exception as exc:  # the store's own errors vary by backend
+            # Nothing was committed: forget what was read so it is read again.
+            committed = self.store_offset(f)
+            f.scanner = LineScanner(self.matcher, committed)
+            self._report(f.path, f"cannot commit what was read from {f.path}: {exc}")
+            return False
+        f.lines += lines
+        self.lines_total += lines
+        return True
+
+    def store_offset(self, f: _Followed) -> int:
+        """The offset the store holds for a followed file (0 if none)."""
+        try:
+            stored = self.store.position(f.key)
+        except Exception:
+            return 0
+        return stored.offset if stored is not None else 0
+
+    def _close_quiet(self, now: float) -> None:
+        for key, f in list(self._files.items()):
+            if not f.rotated or now - f.last_change < self.rotate_wait:
+                continue
+            if f.scanner.read_pos < f.size:
+                continue
+            _close(f.fd)
+            del self._files[key]
+            try:
+                self.store.forget(key)
+            except Exception as exc:
+                self._report(f.path, f"cannot forget {f.path}: {exc}")
+
+    # -- errors -------------------------------------------------------------
+
+    def _report(self, path: str, message: str) -> None:
+        """Tell the callback once per path until the path works again."""
+        if path in self._reported:
+            return
+        self._reported.add(path)
+        if self._on_error is not None:
+            self._on_error(path, message)
+
+    def _resolved(self, path: str) -> None:
+        self._reported.discard(path)
+
+
+def _last_line_end(fd: int, size: int) -> int:
+    """The offset just after the last newline before ``size`` (0 if none in the last MiB)."""
+    start = max(0, size - CHUNK)
+    tail = os.pread(fd, size - start, start)
+    newline = tail.rfind(b"\n")
+    return start + newline + 1 if newline >= 0 else start if start else 0
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass

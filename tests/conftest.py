@@ -1,0 +1,22 @@
+"""Shared fixtures: every test gets its own config, state and log directories."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_locations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point config and state at tmp_path so a developer's real files never leak in."""
+    config = tmp_path / "_config"
+    state = tmp_path / "_state"
+    config.mkdir()
+    state.mkdir()
+    monkeypatch.setenv("CANARY_CONFIG_DIR", str(config))
+    monkeypatch.setenv("CANARY_STATE_DIR", str(state))
+    monkeypatch.delenv("CANARY_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path

@@ -1,0 +1,169 @@
+"""Splitting bytes into lines and matching them: pure, table-driven."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from collectors.rules import Rule, required_literal
+from collectors.scan import LineScanner, Matcher
+from collectors.timestamps import TimestampParser
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        pytest.param("CitationGuard: rejected", b"CitationGuard: rejected", id="pure-literal"),
+        pytest.param(r"QuoteGuard: rejected (\S+)", b"QuoteGuard: rejected ", id="literal-then-group"),
+        pytest.param(r"\d+ Version(Guard)", b" Version", id="longest-run-wins"),
+        pytest.param(r"(?i)traceback", b"traceback", id="ignorecase-lowered"),
+        pytest.param(r"(foo|bar)", None, id="alternation-has-no-required-literal"),
+        pytest.param(r"x{2,}abc", b"abc", id="repeat-min-one-counts"),
+        pytest.param(r"(?:ab)?cd", b"cd", id="optional-group-skipped"),
+        pytest.param(r"é grounding", "é grounding".encode(), id="non-ascii-literal-utf8"),
+    ],
+)
+def test_required_literal(pattern: str, expected: bytes | None) -> None:
+    lit = required_literal(pattern)
+    assert (lit.text if lit else None) == expected
+
+
+def _matcher(*rules: Rule, activity: Rule | None = None) -> Matcher:
+    return Matcher(list(rules), activity, timestamps=TimestampParser(default_tz=UTC))
+
+
+LOG = (
+    b"2026-11-29T10:00:00Z INFO planner turn=1\n"
+    b"2026-11-29T10:00:01Z WARN CitationGuard: rejected url=https://x.example.org\n"
+    b"2026-11-29T10:00:02Z WARN QuoteGuard: rejected quote and CitationGuard: rejected too\n"
+    b"2026-11-29T10:00:03Z INFO task finished id=1\n"
+    b"no timestamp here CitationGuard: rejected\n"
+)
+
+
+def test_matcher_finds_every_guard_on_a_line_and_activity() -> None:
+    m = _matcher(
+        Rule.regex("citation", "CitationGuard: rejected"),
+        Rule.regex("quote", r"QuoteGuard: rejected"),
+        activity=Rule.regex("activity", "task finished"),
+    )
+    hits = m.scan(LOG, 100)
+    assert [(h.guards, h.activity) for h in hits] == [
+        (("citation",), False),
+        (("citation", "quote"), False),
+        ((), True),
+        (("citation",), False),
+    ]
+    assert hits[0].offset == 100 + LOG.index(b"2026-11-29T10:00:01Z")
+    assert hits[0].ts == datetime(2026, 11, 29, 10, 0, 1, tzinfo=UTC)
+    assert hits[3].ts is None
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        pytest.param(r"(Citation|Quote)Guard: rejected", id="alternation-chunk-search"),
+        pytest.param(r"^\S+ WARN (Citation|Quote)", id="anchored-line-start"),
+        pytest.param(r"(?i)(citation|quote)guard", id="ignorecase-alternation"),
+        pytest.param(r"rejected(\s+\w+)?$", id="anchored-line-end"),
+    ],
+)
+def test_slow_path_agrees_with_a_plain_per_line_search(pattern: str) -> None:
+    compiled = re.compile(pattern)
+    m = _matcher(Rule.regex("g", pattern))
+    expected = [
+        i for i, line in enumerate(LOG.split(b"\n")[:-1]) if compiled.search(line.decode())
+    ]
+    got = [LOG[: h.offset].count(b"\n") for h in m.scan(LOG, 0)]
+    assert got == expected
+    crlf = LOG.replace(b"\n", b"\r\n")
+    got_crlf = [crlf[: h.offset].count(b"\n") for h in m.scan(crlf, 0)]
+    assert got_crlf == expected
+
+
+def test_match_that_would_cross_lines_is_not_a_hit() -> None:
+    m = _matcher(Rule.regex("g", r"planner\s+turn=1\s+\S+ WARN"))
+    assert m.scan(LOG, 0) == []
+
+
+def test_jsonl_rules_match_every_field_and_survive_garbage() -> None:
+    buf = (
+        b'{"ts": "2026-11-29T10:00:00Z", "event": "guard_reject", "guard": "citation"}\n'
+        b'{"event": "guard_reject", "guard": "quote"}\n'
+        b"not json at all guard_reject\n"
+        b'{"event": "guard_reject", "guard": "citation", "extra": {"deep": 1}}\n'
+        b'{"event": "guard_reject", "guard": "citation"\n'
+    )
+    m = _matcher(Rule.json_fields("citation", {"event": "guard_reject", "guard": "citation"}))
+    hits = m.scan(buf, 0)
+    assert len(hits) == 2
+    assert hits[0].ts == datetime(2026, 11, 29, 10, tzinfo=UTC)
+    nested = _matcher(Rule.json_fields("deep", {"extra.deep": 1}))
+    assert len(nested.scan(buf, 0)) == 1
+
+
+def test_invalid_utf8_is_replaced_not_fatal() -> None:
+    buf = b"\xff\xfe CitationGuard: rejected \xc3\x28 bad\n"
+    (hit,) = _matcher(Rule.regex("citation", "CitationGuard: rejected")).scan(buf, 0)
+    assert "\ufffd" in hit.text
+
+
+def test_bom_at_file_start_only_is_ignored() -> None:
+    m = _matcher(Rule.regex("g", r"^2026-11-29T10:00:00Z WARN"))
+    buf = b"\xef\xbb\xbf2026-11-29T10:00:00Z WARN x\n"
+    assert len(m.scan(buf, 0)) == 1
+    assert m.scan(buf, 10) == []  # the same bytes mid-file are not a BOM
+
+
+GUARD = Rule.regex("g", "HIT")
+
+
+def _feed_all(scanner: LineScanner, *chunks: bytes) -> tuple[int, int]:
+    hits = lines = 0
+    for chunk in chunks:
+        result = scanner.feed(chunk)
+        hits += len(result.hits)
+        lines += result.lines
+    return hits, lines
+
+
+def test_partial_last_line_waits_for_its_newline() -> None:
+    scanner = LineScanner(_matcher(GUARD))
+    assert _feed_all(scanner, b"one HIT\ntwo H") == (1, 1)
+    assert scanner.offset == len(b"one HIT\n")
+    assert scanner.read_pos == len(b"one HIT\ntwo H")
+    assert _feed_all(scanner, b"IT\n") == (1, 1)
+    assert scanner.offset == len(b"one HIT\ntwo HIT\n")
+
+
+def test_empty_lines_advance_the_offset_and_count() -> None:
+    scanner = LineScanner(_matcher(GUARD))
+    assert _feed_all(scanner, b"\n\n\n") == (0, 3)
+    assert scanner.offset == 3
+
+
+def test_multibyte_character_split_across_reads() -> None:
+    scanner = LineScanner(_matcher(Rule.regex("g", "中HIT")))
+    line = "x 中HIT\n".encode()
+    cut = line.index("中".encode()) + 1
+    assert _feed_all(scanner, line[:cut], line[cut:]) == (1, 1)
+
+
+def test_oversize_line_is_cut_and_the_next_line_survives() -> None:
+    scanner = LineScanner(_matcher(GUARD), max_line=1024)
+    big = b"HIT " + b"x" * 10_000
+    chunks = [b"before HIT\n" + big[:500], big[500:3000], big[3000:], b"\nafter HIT\n"]
+    hits, lines = _feed_all(scanner, *chunks)
+    assert (hits, lines) == (3, 3)
+    assert scanner.oversize == 1
+    assert scanner.offset == len(b"before HIT\n") + len(big) + 1 + len(b"after HIT\n")
+
+
+def test_oversize_line_hit_keeps_its_start_offset() -> None:
+    scanner = LineScanner(_matcher(GUARD), max_line=16)
+    r1 = scanner.feed(b"ok\n" + b"HIT" + b"y" * 40)
+    r2 = scanner.feed(b"z" * 40 + b"\nHIT\n")
+    offsets = [h.offset for h in r1.hits + r2.hits]
+    assert offsets == [3, 3 + 3 + 40 + 40 + 1]
