@@ -161,7 +161,7 @@ def audit(
     return report
 
 
-def _count(
+def _count(  # noqa: PLR0917
     report: AuditReport,
     by_name: dict[str, GuardAudit],
     guards: tuple[str, ...],
@@ -171,10 +171,7 @@ def _count(
     until: datetime,
 ) -> None:
     windowed = since is not None
-    if not windowed:
-        in_window = True
-    else:
-        in_window = ts is not None and since <= ts <= until
+    in_window = since is None or (ts is not None and since <= ts <= until)
     if activity and in_window:
         report.activity += 1
     for name in guards:

@@ -150,7 +150,11 @@ def _audit_table(report: Any) -> str:
 
 
 @main.command()
-@click.option("--since", default=None, help="Only lines from this time on: 2026-11-29T10:00Z, or a duration ago: 6h, 7d.")
+@click.option(
+    "--since",
+    default=None,
+    help="Only lines from this time on: 2026-11-29T10:00Z, or a duration ago: 6h, 7d.",
+)
 @click.option("--window", default=None, help="Only lines of the last D (e.g. 24h); same as --since D.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
 @click.pass_context
@@ -207,6 +211,7 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
         collection.poll()
         click.echo(_counts(config, store, collection))
         collection.tailer.close()
+        store.close()
         return
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -220,6 +225,7 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     finally:
         collection.stop()
         click.echo(_counts(config, store, collection))
+        store.close()
 
 
 def _counts(config: Any, store: Any, collection: Any) -> str:
@@ -233,7 +239,7 @@ def _counts(config: Any, store: Any, collection: Any) -> str:
         organic = counts.organic if counts else 0
         canary = counts.canary if counts else 0
         parts.append(f"{guard.name}={organic}" + (f"(+{canary} canary)" if canary else ""))
-    activity, lines = window_activity(store.engine, now - timedelta(hours=24))
+    activity, _lines = window_activity(store.engine, now - timedelta(hours=24))
     files = collection.files()
     return (
         f"{now.astimezone().strftime('%H:%M:%S')} firings: {' '.join(parts) or '(no guards)'}"
@@ -243,7 +249,12 @@ def _counts(config: Any, store: Any, collection: Any) -> str:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
-@click.option("--keep", type=click.Path(file_okay=False), default=None, help="Write the sample logs here and keep them.")
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write the sample logs here and keep them.",
+)
 def demo(as_json: bool, keep: str | None) -> None:
     """Audit a bundled sample agent log: two guards that never fired stand out as ASLEEP."""
     import tempfile

@@ -7,13 +7,11 @@ and in every definition file are collected and raised together as one
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from canary import locations
 from canary.definitions import GuardDef, absolute_glob, expand_glob, load_definitions
@@ -27,6 +25,8 @@ from canary.tomlcheck import (
     check_matcher,
     check_placeholders,
     compile_regex,
+    dotted,
+    is_http_url,
     load_toml,
     locate,
     type_name,
@@ -50,7 +50,6 @@ DEFAULT_DEFS = ("canaries_defs/*.toml",)
 TOP_KEYS = ("defs", "agent", "model", "fixtures", "logs", "store", "alerts", "daemon")
 AGENT_KEYS = ("url", "method", "body", "headers", "answer", "timeout", "command")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-_LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<p6>\d+)|(?P<host>[^:\[\]]+):(?P<port>\d+)")
 _ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
 _DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
 
@@ -70,9 +69,7 @@ class AgentConfig:
     @property
     def inject_mode(self) -> bool:
         """Whether the fabricated answer travels in the request itself (``{inject}`` is used)."""
-        texts = [self.url or "", *_strings_in(self.body), *self.headers.values(),
-                 *(self.command or ())]
-        return any("inject" in placeholders_in(text) for text in texts)
+        return "inject" in _agent_placeholders(self)
 
 
 @dataclass(frozen=True)
@@ -183,11 +180,11 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
         ("model", ("listen", "upstream", "allow_remote")),
         ("fixtures", ("listen", "allow_remote")),
         ("daemon", ("control", "allow_remote"))))
-    model = ModelConfig(_listen(model_t, "listen", ModelConfig.listen),
-                        _http_url(model_t, "upstream"), model_t.boolean("allow_remote", False))
-    fixtures = FixturesConfig(_listen(fixtures_t, "listen", FixturesConfig.listen),
+    model = ModelConfig(model_t.listen("listen", ModelConfig.listen),
+                        model_t.http_url("upstream"), model_t.boolean("allow_remote", False))
+    fixtures = FixturesConfig(fixtures_t.listen("listen", FixturesConfig.listen),
                               fixtures_t.boolean("allow_remote", False))
-    daemon = DaemonConfig(_listen(daemon_t, "control", DaemonConfig.control),
+    daemon = DaemonConfig(daemon_t.listen("control", DaemonConfig.control),
                           daemon_t.boolean("allow_remote", False))
     _distinct_ports(sink, [(("model", "listen"), model.listen),
                            (("fixtures", "listen"), fixtures.listen),
@@ -222,6 +219,13 @@ def _strings_in(value: object) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings_in(v)]
     return []
+
+
+def _agent_placeholders(agent: AgentConfig) -> set[str]:
+    """The placeholder names used in the agent's url, body, headers and command."""
+    texts = [agent.url or "", *_strings_in(agent.body), *agent.headers.values(),
+             *(agent.command or ())]
+    return {name for text in texts for name in placeholders_in(text)}
 
 
 def _check_body(sink: Sink, keys: KeyPath, value: object) -> None:
@@ -274,69 +278,31 @@ def _agent(top: Table) -> AgentConfig | None:
             check_placeholders(sink, (*keys, "command", i), arg, AGENT_PLACEHOLDERS)
     if url is not None:
         check_placeholders(sink, (*keys, "url"), url, AGENT_PLACEHOLDERS)
-        if not _is_http(fill(url, dict.fromkeys(AGENT_PLACEHOLDERS, "x"))):
+        if not is_http_url(fill(url, dict.fromkeys(placeholders_in(url), "x"))):
             sink.error((*keys, "url"), f"expected an http:// or https:// URL, got {url!r}")
     if t.has("method") and method not in HTTP_METHODS:
         sink.error((*keys, "method"), f"expected one of {', '.join(HTTP_METHODS)}, got "
                    f"{t.get('method')!r}", suggestion=t.closest(method, HTTP_METHODS))
     agent = AgentConfig(url, method, body, headers, answer if answer is not None else "answer",
                         timeout, command)
-    texts = [agent.url or "", *_strings_in(body), *headers.values(), *(command or ())]
-    if (url is not None or command) and not any("prompt" in placeholders_in(s) for s in texts):
+    # A misspelled {prompt} counts: it is already reported as an unknown placeholder.
+    others = AGENT_PLACEHOLDERS - {"prompt"}
+    if (url is not None or command) and not any(
+        t.closest(name, ("prompt",)) for name in _agent_placeholders(agent) - others
+    ):
         where = "command" if command else "body"
         sink.error((*keys, where), "the prompt never reaches the agent: put '{prompt}' in the "
                    + ("command" if command else "body, url or headers"))
     return agent
 
 
-def _is_http(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
-
-
-def _http_url(t: Table, name: str) -> str | None:
-    url = t.string(name)
-    if url is not None and not _is_http(url):
-        t.sink.error((*t.keys, name), f"expected an http:// or https:// URL, got {url!r}")
-    return url
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _listen(t: Table, name: str, default: str) -> str:
-    """A ``host:port`` address; non-loopback hosts need ``allow_remote = true``."""
-    value = t.string(name)
-    if value is None:
-        return default
-    keys = (*t.keys, name)
-    found = _LISTEN.fullmatch(value)
-    if found is None:
-        t.sink.error(keys, f"expected host:port like {default!r} (IPv6 as '[::1]:port'), "
-                     f"got {value!r}")
-        return value
-    host = found.group("v6") or found.group("host")
-    port = int(found.group("p6") or found.group("port"))
-    if not 1 <= port <= 65535:
-        t.sink.error(keys, f"the port must be between 1 and 65535, got {port}")
-    if not _is_loopback(host) and t.get("allow_remote") is not True:
-        t.sink.error(keys, f"{host!r} is not a loopback address, so other machines could reach "
-                     f"this listener; use 127.0.0.1, or set allow_remote = true in [{t.keys[0]}]")
-    return value
-
-
 def _distinct_ports(sink: Sink, listeners: list[tuple[KeyPath, str]]) -> None:
+    """Two of our listeners on one port would fail at startup; say so now."""
     owners: dict[str, KeyPath] = {}
     for keys, address in listeners:
         port = address.rpartition(":")[2]
         if port in owners:
-            sink.error(keys, f"port {port} is also used by {owners[port][0]}.{owners[port][1]}")
+            sink.error(keys, f"port {port} is also used by {dotted(owners[port])}")
         owners.setdefault(port, keys)
 
 
@@ -385,7 +351,7 @@ def _store(t: Table) -> StoreConfig:
 def _alerts(t: Table) -> AlertsConfig:
     sink, keys = t.sink, t.keys
     webhook = t.string("webhook")
-    if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or _is_http(webhook)):
+    if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or is_http_url(webhook)):
         sink.error((*keys, "webhook"), "expected an http(s) URL or env:VAR (to read it from the "
                    f"environment), got {webhook!r}")
     command = t.strings("command")
@@ -436,4 +402,4 @@ def summarize(config: Config) -> str:
     if config.warnings:
         lines.append(f"warnings {len(config.warnings)}")
         lines.extend(f"  {w.render()}" for w in config.warnings)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)

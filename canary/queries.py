@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Engine, func, select
+from sqlmodel import col
 
 from canary.tables import FilePosition, HourlyActivity, HourlyCount
 
@@ -23,9 +24,9 @@ def window_counts(engine: Engine, since: datetime) -> dict[str, WindowCounts]:
     """Firings per guard from the hourly counts, for the hours starting at or after ``since``'s hour."""
     hour = since.replace(minute=0, second=0, microsecond=0)
     stmt = (
-        select(HourlyCount.guard, HourlyCount.source, func.sum(HourlyCount.count))
-        .where(HourlyCount.hour >= hour)
-        .group_by(HourlyCount.guard, HourlyCount.source)
+        select(col(HourlyCount.guard), col(HourlyCount.source), func.sum(col(HourlyCount.count)))
+        .where(col(HourlyCount.hour) >= hour)
+        .group_by(col(HourlyCount.guard), col(HourlyCount.source))
     )
     totals: dict[str, dict[str, int]] = {}
     with engine.connect() as conn:
@@ -40,9 +41,9 @@ def window_counts(engine: Engine, since: datetime) -> dict[str, WindowCounts]:
 def window_activity(engine: Engine, since: datetime) -> tuple[int, int]:
     """Activity lines and lines scanned since ``since``'s hour."""
     hour = since.replace(minute=0, second=0, microsecond=0)
-    stmt = select(func.sum(HourlyActivity.activity), func.sum(HourlyActivity.lines)).where(
-        HourlyActivity.hour >= hour
-    )
+    stmt = select(
+        func.sum(col(HourlyActivity.activity)), func.sum(col(HourlyActivity.lines))
+    ).where(col(HourlyActivity.hour) >= hour)
     with engine.connect() as conn:
         activity, lines = conn.execute(stmt).one()
     return int(activity or 0), int(lines or 0)
@@ -50,8 +51,8 @@ def window_activity(engine: Engine, since: datetime) -> tuple[int, int]:
 
 def followed_files(engine: Engine) -> list[tuple[str, int, int]]:
     """(path, offset, size) of every file with a committed read position."""
-    stmt = select(FilePosition.path, FilePosition.offset, FilePosition.size).order_by(
-        FilePosition.path
-    )
+    stmt = select(
+        col(FilePosition.path), col(FilePosition.offset), col(FilePosition.size)
+    ).order_by(col(FilePosition.path))
     with engine.connect() as conn:
         return [(p, int(o), int(s)) for p, o, s in conn.execute(stmt)]

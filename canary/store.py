@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine, event, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import SQLModel, col, create_engine
 
 from canary.errors import StoreError
 from canary.tables import (
@@ -105,7 +105,7 @@ class Store:
     def _migrate(self) -> None:
         with self.engine.begin() as conn:
             Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
-            row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
+            row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
             current = int(row[0]) if row else 0
             if current > SCHEMA_VERSION:
                 raise StoreError(
@@ -138,7 +138,7 @@ class Store:
     def position(self, key: str) -> FileState | None:
         """The committed state of a followed file."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(FilePosition).where(FilePosition.key == key)).first()
+            row = conn.execute(select(FilePosition).where(col(FilePosition.key) == key)).first()
         return _state(row) if row else None
 
     def positions(self) -> list[FileState]:
@@ -150,7 +150,7 @@ class Store:
     def forget(self, key: str) -> None:
         """Drop a file that is gone for good."""
         with self.engine.begin() as conn:
-            conn.execute(FilePosition.__table__.delete().where(FilePosition.key == key))  # type: ignore[attr-defined]
+            conn.execute(FilePosition.__table__.delete().where(col(FilePosition.key) == key))  # type: ignore[attr-defined]
 
     def commit(self, batch: Batch) -> None:
         """Firings, hourly counts, activity and the new position, in one transaction."""

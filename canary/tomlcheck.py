@@ -9,12 +9,14 @@ and returns None for a value it could not use so parsing can go on.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from datetime import date, time, timedelta
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from canary.durations import DurationError, parse_duration
 from canary.errors import Problem
@@ -29,6 +31,8 @@ __all__ = [
     "closest",
     "compile_regex",
     "dotted",
+    "is_http_url",
+    "is_loopback",
     "load_toml",
     "locate",
     "type_name",
@@ -38,7 +42,8 @@ KeyPath = tuple[str | int, ...]
 
 _DURATION_HINT = "a duration like '90s', '15m', '6h' or '7d'"
 _HEADER = re.compile(r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+_LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<p6>\d+)|(?P<host>[^:\[\]]+):(?P<port>\d+)")
+_TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)$")
 
 
 def dotted(keys: KeyPath) -> str:
@@ -86,12 +91,12 @@ def locate(text: str, keys: KeyPath) -> int | None:
             sections[-1][3].append((number, line))
     for cut in range(len(keys), -1, -1):
         prefix, rest = keys[:cut], keys[cut:]
-        names = tuple(k for k in prefix if isinstance(k, str))
-        occurrence = prefix[-1] if prefix and isinstance(prefix[-1], int) else 0
-        if len(names) + (1 if prefix and isinstance(prefix[-1], int) else 0) != len(prefix):
-            continue
+        index = prefix[-1] if prefix and isinstance(prefix[-1], int) else None
+        names = prefix[:-1] if index is not None else prefix
+        if not all(isinstance(k, str) for k in names):
+            continue  # a header can only select an array item by its last part
         for name, seen, start, body in sections:
-            if name != names or seen != occurrence:
+            if name != names or seen != (index or 0):
                 continue
             first = next((k for k in rest if isinstance(k, str)), None)
             if first is not None:
@@ -149,9 +154,15 @@ def load_toml(path: Path) -> tuple[dict[str, object] | None, Sink]:
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         position = _TOML_POSITION.search(message)
-        line = int(position.group(1)) if position else None
+        line = None
         if position:
-            message = f"{message[: position.start()]} (column {position.group(2)})"
+            message = message[: position.start()]
+            if position.group(1):
+                line = int(position.group(1))
+                message += f" (column {position.group(2)})"
+            else:
+                line = sink.text.count("\n") + (not sink.text.endswith("\n"))
+                message += " (at the end of the file)"
         sink.problems.append(Problem(path, "", f"invalid TOML: {message}", line=line))
         return None, sink
 
@@ -258,6 +269,34 @@ class Table:
             self.sink.error((*self.keys, name, i), f"expected a string, got {type_name(value[i])}")
         return None if bad else tuple(value)
 
+    def http_url(self, name: str) -> str | None:
+        """An http(s) URL; None when absent, the value as written when invalid (reported)."""
+        url = self.string(name)
+        if url is not None and not is_http_url(url):
+            self.sink.error((*self.keys, name), f"expected an http:// or https:// URL, got {url!r}")
+        return url
+
+    def listen(self, name: str, default: str) -> str:
+        """A ``host:port`` address; a non-loopback host needs ``allow_remote = true`` beside it."""
+        value = self.string(name)
+        if value is None:
+            return default
+        keys = (*self.keys, name)
+        found = _LISTEN.fullmatch(value)
+        if found is None:
+            self.sink.error(keys, f"expected host:port like {default!r} (IPv6 as '[::1]:port'), "
+                            f"got {value!r}")
+            return value
+        host = found.group("v6") or found.group("host")
+        port = int(found.group("p6") or found.group("port"))
+        if not 1 <= port <= 65535:
+            self.sink.error(keys, f"the port must be between 1 and 65535, got {port}")
+        if not is_loopback(host) and self.data.get("allow_remote") is not True:
+            self.sink.error(keys, f"{host!r} is not a loopback address, so other machines could "
+                            "reach this listener; use 127.0.0.1, or set allow_remote = true in "
+                            f"[{dotted(self.keys)}]")
+        return value
+
     def table(self, name: str) -> dict[str, object] | None:
         """A table value; None when absent or of another type (reported)."""
         value = self.data.get(name)
@@ -327,3 +366,19 @@ def check_placeholders(sink: Sink, keys: KeyPath, text: str, allowed: frozenset[
     for offset in found.stray:
         sink.error(keys, f"a lone {text[offset]!r} at position {offset}; write '{{{{' or "
                    "'}}' for a literal brace")
+
+
+def is_http_url(url: str) -> bool:
+    """Whether ``url`` is an absolute http:// or https:// URL."""
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listener on ``host`` is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

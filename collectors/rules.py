@@ -105,9 +105,12 @@ class Rule:
         """A jsonl rule: every field (dotted keys reach into objects) must equal its value."""
         literal = None
         for value in fields.values():
-            if isinstance(value, str) and _JSON_SAFE.fullmatch(value):
-                if literal is None or len(value) > len(literal.text):
-                    literal = Literal(value.encode("ascii"))
+            if (
+                isinstance(value, str)
+                and _JSON_SAFE.fullmatch(value)
+                and (literal is None or len(value) > len(literal.text))
+            ):
+                literal = Literal(value.encode("ascii"))
         return cls(name, None, dict(fields), literal)
 
     def matches(self, text: str, obj: Mapping[str, object] | None) -> bool:

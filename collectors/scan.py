@@ -91,7 +91,8 @@ class Matcher:
             self._slow_candidates(buf, candidates)
         if not candidates:
             return []
-        return [hit for start in sorted(candidates) if (hit := self._confirm(buf, base, start, candidates[start]))]
+        confirmed = (self._confirm(buf, base, start, candidates[start]) for start in sorted(candidates))
+        return [hit for hit in confirmed if hit is not None]
 
     def _slow_candidates(self, buf: bytes, candidates: dict[int, set[int]]) -> None:
         chunk_ok = buf.isascii() and b"\r" not in buf

@@ -15,6 +15,7 @@ rewritten in place (copytruncate) and is read again from its start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -373,7 +374,5 @@ def _last_line_end(fd: int, size: int) -> int:
 
 
 def _close(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass

@@ -78,7 +78,7 @@ class TimestampParser:
             return
         try:
             pattern = re.compile(mode.encode("utf-8"))
-        except re.error as exc:
+        except (re.error, ValueError) as exc:
             raise ValueError(f"timestamp regex {mode!r} does not compile: {exc}") from exc
         if "ts" not in pattern.groupindex:
             raise ValueError(f"timestamp regex {mode!r} has no group named ts: write (?P<ts>...)")
@@ -119,10 +119,13 @@ class TimestampParser:
         for key in _FIELDS:
             value = fields.get(key)
             found: datetime | None = None
-            if isinstance(value, str):
-                found = self._from_stamp(value.encode("utf-8", "replace"), now)
-            elif isinstance(value, int | float) and not isinstance(value, bool):
-                found = _from_epoch(value)
+            try:
+                if isinstance(value, str):
+                    found = self._from_stamp(value.encode("utf-8", "replace"), now)
+                elif isinstance(value, int | float) and not isinstance(value, bool):
+                    found = _from_epoch(value)
+            except (ValueError, OverflowError, OSError):
+                continue  # an impossible date in one field; a later field may hold a good one
             if found is not None:
                 return found
         return None

@@ -37,7 +37,10 @@ def make_tailer(store: Store, pattern: str, clock: Clock | None = None, **kw: ob
         timestamps=TimestampParser(default_tz=UTC),
     )
     errors: list[str] = []
-    t = Tailer([pattern], matcher, store, clock=clock or Clock(), on_error=lambda p, m: errors.append(m), **kw)  # type: ignore[arg-type]
+    t = Tailer(
+        [pattern], matcher, store, clock=clock or Clock(),
+        on_error=lambda p, m: errors.append(m), **kw,  # type: ignore[arg-type]
+    )
     t.errors = errors  # type: ignore[attr-defined]
     return t
 
@@ -128,7 +131,7 @@ def test_rename_rotation_with_late_writes_to_the_old_file(tmp_path: Path, store:
     clock = Clock()
     t = make_tailer(store, str(log), clock)
     t.poll()
-    old = open(log, "ab")  # the writer holds its fd across the rename
+    old = open(log, "ab")  # noqa: SIM115  (the writer holds its fd across the rename)
     os.rename(log, tmp_path / "a.log.1")
     log.write_bytes(hits(1, 100))
     t.poll()

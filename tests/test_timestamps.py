@@ -193,6 +193,12 @@ CASES = [
         fields={"ts": "soon", "time": "2026-11-29T10:00:00Z"},
     ),
     row(
+        "fields-invalid-ts-then-time",
+        b"{}",
+        utc(2026, 11, 29, 10),
+        fields={"ts": "2026-13-29T10:00:00Z", "time": 1795946400},
+    ),
+    row(
         "fields-win-over-line",
         b"2020-01-01T00:00:00Z x",
         utc(2026, 11, 29, 10),
@@ -285,13 +291,13 @@ def test_parse(
 
 
 @pytest.fixture
-def eastern_local_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def eastern_local_zone() -> Iterator[None]:
     if not hasattr(time, "tzset"):
         pytest.skip("time.tzset is POSIX-only")
-    monkeypatch.setenv("TZ", "EST+05")
-    time.tzset()
-    yield
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TZ", "EST+05")
+        time.tzset()
+        yield
     time.tzset()
 
 
