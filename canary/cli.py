@@ -36,15 +36,16 @@ def _fail(exc: CanaryError) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
-def _load(ctx: click.Context) -> Any:
+def _load(ctx: click.Context, *, warn: bool = True) -> Any:
     from canary.config import load_config
 
     try:
         config = load_config(ctx.obj.get("config"))
     except CanaryError as exc:
         _fail(exc)
-    for warning in config.warnings:
-        click.echo(warning.render(), err=True)
+    if warn:
+        for warning in config.warnings:
+            click.echo(warning.render(), err=True)
     return config
 
 
@@ -70,7 +71,7 @@ def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.config import summarize
 
-    config = _load(ctx)
+    config = _load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(summarize(config))
 
 

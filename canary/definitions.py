@@ -162,7 +162,7 @@ def _parse_file(
     data: dict[str, object], sink: Sink, log_format: str
 ) -> tuple[str | None, GuardDef | None]:
     """Parse one file's tables; returns the guard's name (when valid) and the guard (when clean)."""
-    Table(sink, (), data, TOP_KEYS)
+    top = Table(sink, (), data, TOP_KEYS)
     raw_guard = data.get("guard")
     raw_canaries = data.get("canary", [])
     canary_tables: list[dict[str, object]] = []
@@ -173,7 +173,9 @@ def _parse_file(
                    f"{type_name(raw_canaries)}")
 
     if raw_guard is None:
-        if canary_tables:
+        if "guard" in top.misspelled:
+            pass  # already reported as an unknown key with "did you mean 'guard'?"
+        elif canary_tables:
             sink.error(("canary",), "a canary without a guard: add a [guard] table with "
                        "name and match to this file")
         else:

@@ -160,8 +160,10 @@ def test_every_fixture_file_is_in_the_table() -> None:
         ("unknown_guard_key.toml", "guard.windw", 4),
         ("missing_guard_name.toml", "guard.name", 1),
         ("duplicate_canary.toml", "canary[1].name", 14),
+        ("inject_at_bad_regex.toml", "canary[0].inject_at.match", 12),
     ],
-    ids=["syntax", "second-canary-key", "guard-key", "missing-key-at-table", "duplicate"],
+    ids=["syntax", "second-canary-key", "guard-key", "missing-key-at-table", "duplicate",
+         "inline-table"],
 )
 def test_problems_carry_the_line(fixture: str, key: str, line: int) -> None:
     _, problems = load(fixture)
@@ -171,6 +173,13 @@ def test_problems_carry_the_line(fixture: str, key: str, line: int) -> None:
 def test_a_misspelled_key_is_not_also_reported_missing() -> None:
     _, problems = load("unknown_canary_key.toml")
     assert [(p.key, p.suggestion) for p in problems] == [("canary[1].evry", "every")]
+
+
+def test_a_misspelled_guard_table_is_reported_once(tmp_path: Path) -> None:
+    text = (DATA / "valid" / "citation.toml").read_text(encoding="utf-8")
+    (tmp_path / "g.toml").write_text(text.replace("[guard]", "[gaurd]"), encoding="utf-8")
+    _, problems = load_definitions(["g.toml"], tmp_path)
+    assert [(p.key, p.suggestion, p.line) for p in problems] == [("gaurd", "guard", 1)]
 
 
 def test_did_you_mean_is_rendered() -> None:
