@@ -248,37 +248,183 @@ def _counts(config: Any, store: Any, collection: Any) -> str:
     )
 
 
+def _select(config: Any, names: tuple[str, ...]) -> list[tuple[Any, Any]]:
+    """GUARD or GUARD/CANARY selections, in definition order; every canary when none."""
+    guards = {g.name: g for g in config.guards}
+    if not names:
+        return [(g, c) for g in config.guards for c in g.canaries]
+    chosen: list[tuple[Any, Any]] = []
+    for name in names:
+        guard_name, _, canary_name = name.partition("/")
+        guard = guards.get(guard_name)
+        if guard is None:
+            from canary.tomlcheck import closest
+
+            hint = closest(guard_name, list(guards))
+            raise UsageError(
+                f"no guard named {guard_name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+            )
+        canaries = [c for c in guard.canaries if not canary_name or c.name == canary_name]
+        if not canaries:
+            raise UsageError(
+                f"guard {guard_name!r} has no canary named {canary_name!r}"
+                if canary_name else f"guard {guard_name!r} has no canaries"
+            )
+        chosen.extend((guard, c) for c in canaries if (guard, c) not in chosen)
+    return chosen
+
+
+def _runs_table(results: list[Any]) -> str:
+    rows = [("guard", "canary", "verdict", "trace stopped at", "evidence")]
+    for r in results:
+        evidence = r.evidence or (r.error or "")
+        if len(evidence) > 90:
+            evidence = evidence[:87] + "..."
+        rows.append((r.guard, r.canary, r.verdict.upper(), r.stopped_at, evidence))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for i, row in enumerate(rows):
+        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:4])) + "  " + row[4]
+        text = text.rstrip()
+        if i == 0:
+            text = click.style(text, bold=True)
+        elif row[2] not in ("CAUGHT", "PASSED"):
+            text = click.style(text, fg="red", bold=True)
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _report_runs(results: list[Any], as_json: bool) -> int:
+    from canary.verdicts import HEALTHY
+
+    if as_json:
+        click.echo(json.dumps({"runs": [r.to_json() for r in results]}, indent=2))
+    else:
+        click.echo(_runs_table(results))
+        bad = [r for r in results if r.verdict not in HEALTHY]
+        if bad:
+            click.echo("")
+            for r in bad:
+                click.echo(f"{r.guard}/{r.canary}: {_explain(r)}")
+    if results and all(r.verdict == "error" for r in results):
+        return EXIT_UNAVAILABLE
+    return EXIT_OK if all(r.verdict in ("caught", "passed") for r in results) else EXIT_ASLEEP
+
+
+def _explain(r: Any) -> str:
+    """One sentence a person can act on, for a verdict other than caught/passed."""
+    leak = f"{r.leak_text!r}" if r.leak_text else "the fabricated value"
+    return {
+        "leaked": f"the fabricated answer reached the user ({leak} is in the final answer) "
+        "and the guard wrote no line: it did not run on this path.",
+        "fired_but_leaked": f"the guard logged a rejection, yet {leak} still reached the final "
+        "answer: it detects, it does not enforce.",
+        "unlogged": "the fabrication did not reach the answer, but the guard left no line: "
+        "something else stopped it, or the guard does not log.",
+        "not_injected": "the model call chosen by inject_at never came through the proxy "
+        + ("(the fixture was fetched: check inject_at)" if r.trace.get("fixture_fetched") is not None
+           else "(the fixture was never fetched: does the agent's model base URL point at the proxy?)"),
+        "error": f"the agent could not be used: {r.error}",
+        "false_rejection": "the guard rejected a grounded answer (a control): it rejects too much.",
+    }.get(r.verdict, r.verdict)
+
+
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
+@click.argument("selection", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
+@click.pass_context
+def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
+    """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts."""
+    from canary.session import Session
+    from canary.store import Store
+
+    config = _load(ctx)
+    try:
+        pairs = _select(config, selection)
+        if config.agent is None:
+            raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
+        if not pairs:
+            raise UsageError("no canaries are defined")
+        store = Store(config.store.url)
+    except CanaryError as exc:
+        _fail(exc)
+
+    def warn(path: str, message: str) -> None:
+        click.echo(f"warning: {message}", err=True)
+
+    try:
+        with Session(config, store, on_error=warn) as session:
+            assert session.runner is not None
+            results = session.runner.run_many(pairs)
+    except CanaryError as exc:
+        store.close()
+        _fail(exc)
+    store.close()
+    sys.exit(_report_runs(results, as_json))
+
+
+@main.command()
+@click.option("--headless", is_flag=True, help="Run every canary once and print the verdicts.")
+@click.option("--json", "as_json", is_flag=True, help="With --headless: the `canary run --json` document.")
 @click.option(
     "--keep",
     type=click.Path(file_okay=False),
     default=None,
-    help="Write the sample logs here and keep them.",
+    help="Keep the demo's config, logs and store in this directory.",
 )
-def demo(as_json: bool, keep: str | None) -> None:
-    """Audit a bundled sample agent log: two guards that never fired stand out as ASLEEP."""
+@click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
+def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) -> None:
+    """The bundled demo agent with live and dead guards: watch the dead ones leak."""
     import tempfile
 
+    with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
+        where = Path(keep) if keep else Path(tmp)
+        if sample_audit:
+            sys.exit(_demo_audit(where, as_json))
+        from canary.demo.live import start_demo
+
+        try:
+            running = start_demo(where)
+        except CanaryError as exc:
+            _fail(exc)
+        try:
+            if not as_json:
+                click.echo(
+                    f"Demo agent at {running.config.agent.url if running.config.agent else '?'}, "
+                    f"model proxy at {running.session.proxy.url if running.session.proxy else '?'}; "
+                    f"running {sum(len(g.canaries) for g in running.config.guards)} canaries...\n",
+                    err=True,
+                )
+            assert running.session.runner is not None
+            pairs = [(g, c) for g in running.config.guards for c in g.canaries]
+            results = running.session.runner.run_many(pairs)
+        finally:
+            running.stop()
+        code = _report_runs(results, as_json)
+        if not as_json:
+            asleep = sorted({r.guard for r in results if r.verdict not in ("caught", "passed")})
+            if asleep:
+                click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
+        sys.exit(code)
+
+
+def _demo_audit(where: Path, as_json: bool) -> int:
     from canary.audit import audit as run_audit
     from canary.config import load_config
     from canary.demo.sample import write_demo
 
-    with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
-        where = Path(keep) if keep else Path(tmp)
-        config_path = write_demo(where)
-        try:
-            config = load_config(str(config_path))
-        except CanaryError as exc:
-            _fail(exc)
-        now = datetime.now(UTC)
-        report = run_audit(config, now=now)
-        if as_json:
-            click.echo(json.dumps(report.to_json(), indent=2))
-        else:
-            click.echo(f"Sample agent logs in {where} (config {config_path.name}):\n")
-            click.echo(_audit_table(report))
-    sys.exit(EXIT_ASLEEP if report.asleep else EXIT_OK)
+    config_path = write_demo(where)
+    try:
+        config = load_config(str(config_path))
+    except CanaryError as exc:
+        _fail(exc)
+    report = run_audit(config, now=datetime.now(UTC))
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(f"Sample agent logs in {where} (config {config_path.name}):\n")
+        click.echo(_audit_table(report))
+    return EXIT_ASLEEP if report.asleep else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,6 +28,7 @@ from canary.tables import (
     HourlyActivity,
     HourlyCount,
     Meta,
+    Run,
 )
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
@@ -41,8 +42,13 @@ def _v1(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
 
 
+def _v2(conn: Connection) -> None:
+    """Canary runs."""
+    SQLModel.metadata.create_all(conn, tables=[Run.__table__])  # type: ignore[attr-defined]
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -257,3 +263,45 @@ def _state(row: Any) -> FileState:
         key=pos.key, dev=pos.dev, ino=pos.ino, path=pos.path, offset=pos.offset,
         head_len=pos.head_len, head_hash=bytes(pos.head_hash), size=pos.size,
     )
+
+
+def _run_table() -> Any:
+    return Run.__table__  # type: ignore[attr-defined]
+
+
+class RunLog:
+    """Writes of canary runs: a row when a run starts, its verdict when it ends."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def start(self, *, guard: str, canary: str, variant: int, expect: str, nonce: str,
+              started: datetime, injected_text: str, leak_text: str | None) -> int:
+        """Insert an in-flight run; return its id."""
+        with self.store.engine.begin() as conn:
+            result = conn.execute(
+                insert(_run_table()).values(
+                    guard=guard, canary=canary, variant=variant, expect=expect, nonce=nonce,
+                    started=as_utc(started), injected_text=injected_text, leak_text=leak_text,
+                    trace="{}", firings=0,
+                )
+            )
+            key = result.inserted_primary_key
+            assert key is not None
+            return int(key[0])
+
+    def finish(self, run_id: int, **fields: Any) -> None:
+        """Record a run's verdict and what it saw."""
+        if "finished" in fields and fields["finished"] is not None:
+            fields["finished"] = as_utc(fields["finished"])
+        with self.store.engine.begin() as conn:
+            conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
+
+    def interrupt_in_flight(self, reason: str) -> int:
+        """Mark runs left in flight (by a crash or a stop) as errors; return how many."""
+        table = _run_table()
+        with self.store.engine.begin() as conn:
+            result = conn.execute(
+                update(table).where(table.c.verdict.is_(None)).values(verdict="error", error=reason)
+            )
+            return int(result.rowcount or 0)

@@ -74,3 +74,28 @@ class FilePosition(SQLModel, table=True):
     size: int
     lines: int = 0
     updated_at: datetime
+
+
+class Run(SQLModel, table=True):
+    """One execution of a canary; ``verdict`` is null while it is in flight."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_guard_started", "guard", "started"),)
+    id: int | None = Field(default=None, primary_key=True)
+    guard: str
+    canary: str
+    variant: int = 0
+    expect: str = "reject"
+    nonce: str = Field(unique=True)
+    started: datetime
+    finished: datetime | None = None
+    duration_s: float | None = None
+    verdict: str | None = None
+    trace: str = "{}"  # JSON: stage -> seconds after sent, or null
+    leaked: bool | None = None
+    firings: int = 0
+    evidence: str | None = None
+    injected_text: str = ""
+    leak_text: str | None = None
+    answer: str | None = None
+    error: str | None = None

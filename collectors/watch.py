@@ -58,6 +58,8 @@ class Follower:
         self._stop = threading.Event()
         self._watched: set[str] = set()
         self._thread: threading.Thread | None = None
+        self._polled = threading.Condition()
+        self._started_polls = 0
         self.polls = 0
 
     @property
@@ -90,12 +92,29 @@ class Follower:
         self._needs_rescan.set()
         self._wake.set()
 
+    def sync(self, timeout: float = 10.0) -> bool:
+        """Wait until a poll that began after this call has committed; False on timeout.
+
+        Everything written to the files before the call is then in the store.
+        """
+        with self._polled:
+            wanted = self._started_polls + 1
+        self.wake()
+        deadline = time.monotonic() + timeout
+        with self._polled:
+            while self.polls < wanted:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None or not self._thread.is_alive():
+                    return False
+                self._polled.wait(left)
+        return True
+
     def _run(self) -> None:
         last_rescan = 0.0
         while True:
             self._wake.wait(self.rescan)
             stopping = self._stop.is_set()
-            if self.settle and not stopping:
+            if self.settle and not stopping and not self._needs_rescan.is_set():
                 # Let a burst of writes land so one poll commits them together.
                 time.sleep(self.settle)
             self._wake.clear()
@@ -107,12 +126,16 @@ class Follower:
                 self._needs_rescan.clear()
                 last_rescan = now
                 self._update_watches()
+            with self._polled:
+                self._started_polls += 1
             try:
                 consumed = self.tailer.poll(rescan=rescan)
             except Exception as exc:
                 self._error("<tailer>", f"a poll failed and will be retried: {exc!r}")
                 consumed = 0
-            self.polls += 1
+            with self._polled:
+                self.polls += 1
+                self._polled.notify_all()
             if self._on_poll is not None:
                 self._on_poll(consumed)
             if stopping:

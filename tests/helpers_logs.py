@@ -230,26 +230,33 @@ def wait_until(
         time.sleep(interval)
 
 
-def wait_exact(db: Path, expected: set[int], timeout: float, quiet: float = 2.0) -> Tally:
-    """Wait until the store holds exactly the expected seqs; return the last tally.
+def has_seq(db: Path, seq: int) -> bool:
+    """Whether the guard line ``seq`` was counted at least once."""
+    rows = _query(db, "SELECT 1 FROM firings WHERE instr(line, ?) > 0 LIMIT 1", [f"seq={seq} "])
+    return bool(rows)
 
-    Gives up early once the last expected seq is counted and nothing changed for
-    ``quiet`` seconds (a loss will not heal), or at ``timeout``.
+
+def wait_exact(db: Path, expected: set[int], timeout: float, quiet: float = 2.0) -> Tally:
+    """Wait until the store counted as many firings as expected; return the tally then.
+
+    Polls the cheap row count; gives up early once the last expected seq is counted
+    and the count has not changed for ``quiet`` seconds (a loss will not heal), or
+    at ``timeout``.
     """
     deadline = time.monotonic() + timeout
-    last_key: tuple[int, int] | None = None
+    last_count = -1
     since = time.monotonic()
     while True:
-        t = tally(db, expected)
+        count = firing_count(db)
         now = time.monotonic()
-        if t.exact or now >= deadline:
-            return t
-        key = (len(t.seen), sum(t.seen.values()))
-        if key != last_key:
-            last_key, since = key, now
-        elif expected and max(expected) in t.seen and now - since >= quiet:
-            return t
+        if count >= len(expected) or now >= deadline:
+            break
+        if count != last_count:
+            last_count, since = count, now
+        elif now - since >= quiet and expected and has_seq(db, max(expected)):
+            break
         time.sleep(0.1)
+    return tally(db, expected)
 
 
 # -- configuration --------------------------------------------------------------

@@ -145,7 +145,7 @@ def test_demo_audit_shows_the_sample_counts(tmp_path: Path) -> None:
 
 
 def test_demo_command(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["demo", "--json"])
+    result = CliRunner().invoke(main, ["demo", "--sample-audit", "--json"])
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert {g["guard"]: g["firings"] for g in doc["guards"]} == FIRINGS

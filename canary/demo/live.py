@@ -1,0 +1,102 @@
+"""The live demo: the bundled agent, its scripted model, and a session in front of both.
+
+Everything listens on free loopback ports. The agent asks its model through the
+proxy, and writes its guard lines to a log the collectors follow.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from canary.config import Config, load_config
+from canary.demo.agent import create_agent
+from canary.demo.model import create_model_server
+from canary.locations import bundled_defs_dir
+from canary.serving import BackgroundServer
+from canary.session import Session
+from canary.store import Store
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def write_config(directory: Path, *, agent: int, proxy: int, fixtures: int, model_url: str) -> Path:
+    """The demo's canary.toml, pointing at the bundled definitions and the demo's ports."""
+    defs = (bundled_defs_dir() / "*.toml").as_posix()
+    path = directory / "canary.toml"
+    path.write_text(
+        f"""defs = [{defs!r}]
+
+[agent]
+url = "http://127.0.0.1:{agent}/ask"
+body = {{ prompt = "{{prompt}}" }}
+answer = "answer"
+timeout = "60s"
+
+[model]
+listen = "127.0.0.1:{proxy}"
+upstream = "{model_url}"
+
+[fixtures]
+listen = "127.0.0.1:{fixtures}"
+
+[logs]
+paths = [{(directory / "agent.log").as_posix()!r}]
+activity = 'task finished'
+
+[store]
+url = {"sqlite:///" + (directory / "canary.db").as_posix()!r}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@dataclass
+class Demo:
+    """The running demo: its config, store, session and servers."""
+
+    directory: Path
+    config: Config
+    store: Store
+    session: Session
+    servers: list[BackgroundServer]
+
+    def stop(self) -> None:
+        """Stop everything the demo started."""
+        self.session.stop()
+        for server in reversed(self.servers):
+            server.stop()
+        self.store.close()
+
+
+def start_demo(directory: Path, *, fabricate_every: int = 0, grace: float = 2.0) -> Demo:
+    """Start the scripted model, the agent and a session; return them running."""
+    directory.mkdir(parents=True, exist_ok=True)
+    servers: list[BackgroundServer] = []
+    try:
+        model = BackgroundServer(create_model_server(fabricate_every=fabricate_every), name="demo model")
+        servers.append(model.start())
+        proxy, fixtures, agent_port = free_port(), free_port(), free_port()
+        log = directory / "agent.log"
+        log.touch()
+        agent = BackgroundServer(
+            create_agent(f"http://127.0.0.1:{proxy}/v1", log), "127.0.0.1", agent_port, name="demo agent"
+        )
+        servers.append(agent.start())
+        config = load_config(
+            str(write_config(directory, agent=agent_port, proxy=proxy, fixtures=fixtures, model_url=model.url))
+        )
+        store = Store(config.store.url)
+        session = Session(config, store, grace=grace).start()
+    except BaseException:
+        for server in reversed(servers):
+            server.stop()
+        raise
+    return Demo(directory, config, store, session, servers)

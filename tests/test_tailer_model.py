@@ -1,0 +1,691 @@
+"""A model-based test of the tailer: real files, a real SQLite store, an in-memory model beside them.
+
+A ``RuleBasedStateMachine`` plays a log writer and an operator against a ``Tailer`` stepped by
+``poll()`` with a fake clock, and keeps a model of what a correct tailer must have counted.
+
+The writer holds an ``O_APPEND`` fd on the live file ``app.log``, as a real one does. Every
+complete guard line carries a unique ``seq=N`` and every line starts with the same timestamp
+prefix, so a weak head check shows up as lost or doubled lines. Rules:
+
+* write 1-6 lines (guard, guard with CRLF, noise, empty) to ``app.log``, creating it if needed;
+* write the first part of a guard line, then complete it, to whichever file holds it;
+* rotate by rename + create (``app.log.2 -> .3`` ... ``app.log -> .1``, at most three kept);
+  the writer's old fd stays open until the next poll, so a late write can land in the
+  rotated file;
+* rotate by copytruncate: shift, copy ``app.log`` to ``app.log.1``, maybe write inside the
+  copy -> truncate window, truncate ``app.log``;
+* truncate ``app.log`` in place, maybe rewriting it (past the read offset) before the next poll;
+* delete ``app.log``, maybe recreate it at once; the old fd also gets a late-write window;
+* poll; advance the clock past ``rotate_wait`` and poll; poll while the writer appends
+  during the tailer's commits (between its ``fstat`` and its reads);
+* restart (``close()``, a new Tailer on the same store);
+* crash: a store that dies (``BaseException``) at its k-th write, mid-poll, then a new
+  process: the Tailer is dropped without a final step and the store is reopened;
+* settle: poll with the clock advanced until nothing changes.
+
+The model. Each line is *unpolled* until a complete poll runs while its file is reachable,
+then *required*: it must be counted from then on. A file is reachable if its name matches the
+glob, or the current tailer read it in a complete poll (it holds the fd, even after a rename or
+delete), or, before a new tailer's first complete poll, a previous one read it while it held a
+complete line (so the store has its position) and it is still in the directory. Lines the
+writer puts in a file that is not reachable, and unpolled lines of a file that stops being
+reachable (renamed out of the glob or deleted before any poll saw it; deleted while held, then
+a restart or crash), are *unreachable*: allowed to be lost, never to be doubled.
+
+Truncation is the one other allowed loss. Truncating ``app.log`` (in place or by
+copytruncate) destroys its unpolled lines: they are the *gap*. With copytruncate those bytes
+survive only in ``app.log.1``: with the glob ``app.log`` they are lost; with ``app.log*`` the
+copy is in the glob and the tailer may read them from it, but nothing obliges it to, and lines
+it has already counted must not be counted again from the copy. Lines written between the copy
+and the truncation are in neither file and join the gap. The number of lines that fell into
+the gap across a run is printed at the end of the module.
+
+Invariants, after every complete poll: no seq counted twice; every counted seq was written as
+a complete line, with exactly the text written (so a partial line is never counted, nor glued
+to the wrong rest); every required seq is counted; every committed position lies at a line
+start (offset 0 or just after a ``\\n``) of the file it names, whose head it hashes; the
+tailer reported no error. After a settle: every written seq is required, in the gap, or
+unreachable (so without truncation, counted == written - unreachable); the tailer follows
+exactly the files in the glob, and the store holds positions only for those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+)
+from sqlalchemy import text
+
+from canary.store import Store
+from collectors.rules import Rule
+from collectors.scan import Matcher
+from collectors.tailer import Batch, FileState, Tailer
+from collectors.timestamps import TimestampParser
+
+ROTATE_WAIT = 5.0
+KEEP = 3
+PREFIX = b"2024-05-01T12:00:00Z agent "
+SEQ = re.compile(r"seq=(\d+)$")
+
+#: Totals over every example of the module, per glob: printed when the module ends.
+TOTALS: dict[str, Counter[str]] = {}
+
+KINDS = st.lists(
+    st.sampled_from(["guard", "guard", "crlf", "noise", "empty"]), min_size=1, max_size=6
+)
+
+
+def guard_line(seq: int, crlf: bool = False) -> bytes:
+    return PREFIX + b"g HIT seq=%d" % seq + (b"\r\n" if crlf else b"\n")
+
+
+def guard_text(seq: int) -> str:
+    return (PREFIX + b"g HIT seq=%d" % seq).decode()
+
+
+class Killed(BaseException):
+    """The process died: nothing after this point of the poll happens."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class DyingStore:
+    """The real store, which can die at its k-th write and lets the writer write during commits."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.kill_after: int | None = None
+        self.during_commit: Callable[[], None] | None = None
+
+    def position(self, key: str) -> FileState | None:
+        return self.store.position(key)
+
+    def positions(self) -> list[FileState]:
+        return self.store.positions()
+
+    def _write(self) -> None:
+        if self.kill_after is not None:
+            if self.kill_after == 0:
+                raise Killed
+            self.kill_after -= 1
+
+    def commit(self, batch: Batch) -> None:
+        self._write()
+        self.store.commit(batch)
+        if self.during_commit is not None:
+            self.during_commit()
+
+    def forget(self, key: str) -> None:
+        self._write()
+        self.store.forget(key)
+
+
+@dataclass(eq=False)
+class MFile:
+    """The model of one inode."""
+
+    ident: int
+    key: str
+    name: str | None
+    content: bytearray = field(default_factory=bytearray)
+    unpolled: set[int] = field(default_factory=set)
+    known: bool = False  # a tailer read it in a complete poll while it held a complete line
+    held: bool = False  # the current tailer read it in a complete poll
+
+
+@dataclass
+class Pending:
+    seq: int
+    rest: bytes
+    file: MFile
+
+
+class TailerModel(RuleBasedStateMachine):
+    """The tailer against the model; subclasses choose the glob and the rules."""
+
+    GLOB = "app.log"
+    COPYTRUNCATE = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root: str | None = None
+        self.step_failed = False
+
+    # -- setup ----------------------------------------------------------------
+
+    @initialize(
+        chunk=st.sampled_from([7, 64, 1 << 20]),
+        batch=st.sampled_from([1, 100, 8 << 20]),
+        precreate=st.booleans(),
+    )
+    def setup(self, chunk: int, batch: int, precreate: bool) -> None:
+        self.root = tempfile.mkdtemp(prefix="tailer-model-")
+        self.logs = os.path.join(self.root, "logs")
+        os.mkdir(self.logs)
+        os.mkdir(os.path.join(self.root, "state"))
+        self.url = f"sqlite:///{os.path.join(self.root, 'state', 'canary.db')}"
+        self.store = Store(self.url)
+        self.dying = DyingStore(self.store)
+        self.clock = Clock()
+        self.chunk, self.batch = chunk, batch
+        self.errors: list[str] = []
+        self.files: list[MFile] = []
+        self.by_key: dict[str, MFile] = {}
+        self.live: MFile | None = None
+        self.live_fd: int | None = None
+        self.old: MFile | None = None
+        self.old_fd: int | None = None
+        self.pending: Pending | None = None
+        self.next_seq = 0
+        self.next_noise = 0
+        self.next_ident = 0
+        self.written: set[int] = set()
+        self.required: set[int] = set()
+        self.gap: set[int] = set()
+        self.window: set[int] = set()
+        self.unreachable: set[int] = set()
+        self.truncated = False
+        self.fresh = True
+        self.sut = self._new_tailer()
+        if precreate:
+            self._create_live()
+
+    def _new_tailer(self) -> Tailer:
+        matcher = Matcher([Rule.regex("g", "HIT")], timestamps=TimestampParser(default_tz=UTC))
+        return Tailer(
+            [os.path.join(self.logs, self.GLOB)],
+            matcher,
+            self.dying,
+            on_error=lambda path, message: self.errors.append(message),
+            rotate_wait=ROTATE_WAIT,
+            clock=self.clock,
+            chunk=self.chunk,
+            batch_bytes=self.batch,
+        )
+
+    def teardown(self) -> None:
+        if self.root is None:
+            return
+        try:
+            if not self.step_failed:
+                self._settle()
+                self._check_settled()
+                self._tally()
+        finally:
+            self.sut.close()
+            for fd in (self.live_fd, self.old_fd):
+                if fd is not None:
+                    os.close(fd)
+            self.store.close()
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- the filesystem and the model -------------------------------------------
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.logs, name)
+
+    def _in_glob(self, name: str) -> bool:
+        return name == "app.log" or (self.GLOB == "app.log*" and name.startswith("app.log"))
+
+    def _reachable(self, f: MFile) -> bool:
+        if f.name is not None and self._in_glob(f.name):
+            return True
+        if f.held:
+            return True
+        return self.fresh and f.known and f.name is not None
+
+    def _recheck(self) -> None:
+        """Unpolled lines of a file no tailer can reach any more may be lost."""
+        for f in self.files:
+            if f.unpolled and not self._reachable(f):
+                self.unreachable |= f.unpolled
+                f.unpolled.clear()
+
+    def _new_file(self, name: str, fd: int, content: bytes = b"") -> MFile:
+        st_ = os.fstat(fd)
+        f = MFile(self.next_ident, f"{st_.st_dev}:{st_.st_ino}", name, bytearray(content))
+        self.next_ident += 1
+        self.files.append(f)
+        self.by_key[f.key] = f
+        return f
+
+    def _create_live(self) -> None:
+        assert self.live is None
+        fd = os.open(self._path("app.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.live_fd = fd
+        self.live = self._new_file("app.log", fd)
+
+    def _by_name(self, name: str) -> MFile | None:
+        return next((f for f in self.files if f.name == name), None)
+
+    def _close_window(self) -> None:
+        """The writer lets go of the file it wrote before the last rotation or delete."""
+        if self.old_fd is not None:
+            os.close(self.old_fd)
+        if self.pending is not None and self.pending.file is self.old:
+            self.pending = None  # never completed: stays a fragment, never a line
+        self.old, self.old_fd = None, None
+
+    def _lines(self, kinds: list[str]) -> tuple[bytes, list[int]]:
+        data, seqs = b"", []
+        for kind in kinds:
+            if kind in ("guard", "crlf"):
+                seq = self.next_seq
+                self.next_seq += 1
+                data += guard_line(seq, kind == "crlf")
+                seqs.append(seq)
+            elif kind == "noise":
+                data += PREFIX + b"step n=%d\n" % self.next_noise
+                self.next_noise += 1
+            else:
+                data += b"\n"
+        return data, seqs
+
+    def _write(self, f: MFile, fd: int, data: bytes, seqs: list[int]) -> None:
+        """Append to a file through the writer's fd, finishing its partial line first."""
+        if self.pending is not None and self.pending.file is f:
+            data = self.pending.rest + data
+            seqs = [self.pending.seq, *seqs]
+            self.pending = None
+        os.write(fd, data)
+        f.content += data
+        self.written.update(seqs)
+        if self._reachable(f):
+            f.unpolled.update(seqs)
+        else:
+            self.unreachable.update(seqs)
+
+    def _truncate_live(self) -> None:
+        assert self.live is not None and self.live_fd is not None
+        os.ftruncate(self.live_fd, 0)
+        self.live.content.clear()
+        self.gap |= self.live.unpolled
+        self.live.unpolled.clear()
+        if self.pending is not None and self.pending.file is self.live:
+            self.pending = None
+        self.truncated = True
+
+    def _shift(self) -> None:
+        """logrotate's numbering: drop the oldest, move each copy one number up."""
+        oldest = self._by_name(f"app.log.{KEEP}")
+        if oldest is not None:
+            os.unlink(self._path(oldest.name))  # type: ignore[arg-type]
+            oldest.name = None
+        for n in range(KEEP - 1, 0, -1):
+            f = self._by_name(f"app.log.{n}")
+            if f is not None:
+                os.rename(self._path(f"app.log.{n}"), self._path(f"app.log.{n + 1}"))
+                f.name = f"app.log.{n + 1}"
+
+    # -- polling --------------------------------------------------------------
+
+    def _poll(self, *, kill_after: int | None = None) -> int | None:
+        """One poll: the bytes it consumed, or None if the store died in it."""
+        reach = [f for f in self.files if self._reachable(f)]
+        snapshot = {f.ident: (set(f.unpolled), b"\n" in f.content) for f in reach}
+        self.clock.now += 0.25
+        self.dying.kill_after = kill_after
+        try:
+            consumed = self.sut.poll()
+        except Killed:
+            return None
+        finally:
+            self.dying.kill_after = None
+            self.dying.during_commit = None
+            self._close_window()
+        for f in reach:
+            seqs, had_line = snapshot[f.ident]
+            self.required |= seqs
+            f.unpolled -= seqs
+            f.held = True
+            f.known = f.known or had_line
+        self.fresh = False
+        self._recheck()
+        return consumed
+
+    def _settle(self) -> None:
+        for _ in range(8):
+            self.clock.now += ROTATE_WAIT + 1
+            if self._poll() == 0 and not any(s.rotated for s in self.sut.files()):
+                break
+
+    # -- checks ---------------------------------------------------------------
+
+    def _counted(self) -> list[tuple[str, str]]:
+        with self.store.engine.connect() as conn:
+            return [(r[0], r[1]) for r in conn.execute(text("SELECT guard, line FROM firings"))]
+
+    def _check(self) -> set[int]:
+        rows = self._counted()
+        seqs: list[int] = []
+        for guard, line in rows:
+            m = SEQ.search(line)
+            assert guard == "g" and m is not None, f"a firing for a line never written: {line!r}"
+            seqs.append(int(m.group(1)))
+        dups = sorted(s for s, n in Counter(seqs).items() if n > 1)
+        assert not dups, f"counted twice: seqs {dups}"
+        counted = set(seqs)
+        extra = sorted(counted - self.written)
+        assert not extra, f"counted but never written as a complete line: seqs {extra}"
+        for guard, line in rows:
+            seq = int(SEQ.search(line).group(1))  # type: ignore[union-attr]
+            assert line == guard_text(seq), f"seq {seq} counted as {line!r}"
+        missing = sorted(self.required - counted)
+        assert not missing, (
+            f"lost: seqs {missing} were in reachable files at a complete poll "
+            f"(gap {sorted(self.gap)}, unreachable {sorted(self.unreachable)})"
+        )
+        for state in self.store.positions():
+            f = self.by_key.get(state.key)
+            assert f is not None, f"a position for a file never created: {state}"
+            assert state.offset <= len(f.content), f"offset past the end: {state}, {f}"
+            assert state.offset == 0 or f.content[state.offset - 1] == ord("\n"), (
+                f"offset {state.offset} of {f.name} is mid-line: "
+                f"{bytes(f.content[max(0, state.offset - 40) : state.offset + 40])!r}"
+            )
+            head = bytes(f.content[: state.head_len])
+            digest = hashlib.blake2b(head, digest_size=16).digest()
+            assert len(head) == state.head_len and digest == state.head_hash, (
+                f"the stored head of {state.key} is not the file's head"
+            )
+        assert not self.errors, f"the tailer reported errors: {self.errors}"
+        return counted
+
+    def _check_settled(self) -> None:
+        counted = self._check()
+        accounted = self.required | self.gap | self.unreachable
+        assert accounted == self.written, (
+            f"model: written but neither required, in the gap nor unreachable: "
+            f"{sorted(self.written - accounted)}"
+        )
+        if not self.truncated:
+            assert counted >= self.written - self.unreachable
+        in_glob = {f.key for f in self.files if f.name is not None and self._in_glob(f.name)}
+        followed = {s.key for s in self.sut.files()}
+        assert followed == in_glob, (
+            f"followed {sorted(followed)} but the glob matches {sorted(in_glob)}: "
+            f"{[(s.path, s.rotated, s.offset, s.size) for s in self.sut.files()]}"
+        )
+        stored = {s.key for s in self.store.positions()}
+        assert stored <= followed, f"positions kept for files not followed: {stored - followed}"
+
+    def _tally(self) -> None:
+        counted = {int(SEQ.search(line).group(1)) for _, line in self._counted()}  # type: ignore[union-attr]
+        t = TOTALS.setdefault(self.GLOB, Counter())
+        t["examples"] += 1
+        t["written"] += len(self.written)
+        t["counted"] += len(counted)
+        t["gap"] += len(self.gap)
+        t["gap lost"] += len(self.gap - counted)
+        t["gap read from the copy"] += len(self.gap & counted)
+        t["copy->truncate window"] += len(self.window)
+        t["unreachable"] += len(self.unreachable)
+        t["unreachable lost"] += len(self.unreachable - counted)
+        t["examples with truncation"] += self.truncated
+
+    # -- rules ----------------------------------------------------------------
+
+    def _step(self, action: Callable[[], None]) -> None:
+        self.step_failed = True
+        action()
+        self.step_failed = False
+
+    @rule(kinds=KINDS)
+    def write_lines(self, kinds: list[str]) -> None:
+        def act() -> None:
+            if self.live is None:
+                self._create_live()
+            assert self.live is not None and self.live_fd is not None
+            self._write(self.live, self.live_fd, *self._lines(kinds))
+
+        self._step(act)
+
+    @rule(kinds=KINDS)
+    def write_more_lines(self, kinds: list[str]) -> None:
+        self.write_lines(kinds)
+
+    @precondition(lambda self: self.old is not None)
+    @rule(kinds=KINDS)
+    def late_write(self, kinds: list[str]) -> None:
+        def act() -> None:
+            assert self.old is not None and self.old_fd is not None
+            self._write(self.old, self.old_fd, *self._lines(kinds))
+
+        self._step(act)
+
+    @precondition(lambda self: self.pending is None)
+    @rule(cut=st.integers(0, 1000), to_old=st.booleans())
+    def write_partial(self, cut: int, to_old: bool) -> None:
+        def act() -> None:
+            if to_old and self.old is not None:
+                f, fd = self.old, self.old_fd
+            else:
+                if self.live is None:
+                    self._create_live()
+                f, fd = self.live, self.live_fd
+            assert f is not None and fd is not None
+            seq = self.next_seq
+            self.next_seq += 1
+            line = guard_line(seq, crlf=cut % 3 == 0)
+            k = 1 + cut % (len(line) - 1)
+            os.write(fd, line[:k])
+            f.content += line[:k]
+            self.pending = Pending(seq, line[k:], f)
+
+        self._step(act)
+
+    @precondition(lambda self: self.pending is not None)
+    @rule()
+    def complete_partial(self) -> None:
+        def act() -> None:
+            assert self.pending is not None
+            f = self.pending.file
+            fd = self.live_fd if f is self.live else self.old_fd
+            assert fd is not None
+            self._write(f, fd, b"", [])
+
+        self._step(act)
+
+    @precondition(lambda self: self.live is not None)
+    @rule()
+    def rotate_rename(self) -> None:
+        def act() -> None:
+            assert self.live is not None
+            self._close_window()
+            self._shift()
+            os.rename(self._path("app.log"), self._path("app.log.1"))
+            self.live.name = "app.log.1"
+            self.old, self.old_fd = self.live, self.live_fd
+            self.live, self.live_fd = None, None
+            self._create_live()
+            self._recheck()
+
+        self._step(act)
+
+    @precondition(lambda self: self.live is not None and self.COPYTRUNCATE)
+    @rule(between=st.lists(st.sampled_from(["guard", "noise"]), max_size=2))
+    def rotate_copytruncate(self, between: list[str]) -> None:
+        def act() -> None:
+            assert self.live is not None and self.live_fd is not None
+            self._shift()
+            shutil.copyfile(self._path("app.log"), self._path("app.log.1"))
+            fd = os.open(self._path("app.log.1"), os.O_RDONLY)
+            try:
+                self._new_file("app.log.1", fd, bytes(self.live.content))
+            finally:
+                os.close(fd)
+            data, seqs = self._lines(between)
+            self._write(self.live, self.live_fd, data, seqs)
+            self.window.update(seqs)
+            self._truncate_live()
+            self._recheck()
+
+        self._step(act)
+
+    @precondition(lambda self: self.live is not None)
+    @rule(rewrite=st.lists(st.sampled_from(["guard", "noise"]), max_size=10))
+    def truncate(self, rewrite: list[str]) -> None:
+        def act() -> None:
+            assert self.live is not None and self.live_fd is not None
+            self._truncate_live()
+            if rewrite:
+                self._write(self.live, self.live_fd, *self._lines(rewrite))
+
+        self._step(act)
+
+    @precondition(lambda self: self.live is not None)
+    @rule(recreate=st.booleans())
+    def delete(self, recreate: bool) -> None:
+        def act() -> None:
+            assert self.live is not None
+            self._close_window()
+            os.unlink(self._path("app.log"))
+            self.live.name = None
+            self.old, self.old_fd = self.live, self.live_fd
+            self.live, self.live_fd = None, None
+            if recreate:
+                self._create_live()
+            self._recheck()
+
+        self._step(act)
+
+    @rule()
+    def poll(self) -> None:
+        self._step(lambda: (self._poll(), self._check()))
+
+    @rule()
+    def poll_again(self) -> None:
+        self.poll()
+
+    @rule()
+    def advance_clock_and_poll(self) -> None:
+        def act() -> None:
+            self.clock.now += ROTATE_WAIT + 0.5
+            self._poll()
+            self._check()
+
+        self._step(act)
+
+    @rule(kinds=st.lists(st.sampled_from(["guard", "noise", "empty"]), min_size=1, max_size=3),
+          times=st.integers(1, 3))
+    def poll_while_writing(self, kinds: list[str], times: int) -> None:
+        left = [times]
+
+        def during_commit() -> None:
+            if left[0] and self.live is not None and self.live_fd is not None:
+                left[0] -= 1
+                self._write(self.live, self.live_fd, *self._lines(kinds))
+
+        def act() -> None:
+            self.dying.during_commit = during_commit
+            self._poll()
+            self._check()
+
+        self._step(act)
+
+    @rule()
+    def restart(self) -> None:
+        def act() -> None:
+            self.sut.close()
+            self.sut = self._new_tailer()
+            self._restarted()
+
+        self._step(act)
+
+    @rule(k=st.integers(0, 4))
+    def crash(self, k: int) -> None:
+        def act() -> None:
+            if self._poll(kill_after=k) is not None:
+                self._check()
+            self.sut.close()  # the process is gone: its fds with it
+            self.store.close()
+            self.store = Store(self.url)
+            self.dying = DyingStore(self.store)
+            self.sut = self._new_tailer()
+            self._restarted()
+
+        self._step(act)
+
+    def _restarted(self) -> None:
+        for f in self.files:
+            f.held = False
+        self.fresh = True
+        self._recheck()
+
+    @rule()
+    def settle(self) -> None:
+        def act() -> None:
+            self._settle()
+            self._check_settled()
+
+        self._step(act)
+
+
+class LiveNameOnly(TailerModel):
+    """Glob ``app.log``: rotated files leave the glob and are drained through held fds."""
+
+    GLOB = "app.log"
+
+
+class RotatedNamesToo(TailerModel):
+    """Glob ``app.log*``: rotated names match too; identity must keep them from being re-read."""
+
+    GLOB = "app.log*"
+    COPYTRUNCATE = False
+
+
+class RotatedNamesWithCopytruncate(TailerModel):
+    """Glob ``app.log*`` with copytruncate: the copy must not count lines already counted."""
+
+    GLOB = "app.log*"
+
+
+SETTINGS = settings(
+    max_examples=80,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+TestLiveNameOnly = LiveNameOnly.TestCase
+TestLiveNameOnly.settings = SETTINGS
+TestRotatedNamesToo = RotatedNamesToo.TestCase
+TestRotatedNamesToo.settings = SETTINGS
+TestRotatedNamesWithCopytruncate = RotatedNamesWithCopytruncate.TestCase
+TestRotatedNamesWithCopytruncate.settings = SETTINGS
+
+
+@pytest.fixture(autouse=True, scope="module")
+def report_totals(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    reporter: Any = request.config.pluginmanager.get_plugin("terminalreporter")
+    for glob, t in TOTALS.items():
+        line = f"tailer model, glob {glob}: " + ", ".join(f"{k} {v}" for k, v in t.items())
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line)
+
