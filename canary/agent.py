@@ -102,7 +102,7 @@ class AgentDriver:
         assert self.config.command is not None
         argv = [fill(arg, values) for arg in self.config.command]
         try:
-            done = subprocess.run(  # noqa: S603 - the user's own agent command, no shell
+            done = subprocess.run(  # the user's own agent command, no shell
                 argv, capture_output=True, timeout=limit, check=False, stdin=subprocess.DEVNULL
             )
         except FileNotFoundError:

@@ -275,12 +275,12 @@ def _select(config: Any, names: tuple[str, ...]) -> list[tuple[Any, Any]]:
 
 
 def _runs_table(results: list[Any]) -> str:
-    rows = [("guard", "canary", "verdict", "trace stopped at", "evidence")]
+    rows = [("guard", "canary", "verdict", "trace", "evidence")]
     for r in results:
         evidence = r.evidence or (r.error or "")
         if len(evidence) > 90:
             evidence = evidence[:87] + "..."
-        rows.append((r.guard, r.canary, r.verdict.upper(), r.stopped_at, evidence))
+        rows.append((r.guard, r.canary, r.verdict.upper(), _trace_line(r.trace), evidence))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []
     for i, row in enumerate(rows):
@@ -292,6 +292,15 @@ def _runs_table(results: list[Any]) -> str:
             text = click.style(text, fg="red", bold=True)
         lines.append(text)
     return "\n".join(lines)
+
+
+_SHORT = {"sent": "sent", "fixture_fetched": "fetched", "injected": "injected", "fired": "FIRED",
+          "repair_requested": "repair", "answered": "answered"}
+
+
+def _trace_line(trace: dict[str, float | None]) -> str:
+    """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
+    return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
 
 
 def _report_runs(results: list[Any], as_json: bool) -> int:
@@ -314,7 +323,7 @@ def _report_runs(results: list[Any], as_json: bool) -> int:
 def _explain(r: Any) -> str:
     """One sentence a person can act on, for a verdict other than caught/passed."""
     leak = f"{r.leak_text!r}" if r.leak_text else "the fabricated value"
-    return {
+    sentences: dict[str, str] = {
         "leaked": f"the fabricated answer reached the user ({leak} is in the final answer) "
         "and the guard wrote no line: it did not run on this path.",
         "fired_but_leaked": f"the guard logged a rejection, yet {leak} still reached the final "
@@ -326,7 +335,8 @@ def _explain(r: Any) -> str:
            else "(the fixture was never fetched: does the agent's model base URL point at the proxy?)"),
         "error": f"the agent could not be used: {r.error}",
         "false_rejection": "the guard rejected a grounded answer (a control): it rejects too much.",
-    }.get(r.verdict, r.verdict)
+    }
+    return sentences.get(str(r.verdict), str(r.verdict))
 
 
 @main.command()

@@ -49,6 +49,8 @@ __all__ = [
 DEFAULT_DEFS = ("canaries_defs/*.toml",)
 TOP_KEYS = ("defs", "agent", "model", "fixtures", "logs", "store", "alerts", "daemon")
 AGENT_KEYS = ("url", "method", "body", "headers", "answer", "timeout", "command")
+#: The JSON body sent when [agent] has a url and no body.
+DEFAULT_BODY = {"prompt": "{prompt}"}
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
 _DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
@@ -260,6 +262,8 @@ def _agent(top: Table) -> AgentConfig | None:
             sink.error((*keys, "headers", name), f"expected a string, got {type_name(value)}")
     body = t.get("body")
     _check_body(sink, (*keys, "body"), body)
+    if body is None and t.has("url") and not t.has("command"):
+        body = dict(DEFAULT_BODY)  # the contract's example body, when none is written
     answer = t.string("answer")
     timeout = t.duration("timeout", AgentConfig.timeout) or AgentConfig.timeout
 

@@ -199,15 +199,12 @@ def completion_body(text: str, request: AnswerRequest, *, created: int, token: s
 def completion_stream(
     text: str, request: AnswerRequest, *, created: int, token: str
 ) -> Iterator[dict[str, Any]]:
-    """Streamed ``text_completion`` chunks: the text, an empty finishing piece, then usage when asked for."""
+    """Streamed ``text_completion`` chunks: the whole text with its finish reason, then usage when asked for.
+
+    One piece carries both, since ``CompletionChoice.finish_reason`` is typed as never null.
+    """
     head = {"id": f"cmpl-{token}", "object": "text_completion", "created": created, "model": request.model}
-
-    def chunk(piece: str, finish: str | None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "text": piece, "logprobs": None, "finish_reason": finish}]}
-
-    if text:
-        yield chunk(text, None)
-    yield chunk("", "stop")
+    yield {**head, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}]}
     if request.include_usage:
         yield {**head, "choices": [], "usage": _usage(text, request)}
 
@@ -221,7 +218,7 @@ def _responses_usage(text: str, request: AnswerRequest) -> dict[str, Any]:
         "input_tokens": request.prompt_tokens,
         "output_tokens": output,
         "total_tokens": request.prompt_tokens + output,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens_details": {"reasoning_tokens": 0},
     }
 
@@ -292,7 +289,8 @@ def responses_stream(
         {"type": "response.content_part.done", **where, "part": _output_text(text)},
         {"type": "response.output_item.done", "output_index": 0,
          "item": _message_item(text, token, "completed")},
-        {"type": "response.completed", "response": responses_body(text, request, created=created, token=token)},
+        {"type": "response.completed",
+         "response": responses_body(text, request, created=created, token=token)},
     ]
     for number, event in enumerate(events):
         yield {**event, "sequence_number": number}
@@ -369,7 +367,7 @@ def _dump(obj: Any) -> bytes:
 
 def _json(obj: Any) -> Scripted:
     body = _dump(obj)
-    return Scripted(JSON_HEADERS + ((b"content-length", str(len(body)).encode()),), (body,), stream=False)
+    return Scripted((*JSON_HEADERS, (b"content-length", str(len(body)).encode())), (body,), stream=False)
 
 
 def _sse(events: Iterator[dict[str, Any]], *, done: bool) -> Scripted:

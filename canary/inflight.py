@@ -121,9 +121,8 @@ class Registry:
             return run.fetched is not None
         if isinstance(where, int):
             return run.calls == where
-        if isinstance(where, MatchAt):
-            return where.pattern.search(call.body.decode("utf-8", "replace")) is not None
-        return False
+        assert isinstance(where, MatchAt)
+        return where.pattern.search(call.body.decode("utf-8", "replace")) is not None
 
     # -- fixtures -------------------------------------------------------------
 

@@ -79,7 +79,7 @@ class BackgroundServer:
             access_log=False,
             server_header=False,
             date_header=False,
-            lifespan="off",
+            lifespan="auto",
             timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)

@@ -16,6 +16,7 @@ rewritten in place (copytruncate) and is read again from its start.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,8 @@ from collectors.scan import Hit, LineScanner, Matcher
 
 CHUNK = 1 << 20
 HEAD = 1024
+#: Bytes before the read offset whose hash tells a copy of a followed file from a stranger.
+TAIL = 256
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,18 @@ class FileStatus:
         return max(0, self.size - self.offset)
 
 
+@dataclass(frozen=True)
+class _Before:
+    """What had been read from a file when it was found truncated: a copy may hold the rest."""
+
+    offset: int
+    head_len: int
+    head_hash: bytes
+    tail_len: int
+    tail_hash: bytes
+    at: float
+
+
 @dataclass
 class _Followed:
     key: str
@@ -110,7 +125,17 @@ class _Followed:
     rotated: bool = False
     lines: int = 0
     truncations: int = 0
+    tail_len: int = 0
+    tail_hash: bytes = b""
+    before: _Before | None = None
+    fresh: bool = False  # new, nothing read yet: may turn out to be a copy of a followed file
     errors: set[str] = field(default_factory=set)
+
+    def snapshot(self, now: float) -> _Before:
+        """The read state as it is now."""
+        return _Before(
+            self.scanner.offset, self.head_len, self.head_hash, self.tail_len, self.tail_hash, now
+        )
 
 
 class Tailer:
@@ -139,6 +164,7 @@ class Tailer:
         self._chunk = chunk
         self._batch_bytes = batch_bytes
         self._files: dict[str, _Followed] = {}
+        self._waiting: dict[str, float] = {}
         self._first_scan = True
         self._reported: set[str] = set()
         self.lines_total = 0
@@ -243,6 +269,7 @@ class Tailer:
             _close(fd)
             return
         stored = self.store.position(key)
+        fresh = False
         if stored is not None and stored.offset <= st.st_size and same_head(
             fd, stored.head_len, stored.head_hash
         ):
@@ -251,6 +278,8 @@ class Tailer:
             offset = _last_line_end(fd, st.st_size)
         else:
             offset = 0
+            # Files found at start-up are not copies made under our eyes; later ones may be.
+            fresh = stored is None and not self._first_scan
         head_len, head_hash = head_fingerprint(fd, st.st_size, HEAD)
         self._files[key] = _Followed(
             key=key,
@@ -263,11 +292,47 @@ class Tailer:
             head_hash=head_hash,
             size=st.st_size,
             last_change=now,
+            fresh=fresh,
         )
         if stored is not None and offset != stored.offset:
             # The stored state belonged to another file on a reused inode, or to this
             # one before it was truncated: start over and say so in the store.
             self._commit(self._files[key], [], 0, 0)
+
+    def _copy_of(self, new: _Followed, size: int, now: float) -> int | str | None:
+        """Where to start a new file that may be a copy of a followed one (copytruncate).
+
+        Returns the offset to start at when the file is a byte copy of what a
+        followed file held before it was truncated (what the original already
+        gave is not counted again; the rest is read from the copy); "wait" while
+        the file matches a followed file that is not truncated (a copy still
+        being written, or a twin: decided within ``rotate_wait``); else None.
+        """
+        fd, key = new.fd, new.key
+        for f in self._files.values():
+            if f is new or f.rotated or f.fresh:
+                continue
+            before = f.before
+            if before is None and f.scanner.offset and _truncated(f):
+                before = f.snapshot(now)
+            if (
+                before is not None
+                and before.offset
+                and size >= before.offset
+                and same_head(fd, before.head_len, before.head_hash)
+                and (
+                    not before.tail_len
+                    or _tail_hash(fd, before.offset, before.tail_len) == before.tail_hash
+                )
+            ):
+                self._waiting.pop(key, None)
+                return before.offset
+            if before is None and f.scanner.offset and _same_prefix(fd, f.fd, min(size, HEAD)):
+                first = self._waiting.setdefault(key, now)
+                if now - first < self.rotate_wait:
+                    return "wait"
+        self._waiting.pop(key, None)
+        return None
 
     def _drain(self, f: _Followed, now: float) -> int:
         try:
@@ -276,9 +341,20 @@ class Tailer:
             self._report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
             return 0
         f.size = st.st_size
+        if f.fresh:
+            decided = self._copy_of(f, st.st_size, now)
+            if decided == "wait":
+                return 0
+            f.fresh = False
+            if isinstance(decided, int):
+                f.scanner = LineScanner(self.matcher, decided)
+                self._commit(f, [], 0, 0)
+        if f.before is not None and now - f.before.at > 12 * self.rotate_wait:
+            f.before = None
         if st.st_size < f.scanner.read_pos or not same_head(f.fd, f.head_len, f.head_hash):
             f.truncations += 1
             self.truncations += 1
+            f.before = f.snapshot(now)
             f.scanner = LineScanner(self.matcher, 0)
             f.head_len, f.head_hash = head_fingerprint(f.fd, st.st_size, HEAD)
             self._commit(f, [], 0, 0)
@@ -315,6 +391,7 @@ class Tailer:
         return consumed
 
     def _commit(self, f: _Followed, hits: list[Hit], lines: int, size: int) -> bool:
+        f.size = max(f.size, f.scanner.read_pos)
         state = FileState(
             f.key, f.dev, f.ino, f.path, f.scanner.offset, f.head_len, f.head_hash, f.size
         )
@@ -328,6 +405,9 @@ class Tailer:
             return False
         f.lines += lines
         self.lines_total += lines
+        if size:
+            f.tail_len = min(TAIL, f.scanner.offset)
+            f.tail_hash = _tail_hash(f.fd, f.scanner.offset, f.tail_len)
         return True
 
     def store_offset(self, f: _Followed) -> int:
@@ -363,6 +443,36 @@ class Tailer:
 
     def _resolved(self, path: str) -> None:
         self._reported.discard(path)
+
+
+def _tail_hash(fd: int, offset: int, length: int) -> bytes:
+    """Hash of the ``length`` bytes before ``offset`` (empty if they cannot be read)."""
+    if length <= 0:
+        return b""
+    try:
+        data = os.pread(fd, length, offset - length)
+    except OSError:
+        return b""
+    return hashlib.blake2b(data, digest_size=16).digest() if len(data) == length else b""
+
+
+def _same_prefix(fd_a: int, fd_b: int, length: int) -> bool:
+    """Whether two files start with the same ``length`` bytes (False for length 0)."""
+    if length <= 0:
+        return False
+    try:
+        return os.pread(fd_a, length, 0) == os.pread(fd_b, length, 0)
+    except OSError:
+        return False
+
+
+def _truncated(f: _Followed) -> bool:
+    """Whether a followed file is now shorter than what was read, or has another head."""
+    try:
+        size = os.fstat(f.fd).st_size
+    except OSError:
+        return True
+    return size < f.scanner.read_pos or not same_head(f.fd, f.head_len, f.head_hash)
 
 
 def _last_line_end(fd: int, size: int) -> int:

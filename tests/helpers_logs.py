@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
+import math
 import os
 import re
 import signal
@@ -162,20 +164,41 @@ def position_of(db: Path, path: Path) -> Position | None:
     return next((p for p in positions(db) if p.key == key), None)
 
 
+def read_to_the_end(db: Path, path: Path) -> None:
+    """Assert that the committed read position of ``path`` is its size."""
+    pos = position_of(db, path)
+    assert pos is not None, f"no read position for {path}"
+    size = path.stat().st_size
+    assert pos.offset == size, f"{path}: read position {pos.offset}, file size {size}"
+
+
 # -- comparing ----------------------------------------------------------------
 
 
-def ranges(seqs: Iterable[int]) -> str:
-    """``1-3, 7, 9-10`` for {1, 2, 3, 7, 9, 10}."""
-    out: list[str] = []
+def ranges(seqs: Iterable[int], limit: int = 40) -> str:
+    """Seqs as runs: ``1-3, 7`` for {1, 2, 3, 7}; ``2-10/2`` for every 2nd seq from 2 to 10.
+
+    The step is the greatest common divisor of the gaps, so guard seqs (every Nth
+    line) collapse into runs too. At most ``limit`` runs are listed.
+    """
     ordered = sorted(set(seqs))
+    step = 0
+    for a, b in itertools.pairwise(ordered):
+        step = math.gcd(step, b - a)
+    step = step or 1
+    out: list[str] = []
     i = 0
     while i < len(ordered):
         j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + step:
             j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        if i == j:
+            out.append(str(ordered[i]))
+        else:
+            out.append(f"{ordered[i]}-{ordered[j]}" + (f"/{step}" if step > 1 else ""))
         i = j + 1
+    if len(out) > limit:
+        out = [*out[:limit], f"... ({len(out) - limit} more runs)"]
     return ", ".join(out) or "none"
 
 
@@ -203,7 +226,10 @@ class Tally:
         return not self.missing and not self.doubled and not self.unexpected
 
     def describe(self) -> str:
-        doubled = ", ".join(f"{s}x{n}" for s, n in sorted(self.doubled.items())) or "none"
+        times = sorted(set(self.doubled.values()))
+        doubled = "; ".join(
+            f"{ranges(s for s, k in self.doubled.items() if k == n)} ({n} times)" for n in times
+        ) or "none"
         return (
             f"expected {len(self.expected)} guard lines, counted {sum(self.seen.values())}; "
             f"missing ({len(self.missing)}): {ranges(self.missing)}; "
@@ -236,12 +262,15 @@ def has_seq(db: Path, seq: int) -> bool:
     return bool(rows)
 
 
-def wait_exact(db: Path, expected: set[int], timeout: float, quiet: float = 2.0) -> Tally:
+def wait_exact(
+    db: Path, expected: set[int], timeout: float, *, quiet: float = 2.0, settle: float = 0.0
+) -> Tally:
     """Wait until the store counted as many firings as expected; return the tally then.
 
     Polls the cheap row count; gives up early once the last expected seq is counted
     and the count has not changed for ``quiet`` seconds (a loss will not heal), or
-    at ``timeout``.
+    at ``timeout``. Once the count is reached, waits ``settle`` more seconds so that
+    a late duplicate shows too.
     """
     deadline = time.monotonic() + timeout
     last_count = -1
@@ -249,7 +278,10 @@ def wait_exact(db: Path, expected: set[int], timeout: float, quiet: float = 2.0)
     while True:
         count = firing_count(db)
         now = time.monotonic()
-        if count >= len(expected) or now >= deadline:
+        if count >= len(expected):
+            time.sleep(settle)
+            break
+        if now >= deadline:
             break
         if count != last_count:
             last_count, since = count, now
@@ -337,6 +369,11 @@ class Writer:
             raise AssertionError(f"writer failed ({self.proc.returncode}): {err}")
         summary: dict[str, object] = json.loads(out)
         return summary
+
+    def stop(self, timeout: float = 30.0) -> dict[str, object]:
+        """Tell the writer to stop after its current line; return its summary."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.finish(timeout)
 
     def kill(self) -> None:
         """Stop the writer for good (cleanup path)."""

@@ -68,7 +68,8 @@ def test_errors_are_replies_not_exceptions(server: BackgroundServer) -> None:
 
 
 def test_command_mode() -> None:
-    ok = AgentDriver(AgentConfig(command=(sys.executable, "-c", "import sys; print('said', sys.argv[1])", "{prompt}")))
+    script = "import sys; print('said', sys.argv[1])"
+    ok = AgentDriver(AgentConfig(command=(sys.executable, "-c", script, "{prompt}")))
     assert ok.ask("hi there", nonce="n").answer == "said hi there"
     bad = AgentDriver(AgentConfig(command=(sys.executable, "-c", "import sys; sys.exit('nope')")))
     assert "exited 1" in (bad.ask("x", nonce="n").error or "")

@@ -71,9 +71,10 @@ def test_never_after_expiry_and_never_after_removal() -> None:
     clock.now += 61
     assert registry.intercept(call("k3v9abcdefghijklmnop")) is None
     assert registry.fetch_page(run.nonce) is None
-    registry, run, _ = make("first")
-    registry.remove(run.nonce)
+    registry, again, _ = make("first")
+    registry.remove(again.nonce)
     assert registry.intercept(call("k3v9abcdefghijklmnop")) is None
+    assert again.calls == 0
 
 
 @pytest.mark.parametrize("upstream", [True, False])
@@ -88,6 +89,7 @@ def test_repair_noticed_and_answered_without_upstream(upstream: bool) -> None:
 
 def test_attribution_by_nonce_then_by_guard_and_time() -> None:
     registry, run, clock = make("first")
+    assert run.injected is None
     assert registry.attribute("quote", "x k3v9abcdefghijklmnop y", None) == 1  # nonce: any guard
     assert registry.attribute("citation", "no nonce", None) is None  # not injected yet
     registry.intercept(call("k3v9abcdefghijklmnop"))

@@ -24,7 +24,7 @@ from canary.collect import Collection
 from canary.config import load_config
 from canary.matching import build_matcher
 from canary.store import Store
-from collectors.tailer import Tailer
+from collectors.tailer import Batch, Tailer
 from collectors.watch import Follower
 from tests.helpers_logs import (
     Tally,
@@ -33,6 +33,7 @@ from tests.helpers_logs import (
     guard_seqs,
     positions,
     ranges,
+    read_to_the_end,
     seqs_in_file,
     tally,
     wait_exact,
@@ -46,6 +47,7 @@ pytestmark = pytest.mark.slow
 RESCAN = 0.5
 ROTATE_WAIT = 1.0
 DEADLINE = 15.0
+SETTLE = RESCAN + ROTATE_WAIT  # long enough for a rotated file to be closed, or counted twice
 RATE = 350.0
 COUNT = 800  # ~2.3 s of writing
 EVERY = 2
@@ -148,8 +150,9 @@ def test_create_rotation_zero_loss_zero_duplicates(
                 writer.hup()
             summary = writer.finish()
             expected = writer.expected(summary)
-            result = wait_exact(run.db, expected, DEADLINE)
+            result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
             assert_exact(result, f"create rotation ({glob}, {reopen})")
+            read_to_the_end(run.db, log)
             assert run.errors == []
     finally:
         writer.kill()
@@ -173,14 +176,16 @@ def test_copytruncate_no_duplicates_and_loss_only_in_the_window(
     tmp_path: Path, logs: Path, record_property: pytest.RecordProperty
 ) -> None:
     log = logs / "app.log"
-    writer = start_writer(log, "never")
+    # Longer than the other runs: the loss is a few lines around the rotation, whatever
+    # the length, so more lines make the share a steadier figure.
+    writer = Writer.start(log, count=2400, rate=400, every=EVERY, reopen="never")
     try:
         with live(tmp_path, [str(log)]) as run:
-            writer.wait_for_lines(COUNT // 3)
+            writer.wait_for_lines(800)
             rotate(tmp_path, log, ["copytruncate"])
             summary = writer.finish()
             expected = writer.expected(summary)
-            result = wait_exact(run.db, expected, DEADLINE)
+            result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
     finally:
         writer.kill()
     copied = seqs_in_file(logs / "app.log.1")
@@ -203,9 +208,9 @@ def test_copytruncate_no_duplicates_and_loss_only_in_the_window(
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="copytruncate with a glob that also matches the copy: the .1 copy is a new inode "
-    "and is read again from its start, so every line before the rotation is counted twice",
+    strict=False,
+    reason="racy until the copy-seen-empty case is handled: see "
+    "test_copytruncate_copy_first_seen_empty_is_not_counted_again",
 )
 def test_copytruncate_with_rotated_names_in_the_glob_counts_the_copy_once(
     tmp_path: Path, logs: Path
@@ -218,10 +223,61 @@ def test_copytruncate_with_rotated_names_in_the_glob_counts_the_copy_once(
             rotate(tmp_path, log, ["copytruncate"])
             summary = writer.finish()
             expected = writer.expected(summary)
-            result = wait_exact(run.db, expected, DEADLINE)
+            result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
     finally:
         writer.kill()
-    assert not result.doubled, result.describe()
+    assert not result.doubled and not result.unexpected, result.describe()
+    # The copy finishes what the truncated original had not given yet: only lines
+    # written between the end of the copy and the truncation can be missing.
+    copied = seqs_in_file(logs / "app.log.1")
+    after = seqs_in_file(log)
+    window = {s for s in expected if max(copied) < s < min(after)}
+    print(f"\ncopytruncate, copy in the glob: {len(result.missing)} lost, window {ranges(window)}")
+    assert result.missing <= window, result.describe()
+
+
+class SteppedClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a copy that is empty when first seen (logrotate has created it, not filled it) "
+    "is taken for a new file at once, so once filled it is read from its start",
+)
+def test_copytruncate_copy_first_seen_empty_is_not_counted_again(
+    tmp_path: Path, logs: Path
+) -> None:
+    """logrotate's copytruncate, stepped: poll between creating the copy and filling it."""
+    log, copy = logs / "app.log", logs / "app.log.1"
+    db = tmp_path / "canary.db"
+    config = load_config(path=write_config(tmp_path, [f"{log}*"], db))
+    store = Store(f"sqlite:///{db}")
+    clock = SteppedClock()
+    tailer = Tailer(
+        config.logs.paths, build_matcher(config), store, rotate_wait=ROTATE_WAIT, clock=clock
+    )
+    try:
+        last = write_lines(log, 1, 100, EVERY)
+        tailer.poll()
+        copy.write_bytes(b"")  # created by logrotate...
+        tailer.poll()
+        shutil.copyfile(log, copy)  # ... filled ...
+        with open(log, "r+b") as f:  # ... and the original truncated
+            f.truncate(0)
+        last = write_lines(log, last + 1, 20, EVERY)
+        for _ in range(3):
+            tailer.poll()
+            clock.now += ROTATE_WAIT
+    finally:
+        tailer.close()
+        store.close()
+    result = tally(db, guard_seqs(1, last, EVERY))
+    assert_exact(result, "copy seen empty, then filled")
 
 
 # -- compress --------------------------------------------------------------------
@@ -243,8 +299,9 @@ def test_compress_without_delaycompress_drains_the_unlinked_inode(
             writer.hup()
             summary = writer.finish()
             expected = writer.expected(summary)
-            result = wait_exact(run.db, expected, DEADLINE)
+            result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
             assert_exact(result, f"compress ({glob})")
+            read_to_the_end(run.db, log)
             assert run.errors == []
     finally:
         writer.kill()
@@ -271,8 +328,9 @@ def test_delaycompress_two_rotations(tmp_path: Path, logs: Path, glob: str) -> N
             rotate(tmp_path, log, ["create", "compress", "delaycompress"], hup)
             summary = writer.finish()
             expected = writer.expected(summary)
-            result = wait_exact(run.db, expected, DEADLINE)
+            result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
             assert_exact(result, f"delaycompress, two rotations ({glob})")
+            read_to_the_end(run.db, log)
             assert run.errors == []
     finally:
         writer.kill()
@@ -285,6 +343,54 @@ def test_delaycompress_two_rotations(tmp_path: Path, logs: Path, glob: str) -> N
     assert sorted(on_disk) == sorted(expected)
 
 
+# -- a file growing while it is read ---------------------------------------------------
+
+
+class AppendingStore(Store):
+    """The real store; right after its first commit, one more line lands in the log.
+
+    That is a writer appending while the tailer is between two reads of one poll,
+    made deterministic.
+    """
+
+    def __init__(self, url: str, log: Path) -> None:
+        super().__init__(url)
+        self.log = log
+        self.appended = False
+
+    def commit(self, batch: Batch) -> None:
+        super().commit(batch)
+        if not self.appended:
+            self.appended = True
+            write_lines(self.log, 10_000, 1, EVERY)
+
+
+def test_stored_size_is_not_behind_the_offset_when_the_file_grows_during_a_poll(
+    tmp_path: Path, logs: Path
+) -> None:
+    log = logs / "app.log"
+    write_lines(log, 1, 200, EVERY)
+    db = tmp_path / "canary.db"
+    config = load_config(path=write_config(tmp_path, [str(log)], db))
+    store = AppendingStore(f"sqlite:///{db}", log)
+    tailer = Tailer(
+        config.logs.paths, build_matcher(config), store, chunk=4096, batch_bytes=4096
+    )
+    try:
+        tailer.poll()
+        tailer.poll()
+    finally:
+        tailer.close()
+        store.close()
+    assert store.appended
+    (stored,) = [p for p in positions(db) if p.path == str(log)]
+    size = log.stat().st_size
+    assert stored.offset == size, "the appended line was not read"
+    assert stored.size >= stored.offset, (
+        f"file_positions: size {stored.size} < offset {stored.offset} (file size {size})"
+    )
+
+
 # -- files appearing later ----------------------------------------------------------
 
 
@@ -294,7 +400,8 @@ def test_files_appearing_after_start_are_read_from_their_start(
     in_existing_dir = logs / "late.log"
     in_new_dir = tmp_path / "later" / "deeper" / "late.log"
     with live(tmp_path, [str(logs / "*.log"), str(tmp_path / "later" / "deeper" / "*.log")]) as run:
-        time.sleep(RESCAN)  # the follower has scanned once and found nothing
+        follower = run.collection.follower
+        assert wait_until(lambda: follower.polls >= 1, DEADLINE), "the follower never polled"
         assert run.collection.files() == []
         # Both files get many lines before any poll can reach them.
         first = Writer.start(in_existing_dir, count=300, rate=2000, every=3, first=1)
@@ -304,7 +411,7 @@ def test_files_appearing_after_start_are_read_from_their_start(
         finally:
             first.kill()
             second.kill()
-        result = wait_exact(run.db, expected, DEADLINE)
+        result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
         assert_exact(result, "files that appeared after the start")
         by_path = {p.path: p for p in positions(run.db)}
         for path in (in_existing_dir, in_new_dir):
@@ -366,6 +473,7 @@ def test_rescan_alone_catches_up_when_events_never_arrive(tmp_path: Path, logs: 
     finally:
         follower.stop()
         store.close()
+    print(f"\nno events: caught up in {took_new:.2f}s, {took_append:.2f}s, {took_rotate:.2f}s")
     slack = 1.5  # a poll, a commit and this test's own store reads on a busy 2-core machine
     for step, took in (("new", took_new), ("append", took_append), ("rotate", took_rotate)):
         assert took <= rescan + slack, f"{step}: caught up after {took:.2f}s, rescan is {rescan}s"

@@ -48,7 +48,8 @@ def make_agent(mode: str, proxy_url: str, log: Path) -> Starlette:
         page = httpx.get(url.group(0).rstrip(".")).text
         client = OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0)
         messages = [{"role": "user", "content": f"{prompt}\n\nPAGE:\n{page}"}]
-        answer = client.chat.completions.create(model="m", messages=messages).choices[0].message.content or ""
+        reply = client.chat.completions.create(model="m", messages=messages)
+        answer = reply.choices[0].message.content or ""
         grounded = set(URL.findall(page)) | {url.group(0)}
         bad = [u for u in URL.findall(answer) if u.rstrip(".") not in grounded]
         if mode == "rejects_everything":
@@ -58,7 +59,8 @@ def make_agent(mode: str, proxy_url: str, log: Path) -> Starlette:
                 write(f"WARN CiteGuard: rejected url={bad[0]}")
             if mode == "fired_but_leaked":
                 return answer
-            retry = messages + [
+            retry = [
+                *messages,
                 {"role": "assistant", "content": answer},
                 {"role": "user", "content": "Rejected: cite only pages you read."},
             ]
@@ -116,7 +118,9 @@ def world(tmp_path: Path) -> Iterator[dict[str, object]]:
     yield {"root": tmp_path, "log": log}
 
 
-def run_with(world: dict[str, object], mode: str, canary: str = "fake-url", agent_up: bool = True) -> dict[str, object]:
+def run_with(
+    world: dict[str, object], mode: str, canary: str = "fake-url", agent_up: bool = True
+) -> dict[str, object]:
     root: Path = world["root"]  # type: ignore[assignment]
     log: Path = world["log"]  # type: ignore[assignment]
     proxy, fixtures, agent_port = free_port(), free_port(), free_port()
@@ -192,7 +196,9 @@ def test_agent_down_is_error_not_leaked(world: dict[str, object]) -> None:
     assert "unreachable" in str(out["error"])
 
 
-@pytest.mark.parametrize(("mode", "verdict"), [("caught", "passed"), ("rejects_everything", "false_rejection")])
+@pytest.mark.parametrize(
+    ("mode", "verdict"), [("caught", "passed"), ("rejects_everything", "false_rejection")]
+)
 def test_controls(world: dict[str, object], mode: str, verdict: str) -> None:
     out = run_with(world, mode, canary="control")
     assert out["verdict"] == verdict, out

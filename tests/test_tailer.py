@@ -249,3 +249,39 @@ def test_rotated_while_stopped_is_finished_from_its_offset(tmp_path: Path, store
     t = make_tailer(store, str(log))
     t.poll()
     assert store.count_firings() == 6
+
+
+def test_twins_with_the_same_content_are_both_counted(tmp_path: Path, store: Store) -> None:
+    """Two files with the same first lines, and two empty files that then grow (never merged)."""
+    clock = Clock()
+    t = make_tailer(store, str(tmp_path / "*.log"), clock, rotate_wait=5.0)
+    (tmp_path / "empty1.log").write_bytes(b"")
+    (tmp_path / "empty2.log").write_bytes(b"")
+    t.poll()
+    (tmp_path / "a.log").write_bytes(hits(3))
+    t.poll()
+    (tmp_path / "b.log").write_bytes(hits(3))  # the same bytes as a.log, a different file
+    append(tmp_path / "empty1.log", hits(1))
+    append(tmp_path / "empty2.log", hits(1))
+    t.poll()
+    clock.now += 6  # a twin waits at most rotate_wait to be told from a copy
+    t.poll()
+    assert store.count_firings() == 3 + 3 + 1 + 1
+
+
+def test_copytruncate_copy_in_the_glob_is_not_counted_twice(tmp_path: Path, store: Store) -> None:
+    """The copy holds what was read already plus the unread tail: only the tail counts."""
+    clock = Clock()
+    log = tmp_path / "app.log"
+    log.write_bytes(hits(40))
+    t = make_tailer(store, str(tmp_path / "app.log*"), clock)
+    t.poll()
+    append(log, hits(5, 100))  # written but not yet read when the rotation happens
+    (tmp_path / "app.log.1").write_bytes(log.read_bytes())
+    with open(log, "r+b") as f:
+        f.truncate(0)
+    append(log, hits(2, 200))
+    t.poll()
+    clock.now += 10
+    t.poll()
+    assert store.count_firings() == 40 + 5 + 2

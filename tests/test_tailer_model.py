@@ -60,10 +60,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -118,7 +119,7 @@ class DyingStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.kill_after: int | None = None
-        self.during_commit: Callable[[], None] | None = None
+        self.during_commit: Callable[[Batch], None] | None = None
 
     def position(self, key: str) -> FileState | None:
         return self.store.position(key)
@@ -136,7 +137,7 @@ class DyingStore:
         self._write()
         self.store.commit(batch)
         if self.during_commit is not None:
-            self.during_commit()
+            self.during_commit(batch)
 
     def forget(self, key: str) -> None:
         self._write()
@@ -168,6 +169,12 @@ class TailerModel(RuleBasedStateMachine):
 
     GLOB = "app.log"
     COPYTRUNCATE = True
+    #: Let the writer also race the commits that only reset a position (no lines read).
+    RACE_RESETS = False
+    #: Let the writer also race the tailer's reads (between its fstat and its pread).
+    RACE_READS = False
+    #: Keep every inode of the example open, so the kernel never hands its number to a new file.
+    HOLD_INODES = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -193,6 +200,7 @@ class TailerModel(RuleBasedStateMachine):
         self.chunk, self.batch = chunk, batch
         self.errors: list[str] = []
         self.files: list[MFile] = []
+        self.holds: list[int] = []
         self.by_key: dict[str, MFile] = {}
         self.live: MFile | None = None
         self.live_fd: int | None = None
@@ -209,6 +217,7 @@ class TailerModel(RuleBasedStateMachine):
         self.unreachable: set[int] = set()
         self.truncated = False
         self.fresh = True
+        self.truncations_seen = 0
         self.sut = self._new_tailer()
         if precreate:
             self._create_live()
@@ -236,7 +245,7 @@ class TailerModel(RuleBasedStateMachine):
                 self._tally()
         finally:
             self.sut.close()
-            for fd in (self.live_fd, self.old_fd):
+            for fd in (self.live_fd, self.old_fd, *self.holds):
                 if fd is not None:
                     os.close(fd)
             self.store.close()
@@ -270,6 +279,8 @@ class TailerModel(RuleBasedStateMachine):
         self.next_ident += 1
         self.files.append(f)
         self.by_key[f.key] = f
+        if self.HOLD_INODES:
+            self.holds.append(os.open(self._path(name), os.O_RDONLY))
         return f
 
     def _create_live(self) -> None:
@@ -390,7 +401,7 @@ class TailerModel(RuleBasedStateMachine):
         counted = set(seqs)
         extra = sorted(counted - self.written)
         assert not extra, f"counted but never written as a complete line: seqs {extra}"
-        for guard, line in rows:
+        for _guard, line in rows:
             seq = int(SEQ.search(line).group(1))  # type: ignore[union-attr]
             assert line == guard_text(seq), f"seq {seq} counted as {line!r}"
         missing = sorted(self.required - counted)
@@ -434,17 +445,18 @@ class TailerModel(RuleBasedStateMachine):
 
     def _tally(self) -> None:
         counted = {int(SEQ.search(line).group(1)) for _, line in self._counted()}  # type: ignore[union-attr]
-        t = TOTALS.setdefault(self.GLOB, Counter())
+        t = TOTALS.setdefault(f"{type(self).__name__} (glob {self.GLOB})", Counter())
         t["examples"] += 1
         t["written"] += len(self.written)
         t["counted"] += len(counted)
         t["gap"] += len(self.gap)
         t["gap lost"] += len(self.gap - counted)
-        t["gap read from the copy"] += len(self.gap & counted)
+        t["gap counted anyway"] += len(self.gap & counted)
         t["copy->truncate window"] += len(self.window)
         t["unreachable"] += len(self.unreachable)
         t["unreachable lost"] += len(self.unreachable - counted)
         t["examples with truncation"] += self.truncated
+        t["truncations the tailer saw"] += self.truncations_seen + self.sut.truncations
 
     # -- rules ----------------------------------------------------------------
 
@@ -594,14 +606,29 @@ class TailerModel(RuleBasedStateMachine):
     def poll_while_writing(self, kinds: list[str], times: int) -> None:
         left = [times]
 
-        def during_commit() -> None:
+        def race() -> None:
             if left[0] and self.live is not None and self.live_fd is not None:
                 left[0] -= 1
                 self._write(self.live, self.live_fd, *self._lines(kinds))
 
+        def during_commit(batch: Batch) -> None:
+            if batch.bytes or self.RACE_RESETS:
+                race()
+
+        real_pread = os.pread
+
+        def racing_pread(fd: int, n: int, offset: int) -> bytes:
+            race()
+            return real_pread(fd, n, offset)
+
         def act() -> None:
             self.dying.during_commit = during_commit
-            self._poll()
+            if self.RACE_READS:
+                os.pread = racing_pread
+            try:
+                self._poll()
+            finally:
+                os.pread = real_pread
             self._check()
 
         self._step(act)
@@ -610,7 +637,6 @@ class TailerModel(RuleBasedStateMachine):
     def restart(self) -> None:
         def act() -> None:
             self.sut.close()
-            self.sut = self._new_tailer()
             self._restarted()
 
         self._step(act)
@@ -624,12 +650,13 @@ class TailerModel(RuleBasedStateMachine):
             self.store.close()
             self.store = Store(self.url)
             self.dying = DyingStore(self.store)
-            self.sut = self._new_tailer()
             self._restarted()
 
         self._step(act)
 
     def _restarted(self) -> None:
+        self.truncations_seen += self.sut.truncations
+        self.sut = self._new_tailer()
         for f in self.files:
             f.held = False
         self.fresh = True
@@ -642,6 +669,7 @@ class TailerModel(RuleBasedStateMachine):
             self._check_settled()
 
         self._step(act)
+
 
 
 class LiveNameOnly(TailerModel):
@@ -674,18 +702,147 @@ TestLiveNameOnly = LiveNameOnly.TestCase
 TestLiveNameOnly.settings = SETTINGS
 TestRotatedNamesToo = RotatedNamesToo.TestCase
 TestRotatedNamesToo.settings = SETTINGS
-TestRotatedNamesWithCopytruncate = RotatedNamesWithCopytruncate.TestCase
-TestRotatedNamesWithCopytruncate.settings = SETTINGS
+TestRotatedNamesWithCopytruncate = pytest.mark.xfail(
+    strict=True,
+    reason="a copytruncate copy that matches the glob is read from 0: its lines are counted twice",
+)(RotatedNamesWithCopytruncate.TestCase)
+TestRotatedNamesWithCopytruncate.settings = settings(
+    SETTINGS, phases=[Phase.explicit, Phase.reuse, Phase.generate]
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
 def report_totals(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     reporter: Any = request.config.pluginmanager.get_plugin("terminalreporter")
-    for glob, t in TOTALS.items():
-        line = f"tailer model, glob {glob}: " + ", ".join(f"{k} {v}" for k, v in t.items())
+    for name, t in TOTALS.items():
+        line = f"tailer model {name}: " + ", ".join(f"{k} {v}" for k, v in t.items())
         if reporter is not None:
             reporter.write_line(line)
         else:
             print(line)
 
+
+# -- minimal failing sequences ------------------------------------------------------------
+
+
+@pytest.fixture
+def pinned(tmp_path: Path) -> Iterator[tuple[Path, Store, Callable[[str], Tailer]]]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    store = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+    matcher = Matcher([Rule.regex("g", "HIT")], timestamps=TimestampParser(default_tz=UTC))
+    tailers: list[Tailer] = []
+
+    def tailer(glob: str) -> Tailer:
+        t = Tailer([str(logs / glob)], matcher, store, clock=Clock(), rotate_wait=ROTATE_WAIT)
+        tailers.append(t)
+        return t
+
+    yield logs, store, tailer
+    for t in tailers:
+        t.close()
+    store.close()
+
+
+def counted_lines(store: Store) -> list[str]:
+    return sorted(line for _, line in _firings(store))
+
+
+def _firings(store: Store) -> list[tuple[str, str]]:
+    with store.engine.connect() as conn:
+        return [(r[0], r[1]) for r in conn.execute(text("SELECT guard, line FROM firings"))]
+
+
+def append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the copy is a new inode with no stored position, so it is read from its start",
+)
+def test_copytruncate_copy_in_the_glob_is_not_counted_again(pinned: Any) -> None:
+    logs, store, tailer = pinned
+    log = logs / "app.log"
+    append(log, b"a HIT seq=0\n")
+    t = tailer("app.log*")
+    t.poll()
+    shutil.copyfile(log, logs / "app.log.1")
+    os.truncate(log, 0)
+    t.poll()
+    assert counted_lines(store) == ["a HIT seq=0"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a file read while it held no complete line gets no stored position, so a restarted "
+    "tailer does not look for it after a rotation",
+)
+def test_file_seen_empty_then_rotated_while_stopped_is_finished(pinned: Any) -> None:
+    logs, store, tailer = pinned
+    log = logs / "app.log"
+    log.write_bytes(b"")
+    t = tailer("app.log")
+    t.poll()
+    t.close()
+    append(log, b"a HIT seq=0\n")
+    os.rename(log, logs / "app.log.1")
+    log.write_bytes(b"")
+    tailer("app.log").poll()
+    assert counted_lines(store) == ["a HIT seq=0"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the head is hashed from the size seen before reading: a write racing the read "
+    "leaves a 0-byte head that matches any content, so a later truncate + regrow goes unseen",
+)
+def test_write_racing_the_first_read_then_truncate_and_regrow(
+    pinned: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs, store, tailer = pinned
+    log = logs / "app.log"
+    log.write_bytes(b"")
+    t = tailer("app.log")
+    t.poll()
+    real_pread = os.pread
+
+    def racing_pread(fd: int, n: int, offset: int) -> bytes:
+        monkeypatch.setattr(os, "pread", real_pread)
+        append(log, b"a HIT seq=0\n")  # lands between the tailer's fstat and its read
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", racing_pread)
+    t.poll()
+    monkeypatch.setattr(os, "pread", real_pread)
+    log.write_bytes(b"b HIT seq=1\nc HIT seq=2\n")  # truncated and rewritten before the next poll
+    t.poll()
+    assert counted_lines(store) == ["a HIT seq=0", "b HIT seq=1", "c HIT seq=2"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="on the first poll, a stored position is matched to any file of its directory by "
+    "inode number alone, without its head: a new file on the freed inode is adopted",
+)
+def test_stale_position_is_not_given_to_a_new_file_on_a_reused_inode(pinned: Any) -> None:
+    logs, store, tailer = pinned
+    log = logs / "app.log"
+    append(log, b"a HIT seq=0\n")
+    t = tailer("app.log")
+    t.poll()
+    ino = log.stat().st_ino
+    log.unlink()  # still drained through the tailer's fd; its position stays in the store
+    t.close()  # the restart frees the inode
+    other = logs / "notes.txt"  # not matched by the glob
+    for _ in range(50):
+        other.write_bytes(b"not a log line, but it says HIT\n")
+        if other.stat().st_ino == ino:
+            break
+        other.unlink()
+    else:
+        pytest.skip("the filesystem did not reuse the inode")
+    tailer("app.log").poll()
+    assert counted_lines(store) == ["a HIT seq=0"]

@@ -90,9 +90,8 @@ def start_demo(directory: Path, *, fabricate_every: int = 0, grace: float = 2.0)
             create_agent(f"http://127.0.0.1:{proxy}/v1", log), "127.0.0.1", agent_port, name="demo agent"
         )
         servers.append(agent.start())
-        config = load_config(
-            str(write_config(directory, agent=agent_port, proxy=proxy, fixtures=fixtures, model_url=model.url))
-        )
+        path = write_config(directory, agent=agent_port, proxy=proxy, fixtures=fixtures, model_url=model.url)
+        config = load_config(str(path))
         store = Store(config.store.url)
         session = Session(config, store, grace=grace).start()
     except BaseException:

@@ -202,8 +202,8 @@ def generate(path: Path, size: int, seed: int = SEED) -> dict[str, object]:
 # -- setup --------------------------------------------------------------------
 
 
-def write_config(root: Path, log: Path) -> Path:
-    """A canary.toml naming one definition file per guard, the log and a scratch store."""
+def write_config(root: Path, paths: list[str], store_url: str | None = None) -> Path:
+    """A canary.toml naming one definition file per guard, the log globs and a scratch store."""
     defs = root / "defs"
     defs.mkdir(exist_ok=True)
     for name, match in GUARDS.items():
@@ -211,10 +211,11 @@ def write_config(root: Path, log: Path) -> Path:
             f"[guard]\nname = \"{name}\"\nmatch = '{match}'\n", encoding="utf-8"
         )
     config = root / "canary.toml"
+    listed = ", ".join(json.dumps(p) for p in paths)
     config.write_text(
         'defs = ["defs/*.toml"]\n\n'
-        f"[logs]\npaths = [\"{log}\"]\nformat = \"text\"\nactivity = '{ACTIVITY}'\n\n"
-        f"[store]\nurl = \"sqlite:///{root / 'canary.db'}\"\n\n"
+        f"[logs]\npaths = [{listed}]\nformat = \"text\"\nactivity = '{ACTIVITY}'\n\n"
+        f"[store]\nurl = \"{store_url or 'sqlite:///' + str(root / 'canary.db')}\"\n\n"
         "[alerts]\ndesktop = false\n",
         encoding="utf-8",
     )
@@ -300,7 +301,7 @@ def run(root: Path, size: int, args: argparse.Namespace) -> int:
         print(f"generated {log} in {time.perf_counter() - started:.1f} s")
     else:
         print(f"reusing   {log}")
-    config = load_config(path=write_config(root, log))
+    config = load_config(path=write_config(root, [str(log)]))
 
     file_size = log.stat().st_size
     mb = file_size / 1e6
