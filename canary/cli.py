@@ -374,7 +374,11 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--headless", is_flag=True, help="Run every canary once and print the verdicts.")
+@click.option(
+    "--headless",
+    is_flag=True,
+    help="Run every canary once and print the verdicts; no screen.",
+)
 @click.option("--json", "as_json", is_flag=True, help="With --headless: the `canary run --json` document.")
 @click.option(
     "--keep",
