@@ -27,8 +27,13 @@ from canary.tables import (
     Firing,
     HourlyActivity,
     HourlyCount,
+    Delivery,
+    Heartbeat,
     Meta,
+    Mute,
     Run,
+    Schedule,
+    Transition,
 )
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
@@ -47,8 +52,14 @@ def _v2(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[Run.__table__])  # type: ignore[attr-defined]
 
 
+def _v3(conn: Connection) -> None:
+    """Status transitions, mutes, alert deliveries, schedules and the daemon's heartbeat."""
+    tables = [Transition, Mute, Delivery, Schedule, Heartbeat]
+    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -99,3 +99,69 @@ class Run(SQLModel, table=True):
     leak_text: str | None = None
     answer: str | None = None
     error: str | None = None
+
+
+class Transition(SQLModel, table=True):
+    """A change of a guard's status, with the reason a person can act on."""
+
+    __tablename__ = "transitions"
+    __table_args__ = (Index("ix_transitions_guard_at", "guard", "at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    guard: str
+    at: datetime
+    status: str
+    previous: str | None = None
+    reason: str
+    evidence: str | None = None
+
+
+class Mute(SQLModel, table=True):
+    """Alerts for a guard paused until a time; a mute always expires."""
+
+    __tablename__ = "mutes"
+    guard: str = Field(primary_key=True)
+    until: datetime
+    reason: str | None = None
+    created: datetime
+
+
+class Delivery(SQLModel, table=True):
+    """One alert for one channel: pending, sent, or failed after its retries."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (Index("ix_deliveries_state_next", "state", "next_try"),)
+    id: int | None = Field(default=None, primary_key=True)
+    transition_id: int = Field(index=True)
+    guard: str
+    kind: str  # "change" | "reminder" | "recovery"
+    channel: str  # "desktop" | "webhook" | "command"
+    state: str = "pending"  # "pending" | "sent" | "failed"
+    attempts: int = 0
+    next_try: datetime
+    last_error: str | None = None
+    created: datetime
+    sent_at: datetime | None = None
+
+
+class Schedule(SQLModel, table=True):
+    """When each canary last ran and is next due, so a restart neither stampedes nor forgets."""
+
+    __tablename__ = "schedules"
+    key: str = Field(primary_key=True)  # "guard/canary"
+    last_run: datetime | None = None
+    next_due: datetime | None = None
+
+
+class Heartbeat(SQLModel, table=True):
+    """The daemon's own liveness, one row per store."""
+
+    __tablename__ = "heartbeat"
+    id: int = Field(default=1, primary_key=True)
+    pid: int
+    started: datetime
+    beat: datetime
+    files: int = 0
+    proxy: str | None = None
+    fixtures: str | None = None
+    control: str | None = None
+    stopped: datetime | None = None

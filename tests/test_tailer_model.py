@@ -114,11 +114,15 @@ class Clock:
 
 
 class DyingStore:
-    """The real store, which can die at its k-th write and lets the writer write during commits."""
+    """The real store, which can die at its k-th write, fail one commit, and lets the writer
+    write during commits."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.kill_after: int | None = None
+        self.fail_after: int | None = None
+        self.fail_resets = False
+        self.failed = 0
         self.during_commit: Callable[[Batch], None] | None = None
 
     def position(self, key: str) -> FileState | None:
@@ -135,6 +139,12 @@ class DyingStore:
 
     def commit(self, batch: Batch) -> None:
         self._write()
+        if self.fail_after is not None and (batch.bytes or batch.hits or self.fail_resets):
+            if self.fail_after == 0:
+                self.fail_after = None
+                self.failed += 1
+                raise OSError("database is locked")
+            self.fail_after -= 1
         self.store.commit(batch)
         if self.during_commit is not None:
             self.during_commit(batch)
@@ -173,6 +183,8 @@ class TailerModel(RuleBasedStateMachine):
     RACE_RESETS = False
     #: Let the writer also race the tailer's reads (between its fstat and its pread).
     RACE_READS = False
+    #: Let a failing commit also be one that only resets a position (no lines read).
+    HICCUP_RESETS = False
     #: Keep every inode of the example open, so the kernel never hands its number to a new file.
     HOLD_INODES = True
 
@@ -218,6 +230,7 @@ class TailerModel(RuleBasedStateMachine):
         self.truncated = False
         self.fresh = True
         self.truncations_seen = 0
+        self.hiccups = 0
         self.sut = self._new_tailer()
         if precreate:
             self._create_live()
@@ -353,20 +366,30 @@ class TailerModel(RuleBasedStateMachine):
 
     # -- polling --------------------------------------------------------------
 
-    def _poll(self, *, kill_after: int | None = None) -> int | None:
-        """One poll: the bytes it consumed, or None if the store died in it."""
+    def _poll(
+        self, *, kill_after: int | None = None, fail_after: int | None = None
+    ) -> int | None:
+        """One poll: the bytes it consumed, or None if the store died or failed in it."""
         reach = [f for f in self.files if self._reachable(f)]
         snapshot = {f.ident: (set(f.unpolled), b"\n" in f.content) for f in reach}
         self.clock.now += 0.25
         self.dying.kill_after = kill_after
+        self.dying.fail_after = fail_after
+        self.dying.fail_resets = self.HICCUP_RESETS
+        failed = self.dying.failed
         try:
             consumed = self.sut.poll()
         except Killed:
             return None
         finally:
             self.dying.kill_after = None
+            self.dying.fail_after = None
             self.dying.during_commit = None
             self._close_window()
+        if self.dying.failed > failed:
+            # Not a complete poll: what was read after the failure is read again next time.
+            self.hiccups += 1
+            return None
         for f in reach:
             seqs, had_line = snapshot[f.ident]
             self.required |= seqs
@@ -422,7 +445,8 @@ class TailerModel(RuleBasedStateMachine):
             assert len(head) == state.head_len and digest == state.head_hash, (
                 f"the stored head of {state.key} is not the file's head"
             )
-        assert not self.errors, f"the tailer reported errors: {self.errors}"
+        errors = [e for e in self.errors if not (self.hiccups and "database is locked" in e)]
+        assert not errors, f"the tailer reported errors: {errors}"
         return counted
 
     def _check_settled(self) -> None:
@@ -630,6 +654,16 @@ class TailerModel(RuleBasedStateMachine):
             finally:
                 os.pread = real_pread
             self._check()
+
+        self._step(act)
+
+    @rule(k=st.integers(0, 3))
+    def poll_with_store_hiccup(self, k: int) -> None:
+        """The store's k-th commit of this poll fails with an ordinary error: read it again."""
+
+        def act() -> None:
+            if self._poll(fail_after=k) is not None:
+                self._check()
 
         self._step(act)
 
