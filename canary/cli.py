@@ -441,5 +441,96 @@ def _demo_audit(where: Path, as_json: bool) -> int:
     return EXIT_ASLEEP if report.asleep else EXIT_OK
 
 
+def _status_table(doc: dict[str, Any]) -> str:
+    rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
+    for g in doc["guards"]:
+        rate = "-" if g["kill_rate"] is None else f"{g['kill_rate']:.0%}"
+        status = g["status"].upper()
+        if g.get("muted_until"):
+            status += " (muted)"
+        rows.append((g["guard"], status, str(g["organic_firings"]), str(g["canary_firings"]), rate,
+                     g["last_verdict"] or "-", g["reason"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    lines = []
+    for i, row in enumerate(rows):
+        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:6])) + "  " + row[6]
+        if i == 0:
+            text = click.style(text, bold=True)
+        elif row[1].split()[0] in ("ASLEEP", "DEGRADED", "INCONCLUSIVE"):
+            text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
+        lines.append(text.rstrip())
+    return "\n".join(lines)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
+    from canary.overview import status_document
+    from canary.store import Store
+
+    config = _load(ctx)
+    try:
+        store = Store(config.store.url)
+    except CanaryError as exc:
+        _fail(exc)
+    doc = status_document(store, config, now=datetime.now(UTC))
+    store.close()
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        if not doc["daemon"]["running"]:
+            click.echo("note: the daemon is not running; this is what the store knows.", err=True)
+        click.echo(_status_table(doc))
+    bad = [g for g in doc["guards"] if g["status"] in ("asleep", "degraded", "inconclusive")]
+    sys.exit(EXIT_ASLEEP if bad else EXIT_OK)
+
+
+@main.command(name="mute")
+@click.argument("guard")
+@click.option("--for", "duration", required=True, help="How long: 30m, 6h, 2d (at most 30d).")
+@click.option("--reason", default=None, help="Why, shown in the status and the dashboard.")
+@click.pass_context
+def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | None) -> None:
+    """Pause alerts for a guard for a while; the mute always expires."""
+    from canary.durations import DurationError, parse_duration
+    from canary.mutes import mute
+    from canary.store import Store
+
+    config = _load(ctx)
+    try:
+        if guard not in {g.name for g in config.guards}:
+            raise UsageError(f"no guard named {guard!r}")
+        try:
+            span = parse_duration(duration)
+        except DurationError as exc:
+            raise UsageError(f"--for: {exc}", option="--for") from exc
+        store = Store(config.store.url)
+        until = mute(store, guard, span, now=datetime.now(UTC), reason=reason)
+    except CanaryError as exc:
+        _fail(exc)
+    store.close()
+    click.echo(f"{guard}: alerts muted until {until.astimezone().strftime('%Y-%m-%d %H:%M %Z')}")
+
+
+@main.command(name="unmute")
+@click.argument("guard")
+@click.pass_context
+def unmute_command(ctx: click.Context, guard: str) -> None:
+    """Lift a guard's mute now."""
+    from canary.mutes import unmute
+    from canary.store import Store
+
+    config = _load(ctx)
+    try:
+        store = Store(config.store.url)
+    except CanaryError as exc:
+        _fail(exc)
+    lifted = unmute(store, guard)
+    store.close()
+    click.echo(f"{guard}: " + ("mute lifted" if lifted else "was not muted"))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

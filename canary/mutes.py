@@ -1,0 +1,41 @@
+"""Muting a guard's alerts for a while: a mute always expires."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete
+from sqlalchemy.dialects import sqlite
+from sqlmodel import col
+
+from canary.errors import UsageError
+from canary.store import Store, as_utc
+from canary.tables import Mute
+
+#: The longest mute allowed; a forgotten mute must not silence a guard forever.
+MAX_MUTE = timedelta(days=30)
+
+
+def mute(
+    store: Store, guard: str, duration: timedelta, *, now: datetime, reason: str | None = None
+) -> datetime:
+    """Mute a guard until now + duration (replacing any mute it had); return the end."""
+    if duration > MAX_MUTE:
+        raise UsageError(f"a mute lasts at most {MAX_MUTE.days}d; got {duration}", option="--for")
+    until = as_utc(now + duration)
+    row = {"guard": guard, "until": until, "reason": reason, "created": as_utc(now)}
+    with store.engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            stmt = sqlite.insert(Mute.__table__).values(row)  # type: ignore[attr-defined]
+            conn.execute(stmt.on_conflict_do_update(index_elements=["guard"], set_=row))
+        else:
+            conn.execute(delete(Mute).where(col(Mute.guard) == guard))
+            conn.execute(Mute.__table__.insert().values(row))  # type: ignore[attr-defined]
+    return until
+
+
+def unmute(store: Store, guard: str) -> bool:
+    """Lift a guard's mute; False if it had none."""
+    with store.engine.begin() as conn:
+        result = conn.execute(delete(Mute).where(col(Mute.guard) == guard))
+        return bool(result.rowcount)
