@@ -248,30 +248,11 @@ def _counts(config: Any, store: Any, collection: Any) -> str:
     )
 
 
-def _select(config: Any, names: tuple[str, ...]) -> list[tuple[Any, Any]]:
-    """GUARD or GUARD/CANARY selections, in definition order; every canary when none."""
-    guards = {g.name: g for g in config.guards}
-    if not names:
-        return [(g, c) for g in config.guards for c in g.canaries]
-    chosen: list[tuple[Any, Any]] = []
-    for name in names:
-        guard_name, _, canary_name = name.partition("/")
-        guard = guards.get(guard_name)
-        if guard is None:
-            from canary.tomlcheck import closest
+def _from_json(doc: dict[str, Any]) -> Any:
+    """A run as the daemon sent it, with the attributes the printers read."""
+    from types import SimpleNamespace
 
-            hint = closest(guard_name, list(guards))
-            raise UsageError(
-                f"no guard named {guard_name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
-            )
-        canaries = [c for c in guard.canaries if not canary_name or c.name == canary_name]
-        if not canaries:
-            raise UsageError(
-                f"guard {guard_name!r} has no canary named {canary_name!r}"
-                if canary_name else f"guard {guard_name!r} has no canaries"
-            )
-        chosen.extend((guard, c) for c in canaries if (guard, c) not in chosen)
-    return chosen
+    return SimpleNamespace(leak_text=None, **doc)
 
 
 def _runs_table(results: list[Any]) -> str:
@@ -345,12 +326,13 @@ def _explain(r: Any) -> str:
 @click.pass_context
 def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts."""
+    from canary.runner import select_canaries
     from canary.session import Session
     from canary.store import Store
 
     config = _load(ctx)
     try:
-        pairs = _select(config, selection)
+        pairs = select_canaries(config, selection)
         if config.agent is None:
             raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
         if not pairs:
@@ -362,6 +344,18 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     def warn(path: str, message: str) -> None:
         click.echo(f"warning: {message}", err=True)
 
+    from canary.control import connect
+
+    client = connect(config.daemon.control)
+    if client is not None:
+        store.close()
+        click.echo(f"running through the daemon at {config.daemon.control}", err=True)
+        try:
+            doc = client.run([*selection], wait=True)
+        except Exception as exc:
+            click.echo(f"error: the daemon could not run them: {exc}", err=True)
+            sys.exit(EXIT_UNAVAILABLE)
+        sys.exit(_report_runs([_from_json(r) for r in doc.get("runs", [])], as_json))
     try:
         with Session(config, store, on_error=warn) as session:
             assert session.runner is not None
@@ -530,6 +524,65 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
     lifted = unmute(store, guard)
     store.close()
     click.echo(f"{guard}: " + ("mute lifted" if lifted else "was not muted"))
+
+
+@main.command()
+@click.option("--tick", default=10.0, show_default=True, help="Seconds between status checks.")
+@click.pass_context
+def daemon(ctx: click.Context, tick: float) -> None:
+    """The background service in the foreground: collectors, canaries, status, alerts, metrics."""
+    from canary.daemon import Daemon, setup_logging
+
+    config = _load(ctx)
+    log_path = setup_logging()
+    click.echo(f"daemon log: {log_path}", err=True)
+    try:
+        code = Daemon(config, tick=tick).run()
+    except CanaryError as exc:
+        _fail(exc)
+    sys.exit(code)
+
+
+@main.group()
+def service() -> None:
+    """Run the daemon as a background service (launchd on macOS, systemd --user on Linux)."""
+
+
+@service.command(name="install")
+@click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
+@click.pass_context
+def service_install(ctx: click.Context, dry_run: bool) -> None:
+    """Install and start the service (idempotent)."""
+    from canary import service as svc
+    from canary.config import find_config
+
+    try:
+        found = find_config(ctx.obj.get("config"))
+    except CanaryError as exc:
+        _fail(exc)
+    report = svc.install(found.resolve() if found else None, dry_run=dry_run)
+    click.echo(svc.render(report))
+    sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
+
+
+@service.command(name="uninstall")
+def service_uninstall() -> None:
+    """Stop and remove the service."""
+    from canary import service as svc
+
+    report = svc.uninstall()
+    click.echo(svc.render(report))
+    sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
+
+
+@service.command(name="status")
+def service_status() -> None:
+    """Whether the service is installed and running."""
+    from canary import service as svc
+
+    state = svc.status()
+    click.echo(svc.render(state))
+    sys.exit(EXIT_OK if state.installed and state.running else EXIT_ASLEEP)
 
 
 if __name__ == "__main__":  # pragma: no cover

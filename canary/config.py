@@ -109,6 +109,7 @@ class StoreConfig:
     """Where runs, firings and statuses are kept (any SQLAlchemy URL)."""
 
     url: str = field(default_factory=locations.default_store_url)
+    retention: timedelta = timedelta(days=30)  # raw firing rows older than this are pruned
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
                            (("daemon", "control"), daemon.control)])
     logs = _logs(_section(top, "logs", ("paths", "format", "activity", "timestamp",
                                          "timestamp_format")), path.parent)
-    store = _store(_section(top, "store", ("url",)))
+    store = _store(_section(top, "store", ("url", "retention")))
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
@@ -344,12 +345,13 @@ def _logs(t: Table, base: Path) -> LogsConfig:
 
 def _store(t: Table) -> StoreConfig:
     url = t.string("url")
+    retention = t.duration("retention", StoreConfig.retention) or StoreConfig.retention
     if url is None:
-        return StoreConfig()
+        return StoreConfig(retention=retention)
     if not _DB_URL.fullmatch(url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {url!r}")
-    return StoreConfig(url)
+    return StoreConfig(url, retention)
 
 
 def _alerts(t: Table) -> AlertsConfig:

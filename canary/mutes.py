@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete
-from sqlalchemy.dialects import sqlite
 from sqlmodel import col
 
 from canary.errors import UsageError
@@ -25,12 +24,7 @@ def mute(
     until = as_utc(now + duration)
     row = {"guard": guard, "until": until, "reason": reason, "created": as_utc(now)}
     with store.engine.begin() as conn:
-        if conn.dialect.name == "sqlite":
-            stmt = sqlite.insert(Mute.__table__).values(row)  # type: ignore[attr-defined]
-            conn.execute(stmt.on_conflict_do_update(index_elements=["guard"], set_=row))
-        else:
-            conn.execute(delete(Mute).where(col(Mute.guard) == guard))
-            conn.execute(Mute.__table__.insert().values(row))  # type: ignore[attr-defined]
+        store.upsert(conn, Mute, [row], keys=["guard"], set_=row)
     return until
 
 

@@ -213,3 +213,29 @@ def _since(moment: float | None, start: float) -> float | None:
     if moment is None:
         return None
     return round(max(0.0, moment - start), 3)
+
+
+def select_canaries(config: Config, names: Sequence[str]) -> list[tuple[GuardDef, CanaryDef]]:
+    """GUARD or GUARD/CANARY selections in definition order; every canary when none is named."""
+    from canary.errors import UsageError
+    from canary.tomlcheck import closest
+
+    guards = {g.name: g for g in config.guards}
+    if not names:
+        return [(g, c) for g in config.guards for c in g.canaries]
+    chosen: list[tuple[GuardDef, CanaryDef]] = []
+    for name in names:
+        guard_name, _, canary_name = name.partition("/")
+        guard = guards.get(guard_name)
+        if guard is None:
+            hint = closest(guard_name, list(guards))
+            raise UsageError(f"no guard named {guard_name!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
+        canaries = [c for c in guard.canaries if not canary_name or c.name == canary_name]
+        if not canaries:
+            raise UsageError(
+                f"guard {guard_name!r} has no canary named {canary_name!r}"
+                if canary_name
+                else f"guard {guard_name!r} has no canaries"
+            )
+        chosen.extend((guard, c) for c in canaries if (guard, c) not in chosen)
+    return chosen

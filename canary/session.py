@@ -33,6 +33,7 @@ class Session:
         on_error: ErrorSink | None = None,
         grace: float = DEFAULT_GRACE,
         rescan: float = 1.0,
+        start_at_end: bool = True,
     ) -> None:
         self.config = config
         self.store = store
@@ -40,6 +41,7 @@ class Session:
         self._on_error = on_error
         self._grace = grace
         self._rescan = rescan
+        self._start_at_end = start_at_end
         self.proxy: BackgroundServer | None = None
         self.fixtures: BackgroundServer | None = None
         self.collection: Collection | None = None
@@ -65,7 +67,7 @@ class Session:
             self.store.attribute = self._attribute
             self.collection = Collection(
                 self.config, self.store, on_error=self._on_error, rescan=self._rescan,
-                start_at_end=True,
+                start_at_end=self._start_at_end,
             )
             self.collection.start()
             self.runner = Runner(

@@ -23,12 +23,12 @@ from sqlmodel import SQLModel, col, create_engine
 from canary.errors import StoreError
 from canary.tables import (
     LINE_KEEP,
+    Delivery,
     FilePosition,
     Firing,
+    Heartbeat,
     HourlyActivity,
     HourlyCount,
-    Delivery,
-    Heartbeat,
     Meta,
     Mute,
     Run,
@@ -133,7 +133,7 @@ class Store:
             for step in MIGRATIONS[current:]:
                 step(conn)
             if current != SCHEMA_VERSION:
-                self._upsert(
+                self.upsert(
                     conn, Meta, [{"key": "schema_version", "value": str(SCHEMA_VERSION)}],
                     keys=["key"], set_={"value": str(SCHEMA_VERSION)},
                 )
@@ -201,7 +201,7 @@ class Store:
             if firings:
                 conn.execute(insert(Firing), firings)
             for (guard, hour, source), n in counts.items():
-                self._upsert(
+                self.upsert(
                     conn, HourlyCount,
                     [{"guard": guard, "hour": hour, "source": source, "count": n}],
                     keys=["guard", "hour", "source"],
@@ -212,7 +212,7 @@ class Store:
             for hour, n in activity.items():
                 scanned = (batch.lines, batch.bytes) if hour == read_hour else (0, 0)
                 table = HourlyActivity.__table__  # type: ignore[attr-defined]
-                self._upsert(
+                self.upsert(
                     conn, HourlyActivity,
                     [{"hour": hour, "activity": n, "lines": scanned[0], "bytes": scanned[1]}],
                     keys=["hour"],
@@ -222,7 +222,7 @@ class Store:
                         "bytes": table.c.bytes + scanned[1],
                     },
                 )
-            self._upsert(
+            self.upsert(
                 conn, FilePosition,
                 [{
                     "key": state.key, "dev": state.dev, "ino": state.ino, "path": state.path,
@@ -240,7 +240,7 @@ class Store:
 
     # -- helpers ------------------------------------------------------------
 
-    def _upsert(
+    def upsert(
         self,
         conn: Connection,
         model: type[SQLModel],

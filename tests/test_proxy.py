@@ -62,6 +62,7 @@ class Plan:
     chunks: list[bytes] = field(default_factory=list)
     before_headers: float = 0.0  # seconds to wait before the response starts
     gap: float = 0.0  # seconds between body chunks
+    fail_after: int | None = None  # break the connection after this many chunks
 
 
 @dataclass
@@ -79,6 +80,10 @@ class Seen:
 
     def header(self, name: bytes) -> bytes | None:
         return next((v for k, v in self.headers if k == name), None)
+
+
+class UpstreamCrash(Exception):
+    """Raised inside the fake upstream to cut a response off mid-body."""
 
 
 class FakeUpstream:
@@ -141,6 +146,8 @@ class FakeUpstream:
                 respond.cancel()
                 with suppress(asyncio.CancelledError):
                     await respond
+            else:
+                respond.result()  # a planned failure propagates: uvicorn drops the connection
         finally:
             watcher.cancel()
 
@@ -150,6 +157,8 @@ class FakeUpstream:
             await asyncio.sleep(plan.before_headers)
         await send({"type": "http.response.start", "status": plan.status, "headers": plan.headers})
         for index, chunk in enumerate(plan.chunks):
+            if index == plan.fail_after:
+                raise UpstreamCrash(f"planned failure after {index} chunks")
             if index and plan.gap:
                 await asyncio.sleep(plan.gap)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -972,3 +981,18 @@ def test_upstream_down_is_a_prompt_502(interceptor: MarkerInterceptor) -> None:
     assert r.status_code == 502 and r.headers["x-should-retry"] == "false"
     assert r.json()["error"]["type"] == "upstream_unavailable"
     assert ollama.status_code == 502 and "not reachable" in ollama.json()["error"]
+
+
+def test_upstream_failing_mid_stream_is_not_turned_into_a_clean_end(
+    upstream: tuple[FakeUpstream, BackgroundServer], proxy: str
+) -> None:
+    fake, _ = upstream
+    chunks = [b"data: {\"n\": %d}\n\n" % i for i in range(6)]
+    key = fake.plan(Plan(200, [(b"content-type", b"text/event-stream")], chunks, fail_after=2))
+    received = b""
+    with httpx.Client(trust_env=False) as client, pytest.raises(httpx.RemoteProtocolError), client.stream(
+        "POST", proxy + "/v1/chat/completions", content=b'{"stream":true}', headers={"x-plan": key}
+    ) as response:
+        for chunk in response.iter_raw():
+            received += chunk
+    assert received == b"".join(chunks[:2])  # what came before the break, and no clean end after it

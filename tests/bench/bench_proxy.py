@@ -3,6 +3,7 @@
     uv run python tests/bench/bench_proxy.py             # the full run (about a minute)
     uv run python tests/bench/bench_proxy.py --quick     # fewer rounds
     uv run python tests/bench/bench_proxy.py --json      # figures as JSON too
+    uv run python tests/bench/bench_proxy.py --listener nodelay   # see below
 
 The fake upstream (a raw ASGI app) and the proxy (``create_proxy``) each run under uvicorn in
 their own process; this process is the load generator. The method follows
@@ -14,6 +15,11 @@ Measured: added latency of non-streaming calls (p50, p99), added time to the fir
 of a stream, inter-chunk gaps (upstream sends every 20 ms), 200 concurrent streams, and the
 per-request check (routing, the stream flag, an interceptor scanning for 3 nonces) in ms per
 100 KiB of body, with ``json.loads`` of the same body as the reference.
+
+Both servers run as the daemon runs them, under ``canary.serving.BackgroundServer``
+(``--listener product``), or on a socket created with ``IPPROTO_TCP`` (``--listener nodelay``):
+asyncio only sets TCP_NODELAY on sockets whose ``proto`` says TCP, and without it a response
+uvicorn writes in pieces (headers, then body) waits for the client's delayed ACK, ~40 ms.
 
 Targets: added p50 < 1 ms, added p99 < 5 ms, added TTFB < 3 ms, gaps within 2 ms of direct,
 no error over 200 concurrent streams, check < 0.05 ms per 100 KiB.
