@@ -560,7 +560,10 @@ def service_install(ctx: click.Context, dry_run: bool) -> None:
         found = find_config(ctx.obj.get("config"))
     except CanaryError as exc:
         _fail(exc)
-    report = svc.install(found.resolve() if found else None, dry_run=dry_run)
+    try:
+        report = svc.install(found.resolve() if found else None, dry_run=dry_run)
+    except CanaryError as exc:
+        _fail(exc)
     click.echo(svc.render(report))
     sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
 
@@ -570,7 +573,10 @@ def service_uninstall() -> None:
     """Stop and remove the service."""
     from canary import service as svc
 
-    report = svc.uninstall()
+    try:
+        report = svc.uninstall()
+    except CanaryError as exc:
+        _fail(exc)
     click.echo(svc.render(report))
     sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
 
@@ -580,7 +586,10 @@ def service_status() -> None:
     """Whether the service is installed and running."""
     from canary import service as svc
 
-    state = svc.status()
+    try:
+        state = svc.status()
+    except CanaryError as exc:
+        _fail(exc)
     click.echo(svc.render(state))
     sys.exit(EXIT_OK if state.installed and state.running else EXIT_ASLEEP)
 

@@ -251,7 +251,7 @@ def create_control_app(
     metrics: Callable[[], bytes] | None = None,
     allowed_hosts: Collection[str] = (),
 ) -> Starlette:
-    """The control API: ``GET /health``, ``GET /status``, ``POST /run`` and, given ``metrics``, ``GET /metrics``.
+    """The control API: ``GET /health``, ``/status``, ``POST /run`` and, given ``metrics``, ``GET /metrics``.
 
     ``allowed_hosts`` adds Host names accepted beside loopback ones, for a daemon that was
     explicitly allowed to listen beyond loopback.

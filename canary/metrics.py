@@ -160,7 +160,7 @@ def run_totals(engine: Engine) -> dict[tuple[str, str, str], int]:
         .group_by(col(Run.guard), col(Run.canary), col(Run.verdict))
     )
     with engine.connect() as conn:
-        return {(g, c, v): int(n) for g, c, v, n in conn.execute(stmt)}
+        return {(g, c, str(v)): int(n) for g, c, v, n in conn.execute(stmt)}
 
 
 def last_caught(engine: Engine) -> dict[str, float]:

@@ -106,7 +106,9 @@ def desktop_command(payload: AlertPayload, platform: str) -> list[str] | None:
     return ["notify-send", f"--app-name={_TITLE}", f"--urgency={urgency}", "--", subtitle, payload["text"]]
 
 
-def desktop(payload: AlertPayload, *, platform: str = sys.platform, timeout: float = DESKTOP_TIMEOUT) -> str | None:
+def desktop(
+    payload: AlertPayload, *, platform: str = sys.platform, timeout: float = DESKTOP_TIMEOUT
+) -> str | None:
     """Show a desktop notification; a note (and one warning per process) when no notifier exists."""
     argv = desktop_command(payload, platform)
     if argv is None:

@@ -30,7 +30,7 @@ from canary.errors import UsageError
 from canary.serving import BackgroundServer
 
 TOKEN = "s3cret-token"
-METRICS = b"# HELP canary_daemon_heartbeat_timestamp_seconds x\ncanary_daemon_heartbeat_timestamp_seconds 1.0\n"
+METRICS = b"# TYPE canary_daemon_heartbeat_timestamp_seconds gauge\ncanary_daemon_heartbeat_timestamp_seconds 1.0\n"
 
 
 @dataclass
@@ -59,16 +59,24 @@ class StubHandlers:
         return {"runs": [{"guard": s, "verdict": "caught"} for s in selection]}
 
 
-@pytest.fixture
-def handlers() -> StubHandlers:
-    return StubHandlers()
-
-
-@pytest.fixture
-def server(handlers: StubHandlers) -> Iterator[BackgroundServer]:
-    app = create_control_app(TOKEN, handlers, metrics=lambda: METRICS)
+@pytest.fixture(scope="module")
+def shared() -> Iterator[tuple[BackgroundServer, StubHandlers]]:
+    """One server for the module: starting uvicorn per test costs more than the tests."""
+    stub = StubHandlers()
+    app = create_control_app(TOKEN, stub, metrics=lambda: METRICS)
     with BackgroundServer(app, name="control") as running:
-        yield running
+        yield running, stub
+
+
+@pytest.fixture
+def handlers(shared: tuple[BackgroundServer, StubHandlers]) -> StubHandlers:
+    shared[1].calls.clear()
+    return shared[1]
+
+
+@pytest.fixture
+def server(shared: tuple[BackgroundServer, StubHandlers], handlers: StubHandlers) -> BackgroundServer:
+    return shared[0]
 
 
 def get(server: BackgroundServer, path: str, **headers: str) -> httpx.Response:
@@ -212,7 +220,10 @@ def test_run_calls_the_handler_with_the_selection(server: BackgroundServer, hand
     assert response.status_code == 200
     assert handlers.calls == [(["citation", "quote/fake-quote"], True)]
     assert response.json() == {
-        "runs": [{"guard": "citation", "verdict": "caught"}, {"guard": "quote/fake-quote", "verdict": "caught"}]
+        "runs": [
+            {"guard": "citation", "verdict": "caught"},
+            {"guard": "quote/fake-quote", "verdict": "caught"},
+        ]
     }
 
 

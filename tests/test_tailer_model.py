@@ -17,11 +17,16 @@ prefix, so a weak head check shows up as lost or doubled lines. Rules:
 * truncate ``app.log`` in place, maybe rewriting it (past the read offset) before the next poll;
 * delete ``app.log``, maybe recreate it at once; the old fd also gets a late-write window;
 * poll; advance the clock past ``rotate_wait`` and poll; poll while the writer appends
-  during the tailer's commits (between its ``fstat`` and its reads);
+  during the tailer's commits of lines it read (so its reads run past the size it saw);
+* poll with one store commit failing with an ordinary error (a locked database): what was
+  read after it must be read again;
 * restart (``close()``, a new Tailer on the same store);
 * crash: a store that dies (``BaseException``) at its k-th write, mid-poll, then a new
   process: the Tailer is dropped without a final step and the store is reopened;
 * settle: poll with the clock advanced until nothing changes.
+
+The tailer is built with reads of 7 bytes, 64 bytes or 1 MiB and commits every 1 byte,
+100 bytes or 8 MiB, so lines cross reads and one poll makes several commits.
 
 The model. Each line is *unpolled* until a complete poll runs while its file is reachable,
 then *required*: it must be counted from then on. A file is reachable if its name matches the
@@ -47,6 +52,14 @@ start (offset 0 or just after a ``\\n``) of the file it names, whose head it has
 tailer reported no error. After a settle: every written seq is required, in the gap, or
 unreachable (so without truncation, counted == written - unreachable); the tailer follows
 exactly the files in the glob, and the store holds positions only for those.
+
+Machines: ``LiveNameOnly`` (glob ``app.log``) and ``RotatedNamesToo`` (glob ``app.log*``,
+without copytruncate) must pass; ``RotatedNamesWithCopytruncate`` is expected to fail. The
+class switches ``RACE_RESETS``, ``RACE_READS``, ``HICCUP_RESETS`` and ``HOLD_INODES = False``
+widen the machine to a writer racing the tailer's reads and position resets, a failing commit
+of a position reset, and inode numbers reused within an example; each one finds a failure
+pinned by an ``xfail`` test at the end of this module, so they stay off in the machines that
+must pass. Turn a switch on when its test starts to pass.
 """
 
 from __future__ import annotations
