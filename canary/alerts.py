@@ -33,7 +33,8 @@ from sqlalchemy import Connection, func, insert, select, update
 from sqlmodel import col
 
 from canary.config import AlertsConfig
-from canary.notify import AlertPayload, DeliveryError, Sender, default_sender, enabled_channels, excerpt
+from canary.errors import DeliveryError
+from canary.notify import AlertPayload, Sender, default_sender, enabled_channels, excerpt
 from canary.status import ALERTING, HEALTHY, Status
 from canary.store import Store, as_utc
 from canary.tables import Delivery, Meta, Mute, Transition

@@ -1,8 +1,8 @@
 """Scripted model answers in every dialect the proxy speaks, as whole bodies and as streams.
 
 Each answer carries every field the strict clients require (openai, pydantic-ai,
-smolagents, ollama): see docs/wire-protocols.md §2-§5. The clock and the random
-id are parameters, so the same inputs give the same bytes.
+smolagents, ollama), in the stream mode the request asked for. The clock and the
+random id are parameters, so the same inputs give the same bytes.
 """
 
 from __future__ import annotations

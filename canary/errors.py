@@ -7,8 +7,10 @@
     │                           carries every Problem found, not just the first
     ├── UsageError              a command was given arguments it cannot use (exit 2)
     ├── StoreError              the store cannot be opened, migrated or written (exit 3)
-    └── UnavailableError        something the command needs is not there: no log file
-                                readable, a port taken, the agent unreachable (exit 3)
+    ├── UnavailableError        something the command needs is not there: no log file
+    │                           readable, a port taken, the agent unreachable (exit 3)
+    └── DeliveryError           an alert channel could not deliver (webhook down, command
+                                failed); the delivery is retried with backoff
 
 Each class says when it is raised and keeps structured fields (paths, keys)
 beside its message, so callers can render them without parsing text.
@@ -91,4 +93,12 @@ class UnavailableError(CanaryError):
 
     def __init__(self, message: str, *, paths: list[Path] | None = None) -> None:
         self.paths = list(paths or [])
+        super().__init__(message)
+
+
+class DeliveryError(CanaryError):
+    """Raised by an alert channel when an alert could not be delivered; the delivery is retried."""
+
+    def __init__(self, message: str, *, channel: str | None = None) -> None:
+        self.channel = channel
         super().__init__(message)

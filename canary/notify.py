@@ -21,7 +21,7 @@ from typing import TypedDict
 import httpx
 
 from canary.config import AlertsConfig
-from canary.errors import CanaryError
+from canary.errors import DeliveryError
 from canary.placeholders import fill
 
 log = logging.getLogger("canary.alerts")
@@ -60,14 +60,6 @@ class AlertPayload(TypedDict):
 #: Sends one payload on one channel: returns None when sent, a note when skipped on purpose,
 #: raises DeliveryError when it should be retried.
 Sender = Callable[[str, AlertPayload], str | None]
-
-
-class DeliveryError(CanaryError):
-    """Raised by a channel when an alert could not be delivered; the delivery is retried."""
-
-    def __init__(self, message: str, *, channel: str | None = None) -> None:
-        self.channel = channel
-        super().__init__(message)
 
 
 def enabled_channels(config: AlertsConfig) -> tuple[str, ...]:

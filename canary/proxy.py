@@ -1,9 +1,9 @@
 """The model proxy: relays everything to the upstream model server byte for byte, and answers the
 model calls its interceptor picks with a scripted assistant message in the client's dialect.
 
-Passthrough (docs/wire-protocols.md §7): the request body is buffered (the interceptor scans
-it, and the upstream gets an exact Content-Length); the response is relayed raw as it arrives,
-with its status, its headers (less hop-by-hop ones and Content-Length) and its Content-Encoding.
+Passthrough: the request body is buffered (the interceptor scans it, and the upstream gets
+an exact Content-Length); the response is relayed raw as it arrives, with its status, its
+headers (less hop-by-hop ones and Content-Length) and its Content-Encoding.
 A client that goes away cancels the upstream exchange at once, before or after the first byte.
 """
 
@@ -53,6 +53,10 @@ _BODY_FRAMING = frozenset({b"content-length", b"transfer-encoding"})
 _NO_BODY_STATUS = frozenset({204, 304})
 _JSON_SPACE = b" \t\r\n"
 _STREAM_KEY = b'"stream'
+_TIMEOUT_PHASES: dict[type[Exception], str] = {
+    httpx.ConnectTimeout: "connect", httpx.ReadTimeout: "read",
+    httpx.WriteTimeout: "write", httpx.PoolTimeout: "pool",
+}
 
 
 @dataclass(frozen=True)
@@ -250,9 +254,9 @@ class _ProxyHandler:
                 return  # our own cancellation: the client went away
             raise
         except OSError:
-            if exchange.client_gone:
-                return  # the server refused to send to a client that had gone
-            raise
+            # httpx wraps its own socket errors, so this came from ``send``: ASGI 2.4 servers
+            # raise it when the client has gone, before any http.disconnect reaches the watcher.
+            return
         finally:
             exchange.finished = True
             watcher.cancel()
@@ -262,7 +266,7 @@ class _ProxyHandler:
         try:
             response = await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
-            phase = type(exc).__name__.removesuffix("Timeout").lower() or "request"
+            phase = _TIMEOUT_PHASES.get(type(exc), "request")
             await _send_error(
                 send, path, 504, "upstream_timeout",
                 f"the model server at {self.upstream} did not answer in time ({phase} timeout)",

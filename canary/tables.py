@@ -135,7 +135,7 @@ class Delivery(SQLModel, table=True):
     guard: str
     kind: str  # "change" | "reminder" | "recovery"
     channel: str  # "desktop" | "webhook" | "command"
-    state: str = "pending"  # "pending" | "sent" | "failed"
+    state: str = "pending"  # "pending" | "sent" | "failed" | "skipped" | "muted"
     attempts: int = 0
     next_try: datetime
     last_error: str | None = None

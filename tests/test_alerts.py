@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import socket
 import stat
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,8 +37,9 @@ from canary.alerts import (
     plan_alerts,
 )
 from canary.config import AlertsConfig
+from canary.errors import DeliveryError
 from canary.mutes import mute, unmute
-from canary.notify import AlertPayload, DeliveryError, default_sender, desktop_command
+from canary.notify import AlertPayload, default_sender, desktop_command
 from canary.serving import BackgroundServer
 from canary.store import Store, as_utc
 from canary.tables import Delivery, Meta, Transition
@@ -54,6 +57,16 @@ def store(tmp_path: Path) -> Iterator[Store]:
     opened = Store(f"sqlite:///{tmp_path}/c.db")
     yield opened
     opened.close()
+
+
+@pytest.fixture(autouse=True)
+def local_time_is_utc_plus_one(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Texts show local clock times; pin the zone (a POSIX rule, no tz database needed)."""
+    monkeypatch.setenv("TZ", "XXX-1")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture(autouse=True)
@@ -80,14 +93,14 @@ def deliveries(store: Store) -> list[Any]:
 class Recorder:
     """A Sender that remembers every call and answers from a script of outcomes."""
 
-    def __init__(self, *outcomes: str | None | Exception) -> None:
+    def __init__(self, *outcomes: str | BaseException | None) -> None:
         self.calls: list[tuple[str, AlertPayload]] = []
         self.outcomes = list(outcomes)
 
     def __call__(self, channel: str, payload: AlertPayload) -> str | None:
         self.calls.append((channel, payload))
         outcome = self.outcomes.pop(0) if self.outcomes else None
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, BaseException):
             raise outcome
         return outcome
 
@@ -135,12 +148,11 @@ def test_alert_texts() -> None:
     assert alert_text("recovery", "citation", "alive", "canary fake-url caught at 11:00", T0, now=T0) == (
         "guard-canary: citation recovered (alive) — canary fake-url caught at 11:00"
     )
-    since = T0.astimezone().strftime("%H:%M")
     assert alert_text("reminder", "citation", "asleep", REASON, T0, now=T0 + timedelta(hours=1)) == (
-        f"guard-canary: citation still ASLEEP since {since} — {REASON}"
+        f"guard-canary: citation still ASLEEP since 11:02 — {REASON}"  # local time, UTC+1
     )
     two_days = alert_text("reminder", "citation", "asleep", "x\ny", T0, now=T0 + timedelta(days=2))
-    assert two_days == f"guard-canary: citation still ASLEEP since {T0.astimezone():%Y-%m-%d %H:%M} — x y"
+    assert two_days == "guard-canary: citation still ASLEEP since 2026-11-29 11:02 — x y"
 
 
 # -- planning ----------------------------------------------------------------
@@ -167,7 +179,8 @@ def test_only_enabled_channels_get_deliveries(store: Store) -> None:
 def test_no_channel_plans_nothing_but_moves_on(store: Store) -> None:
     add(store, "alive", "asleep")
     assert plan_alerts(store, AlertsConfig(desktop=False), now=T0) == 0
-    assert plan_alerts(store, ALL, now=T0) == 0  # that transition is planned; enabling later does not replay it
+    # that transition is planned: enabling a channel later does not replay it
+    assert plan_alerts(store, ALL, now=T0) == 0
     assert deliveries(store) == []
 
 
@@ -223,6 +236,31 @@ def test_planning_twice_creates_nothing_new(store: Store) -> None:
     assert plan_alerts(store, ALL, now=T0 + timedelta(minutes=6)) == 3
 
 
+def test_two_planners_at_once_plan_each_transition_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/c.db"
+    stores = [Store(url), Store(url)]
+    for n in range(20):
+        add(stores[0], "alive", "asleep", guard=f"g{n}")
+    barrier = threading.Barrier(2)
+    counts: list[int] = []
+
+    def plan(store: Store) -> None:
+        barrier.wait()
+        counts.append(plan_alerts(store, ALL, now=T0))
+
+    threads = [threading.Thread(target=plan, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert sorted(counts) == [0, 60]
+        assert len(deliveries(stores[0])) == 60
+    finally:
+        for each in stores:
+            each.close()
+
+
 def test_a_crash_between_plan_and_deliver_still_delivers_exactly_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/c.db"
     first = Store(url)
@@ -247,7 +285,7 @@ def test_a_crash_while_sending_sends_again_after_the_lease(store: Store) -> None
     add(store, "alive", "asleep")
     plan_alerts(store, WEBHOOK_ONLY, now=T0)
     with pytest.raises(KeyboardInterrupt):  # killed mid-send, before the outcome was recorded
-        deliver_pending(store, WEBHOOK_ONLY, now=T0, send=Recorder(KeyboardInterrupt()))  # type: ignore[arg-type]
+        deliver_pending(store, WEBHOOK_ONLY, now=T0, send=Recorder(KeyboardInterrupt()))
     assert deliveries(store)[0].state == "pending"
     send = Recorder()
     assert deliver_pending(store, WEBHOOK_ONLY, now=T0 + LEASE - timedelta(seconds=1), send=send) == 0
@@ -303,14 +341,14 @@ def test_a_reminder_tells_since_when_across_a_pause(store: Store) -> None:
     assert kinds_at(store, WEBHOOK_ONLY, T0 + timedelta(hours=2)) == ["change"]
     send = Recorder()
     deliver_pending(store, WEBHOOK_ONLY, now=T0 + timedelta(hours=2), send=send)
-    assert kinds_at(store, WEBHOOK_ONLY, T0 + REPEAT) == ["reminder"]
-    deliver_pending(store, WEBHOOK_ONLY, now=T0 + REPEAT, send=send)
+    later = T0 + timedelta(hours=2) + REPEAT  # a repeat after the last alert, the change on unmuting
+    assert kinds_at(store, WEBHOOK_ONLY, later - timedelta(seconds=1)) == []
+    assert kinds_at(store, WEBHOOK_ONLY, later) == ["reminder"]
+    deliver_pending(store, WEBHOOK_ONLY, now=later, send=send)
     reminder = send.calls[-1][1]
     assert reminder["kind"] == "reminder"
-    assert reminder["since"] == "2026-11-29T10:02:00Z"
-    assert reminder["text"] == (
-        f"guard-canary: citation still ASLEEP since {T0.astimezone():%H:%M} — still leaking"
-    )
+    assert reminder["since"] == "2026-11-29T10:02:00Z"  # asleep since before the mute
+    assert reminder["text"] == "guard-canary: citation still ASLEEP since 11:02 — still leaking"
 
 
 # -- delivering ------------------------------------------------------------------
@@ -361,7 +399,7 @@ def test_failures_back_off_then_give_up_as_failed_and_logged(
             if row.state == "pending":
                 now = as_utc(row.next_try)
     assert len(send.calls) == MAX_ATTEMPTS
-    gaps = [b - a for a, b in zip(tries, tries[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(tries)]
     assert gaps == [*BACKOFF, BACKOFF[-1], BACKOFF[-1]]
     row = deliveries(store)[0]
     assert (row.state, row.attempts, row.last_error) == (
@@ -552,7 +590,7 @@ def test_a_failing_command_is_retried_with_its_stderr(store: Store) -> None:
 
 
 def test_a_command_that_hangs_or_is_missing_is_a_delivery_error(tmp_path: Path) -> None:
-    with pytest.raises(DeliveryError, match="did not finish within 0.2s"):
+    with pytest.raises(DeliveryError, match=r"did not finish within 0\.2s"):
         notify.command(payload(), [sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.2)
     with pytest.raises(DeliveryError, match="cannot run"):
         notify.command(payload(), [str(tmp_path / "no-such-program")])
@@ -634,10 +672,12 @@ def test_a_missing_notifier_is_skipped_with_one_warning(
         add(store, "asleep", "alive", at=T0 + timedelta(minutes=1))
         plan_alerts(store, config, now=T0 + timedelta(minutes=1))
         assert deliver_pending(store, config, now=T0 + timedelta(minutes=1), send=send) == 0
-    rows = deliveries(store)
-    assert [(r.state, r.attempts, r.last_error) for r in rows] == [("skipped", 1, "notify-send not found")] * 3
+    skipped = [(r.state, r.attempts, r.last_error) for r in deliveries(store)]
+    assert skipped == [("skipped", 1, "notify-send not found")] * 3
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["desktop alerts are skipped: notify-send not found (webhook and command alerts still go out)"]
+    assert warnings == [
+        "desktop alerts are skipped: notify-send not found (webhook and command alerts still go out)"
+    ]
     assert deliver_pending(store, config, now=T0 + timedelta(days=1), send=send) == 0
 
 

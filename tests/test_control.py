@@ -30,7 +30,7 @@ from canary.errors import UsageError
 from canary.serving import BackgroundServer
 
 TOKEN = "s3cret-token"
-METRICS = b"# TYPE canary_daemon_heartbeat_timestamp_seconds gauge\ncanary_daemon_heartbeat_timestamp_seconds 1.0\n"
+METRICS = b"# TYPE canary_demo gauge\ncanary_demo 1.0\n"
 
 
 @dataclass
@@ -262,7 +262,7 @@ def test_a_blocking_handler_does_not_block_health() -> None:
         assert get(running, "/health", **auth()).status_code == 200
         health_at = time.monotonic()
         thread.join(5)
-        assert health_at - started < 0.6
+        assert health_at - started < 0.9
         assert done["status"] - started >= 1.0
         assert health_at < done["status"]
 

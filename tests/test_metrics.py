@@ -62,9 +62,7 @@ def test_status_is_one_hot_over_every_status() -> None:
     status = named(samples(render(SNAPSHOT)), "canary_guard_status")
     assert len(status) == 2 * len(Status)
     for guard, current in [("citation", "alive"), ("date", "asleep")]:
-        row = {
-            dict(labels)["status"]: value for labels, value in status.items() if dict(labels)["guard"] == guard
-        }
+        row = {dict(k)["status"]: value for k, value in status.items() if dict(k)["guard"] == guard}
         assert set(row) == {s.value for s in Status}
         assert row == {s.value: (1.0 if s.value == current else 0.0) for s in Status}
 

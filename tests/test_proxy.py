@@ -304,7 +304,7 @@ def test_model_call_routing(method: str, path: str, dialect: str | None) -> None
         (b'{"stream_options":{"include_usage":true},"stream":true}', False, True),
         (b'{"messages":[{"content":"say \\"stream\\": true"}]}', False, False),  # inside a string
         (b'{"metadata":{"stream":true},"stream":false}', False, False),  # the top level comes last
-        (b'{"stream":true,"messages":[{"content":"a"}],"tools":[{"stream":{"type":"boolean"}}]}', False, True),
+        (b'{"stream":true,"messages":[],"tools":[{"stream":{"type":"boolean"}}]}', False, True),
         (b'{"stream":\n\ttrue}', False, True),
         (b"not json at all", True, True),
         (b"", False, False),
@@ -542,6 +542,27 @@ async def test_interceptor_failure_passes_the_call_through(caplog: pytest.LogCap
     assert "bookkeeping bug" in caplog.text
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("given_client", [False, True])
+async def test_lifespan_closes_only_the_client_the_proxy_made(given_client: bool) -> None:
+    client = httpx.AsyncClient() if given_client else None
+    app = create_proxy("http://upstream.test", client=client)
+    messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(messages)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert app.state.client.is_closed is not given_client
+    if client is not None:
+        await client.aclose()
+
+
 # -- in-process: scripted answers, validated against the SDKs' own models ----------------------
 
 
@@ -640,7 +661,7 @@ async def test_scripted_completions(stream: bool, include_usage: bool) -> None:
 @pytest.mark.anyio
 async def test_scripted_responses_body() -> None:
     r = await _scripted("/v1/responses", {"model": "gpt-x", "input": "hi", "tools": TOOLS})
-    response = Response.model_validate_json(r.content)
+    response = Response.model_validate_json(r.content, strict=True)
     assert response.output_text == SCRIPTED
     assert response.status == "completed" and response.model == "gpt-x"
     assert response.id.startswith("resp_")
@@ -656,7 +677,7 @@ async def test_scripted_responses_stream() -> None:
     types: list[str] = []
     for block in _sse_events(r.content):
         event_line, data_line = block.split("\n")
-        event = adapter.validate_json(data_line.removeprefix("data: "))
+        event = adapter.validate_json(data_line.removeprefix("data: "), strict=True)
         assert event_line == f"event: {event.type}"
         assert event.sequence_number == len(types)
         types.append(event.type)
@@ -875,7 +896,7 @@ def test_chunk_timing_is_preserved(
     assert len(proxied) == len(chunks)  # one arrival per chunk: nothing was held back and merged
     gaps = [(b - a) * 1000 for a, b in itertools.pairwise(proxied)]
     direct_gaps = [(b - a) * 1000 for a, b in itertools.pairwise(direct)]
-    assert all(35 < gap < 80 for gap in gaps), gaps
+    assert all(25 < gap < 100 for gap in gaps), gaps  # none bunched up; loose against a busy machine
     assert abs(statistics.median(gaps) - 50) < 5, gaps
     assert abs(statistics.median(gaps) - statistics.median(direct_gaps)) < 3, (gaps, direct_gaps)
 

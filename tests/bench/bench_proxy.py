@@ -6,9 +6,9 @@
     uv run python tests/bench/bench_proxy.py --listener nodelay   # see below
 
 The fake upstream (a raw ASGI app) and the proxy (``create_proxy``) each run under uvicorn in
-their own process; this process is the load generator. The method follows
-docs/wire-protocols.md §10.2: a sequential keep-alive client, a ~1.2 KB body, warm-ups, then
-rounds of interleaved direct/proxied requests; each figure is a median over rounds of
+their own process; this process is the load generator. The method is llm-gateway-bench's:
+a sequential keep-alive client, a ~1.2 KB body, warm-ups, then rounds of interleaved
+direct/proxied requests; each figure is a median over rounds of
 (proxied - direct), so a noisy machine moves both sides alike.
 
 Measured: added latency of non-streaming calls (p50, p99), added time to the first body byte
