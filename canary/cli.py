@@ -528,16 +528,27 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
 
 @main.command()
 @click.option("--tick", default=10.0, show_default=True, help="Seconds between status checks.")
+@click.option(
+    "--spread",
+    default="60s",
+    show_default=True,
+    help="First and overdue canary runs start at random within this time, not all at once.",
+)
 @click.pass_context
-def daemon(ctx: click.Context, tick: float) -> None:
+def daemon(ctx: click.Context, tick: float, spread: str) -> None:
     """The background service in the foreground: collectors, canaries, status, alerts, metrics."""
     from canary.daemon import Daemon, setup_logging
+    from canary.durations import DurationError, parse_duration
 
     config = _load(ctx)
+    try:
+        spread_for = parse_duration(spread)
+    except DurationError as exc:
+        _fail(UsageError(f"--spread: {exc}", option="--spread"))
     log_path = setup_logging()
     click.echo(f"daemon log: {log_path}", err=True)
     try:
-        code = Daemon(config, tick=tick).run()
+        code = Daemon(config, tick=tick, spread=spread_for).run()
     except CanaryError as exc:
         _fail(exc)
     sys.exit(code)

@@ -33,7 +33,7 @@ from canary.config import Config
 from canary.errors import UnavailableError
 from canary.overview import evaluate_all, record_transitions, status_document
 from canary.runner import DEFAULT_GRACE, select_canaries
-from canary.schedule import CanaryScheduler, Slot
+from canary.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
 from canary.session import Session
 from canary.store import RunLog, Store, as_utc
 from canary.tables import Firing, Heartbeat
@@ -159,9 +159,11 @@ class Daemon:
         *,
         tick: float = 10.0,
         grace: float = DEFAULT_GRACE,
+        spread: timedelta = STARTUP_SPREAD,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.config = config
+        self.spread = spread
         self.tick = tick
         self.grace = grace
         self.clock = clock
@@ -172,6 +174,8 @@ class Daemon:
         self.scheduler: CanaryScheduler | None = None
         self.control: Any = None
         self._last_prune: datetime | None = None
+        self._alerts_due = threading.Event()
+        self._alerts: threading.Thread | None = None
 
     # control API ------------------------------------------------------------
 
@@ -238,15 +242,22 @@ class Daemon:
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
              addresses=self._addresses())
         decide_statuses(self.store, self.config, now=now, readable=None)
-        try:
-            alert_step(self.store, self.config, now=now)
-        except Exception:
-            log.exception("alert delivery failed; it will be retried")
+        self._alerts_due.set()
         if self._last_prune is None or now - self._last_prune >= timedelta(hours=1):
             removed = prune(self.store, older_than=self.config.store.retention, now=now)
             if removed:
                 log.info("pruned %d firing rows older than %s", removed, self.config.store.retention)
             self._last_prune = now
+
+    def _alert_loop(self) -> None:
+        """Alerts in their own thread: a slow webhook never delays the heartbeat."""
+        while not self.stop_event.is_set():
+            self._alerts_due.wait(self.tick)
+            self._alerts_due.clear()
+            try:
+                alert_step(self.store, self.config, now=self.clock())
+            except Exception:
+                log.exception("alert delivery failed; it will be retried")
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
@@ -273,12 +284,14 @@ class Daemon:
                 ).start()
                 slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
                 if self.config.agent is not None and slots:
-                    self.scheduler = CanaryScheduler(self.store, slots, self._run_slot)
+                    self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=self.spread)
                     self.scheduler.start()
                 log.info(
                     "daemon up: proxy %s, fixtures %s, control %s, %d guard(s), %d canary slot(s)",
                     *self._addresses().values(), len(self.config.guards), len(slots),
                 )
+                self._alerts = threading.Thread(target=self._alert_loop, name="canary-alerts", daemon=True)
+                self._alerts.start()
                 while not self.stop_event.is_set():
                     try:
                         self.step()
@@ -286,6 +299,7 @@ class Daemon:
                         log.exception("a daemon step failed; the next tick retries")
                     self.stop_event.wait(self.tick)
             finally:
+                self._alerts_due.set()
                 self._shutdown()
         return 0
 
@@ -300,6 +314,8 @@ class Daemon:
         RunLog(self.store).interrupt_in_flight(INTERRUPTED)
         if self.control is not None:
             self.control.stop()
+        if self._alerts is not None:
+            self._alerts.join(15.0)
         now = self.clock()
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=0,
              addresses=self._addresses(), stopped=now)

@@ -229,7 +229,8 @@ def select_canaries(config: Config, names: Sequence[str]) -> list[tuple[GuardDef
         guard = guards.get(guard_name)
         if guard is None:
             hint = closest(guard_name, list(guards))
-            raise UsageError(f"no guard named {guard_name!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
+            suggestion = f" (did you mean {hint!r}?)" if hint else ""
+            raise UsageError(f"no guard named {guard_name!r}{suggestion}")
         canaries = [c for c in guard.canaries if not canary_name or c.name == canary_name]
         if not canaries:
             raise UsageError(

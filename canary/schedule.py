@@ -123,6 +123,7 @@ class CanaryScheduler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         rng: random.Random | None = None,
         workers: int = 4,
+        spread: timedelta = STARTUP_SPREAD,
     ) -> None:
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
@@ -132,6 +133,7 @@ class CanaryScheduler:
         self._run = run
         self._clock = clock
         self._rng = rng or random.Random()
+        self._spread = spread
         self._lock = threading.Lock()
         self._stopping = False
         self.scheduler = BackgroundScheduler(
@@ -146,7 +148,7 @@ class CanaryScheduler:
         now = self._clock()
         due = {}
         for key, slot in self.slots.items():
-            due[key] = next_due(slot, last.get(key), now, rng=self._rng)
+            due[key] = next_due(slot, last.get(key), now, rng=self._rng, spread=self._spread)
             save_schedule(self.store, key, last_run=None, next_due=due[key])
             self._add(slot, due[key])
         self.scheduler.start()
@@ -168,7 +170,7 @@ class CanaryScheduler:
             if self._stopping:
                 save_schedule(self.store, key, last_run=started, next_due=started)
                 return
-            due = next_due(slot, started, self._clock(), rng=self._rng)
+            due = next_due(slot, started, self._clock(), rng=self._rng, spread=self._spread)
             save_schedule(self.store, key, last_run=started, next_due=due)
             self._add(slot, due)
 
