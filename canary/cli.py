@@ -252,7 +252,7 @@ def _from_json(doc: dict[str, Any]) -> Any:
     """A run as the daemon sent it, with the attributes the printers read."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(leak_text=None, **doc)
+    return SimpleNamespace(leak_text=None, to_json=lambda: doc, **doc)
 
 
 def _runs_table(results: list[Any]) -> str:

@@ -264,10 +264,10 @@ class Daemon:
         from canary.control import create_control_app, ensure_token
         from canary.serving import BackgroundServer, split_listen
 
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop_event.set())
         with store_lock(self.store):
-            if install_signals:
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    signal.signal(sig, lambda *_: self.stop_event.set())
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
                 log.warning("marked %d run(s) left in flight as interrupted", interrupted)

@@ -25,7 +25,9 @@ from starlette.types import Message, Receive, Scope, Send
 from canary import dialects
 from canary.dialects import Dialect
 
-__all__ = ["MODEL_PATHS", "Dialect", "Interceptor", "ModelCall", "create_proxy", "model_call"]
+__all__ = [
+    "MODEL_PATHS", "Dialect", "Interceptor", "ModelCall", "create_proxy", "model_call", "requested_stream",
+]
 
 log = logging.getLogger(__name__)
 

@@ -341,6 +341,8 @@ class Tailer:
             self._report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
             return 0
         f.size = st.st_size
+        if f.fresh and st.st_size == 0:
+            return 0  # nothing to read, so nothing to decide yet: a copy starts empty
         if f.fresh:
             decided = self._copy_of(f, st.st_size, now)
             if decided == "wait":

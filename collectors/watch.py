@@ -71,6 +71,7 @@ class Follower:
         """Start the observer and the polling thread."""
         self._update_watches()
         self._observer.start()
+        self._wake.set()  # the first poll reads what is there now, without waiting for an event
         self._thread = threading.Thread(target=self._run, name="canary-follower", daemon=True)
         self._thread.start()
 

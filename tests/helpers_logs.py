@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import itertools
 import json
 import math
@@ -92,8 +93,6 @@ def write_big_log(path: Path, target_bytes: int, every: int, first: int = 1, pad
 def seqs_in_file(path: Path) -> list[int]:
     """The seqs of the guard lines in a plain or gzipped log, in file order."""
     if path.suffix == ".gz":
-        import gzip
-
         with gzip.open(path, "rb") as f:
             data = f.read()
     else:

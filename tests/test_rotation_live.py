@@ -53,13 +53,10 @@ COUNT = 800  # ~2.3 s of writing
 EVERY = 2
 
 
-def logrotate_binary() -> str:
-    found = shutil.which("logrotate") or (
-        "/usr/sbin/logrotate" if os.access("/usr/sbin/logrotate", os.X_OK) else None
-    )
-    if found is None:
-        pytest.skip("logrotate is not installed")
-    return found
+LOGROTATE = shutil.which("logrotate") or (
+    "/usr/sbin/logrotate" if os.access("/usr/sbin/logrotate", os.X_OK) else None
+)
+needs_logrotate = pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
 
 
 @dataclass
@@ -91,14 +88,14 @@ def live(root: Path, patterns: list[str]) -> Iterator[Live]:
 
 def rotate(root: Path, log: Path, directives: list[str], postrotate: str | None = None) -> None:
     """``logrotate -f -s <state> <conf>`` on ``log``; fails the test if logrotate fails."""
-    binary = logrotate_binary()
+    assert LOGROTATE is not None
     body = "\n".join(f"    {d}" for d in ["rotate 5", "missingok", "nodateext", *directives])
     script = f"\n    postrotate\n        {postrotate}\n    endscript" if postrotate else ""
     conf = root / "logrotate.conf"
     conf.write_text(f"{log} {{\n{body}{script}\n}}\n")
     conf.chmod(0o644)
     done = subprocess.run(
-        [binary, "-f", "-s", str(root / "logrotate.state"), str(conf)],
+        [LOGROTATE, "-f", "-s", str(root / "logrotate.state"), str(conf)],
         capture_output=True, text=True, timeout=30, check=False,
     )
     assert done.returncode == 0, f"logrotate failed: {done.stdout}{done.stderr}"
@@ -106,6 +103,12 @@ def rotate(root: Path, log: Path, directives: list[str], postrotate: str | None 
 
 def assert_exact(t: Tally, what: str) -> None:
     assert t.exact, f"{what}: {t.describe()}"
+
+
+def assert_no_errors(run: Live) -> None:
+    """No error reported, beyond a rotated name that vanished between listing and stat."""
+    errors = [m for _p, m in run.errors if "No such file or directory" not in m]
+    assert errors == []
 
 
 @pytest.fixture
@@ -132,6 +135,7 @@ def start_writer(log: Path, reopen: str = "hup") -> Writer:
     ("glob", "reopen"),
     [("exact", "late-hup"), ("exact", "postrotate-hup"), ("rotated-too", "watched")],
 )
+@needs_logrotate
 def test_create_rotation_zero_loss_zero_duplicates(
     tmp_path: Path, logs: Path, glob: str, reopen: str
 ) -> None:
@@ -155,7 +159,7 @@ def test_create_rotation_zero_loss_zero_duplicates(
             result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
             assert_exact(result, f"create rotation ({glob}, {reopen})")
             read_to_the_end(run.db, log)
-            assert run.errors == []
+            assert_no_errors(run)
     finally:
         writer.kill()
     reopens: list[int] = summary["reopens"]  # type: ignore[assignment]
@@ -173,6 +177,7 @@ def test_create_rotation_zero_loss_zero_duplicates(
 # -- copytruncate ------------------------------------------------------------------
 
 
+@needs_logrotate
 def test_copytruncate_no_duplicates_and_loss_only_in_the_window(
     tmp_path: Path, logs: Path, record_property: pytest.RecordProperty
 ) -> None:
@@ -208,11 +213,7 @@ def test_copytruncate_no_duplicates_and_loss_only_in_the_window(
     assert share <= 0.02, result.describe()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="racy until the copy-seen-empty case is handled: see "
-    "test_copytruncate_copy_first_seen_empty_is_not_counted_again",
-)
+@needs_logrotate
 def test_copytruncate_with_rotated_names_in_the_glob_counts_the_copy_once(
     tmp_path: Path, logs: Path
 ) -> None:
@@ -245,11 +246,6 @@ class SteppedClock:
         return self.now
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a copy that is empty when first seen (logrotate has created it, not filled it) "
-    "is taken for a new file at once, so once filled it is read from its start",
-)
 def test_copytruncate_copy_first_seen_empty_is_not_counted_again(
     tmp_path: Path, logs: Path
 ) -> None:
@@ -285,6 +281,7 @@ def test_copytruncate_copy_first_seen_empty_is_not_counted_again(
 
 
 @pytest.mark.parametrize("glob", ["exact", "rotated-too"])
+@needs_logrotate
 def test_compress_without_delaycompress_drains_the_unlinked_inode(
     tmp_path: Path, logs: Path, glob: str
 ) -> None:
@@ -303,7 +300,7 @@ def test_compress_without_delaycompress_drains_the_unlinked_inode(
             result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
             assert_exact(result, f"compress ({glob})")
             read_to_the_end(run.db, log)
-            assert run.errors == []
+            assert_no_errors(run)
     finally:
         writer.kill()
     gz = logs / "app.log.1.gz"
@@ -317,6 +314,7 @@ def test_compress_without_delaycompress_drains_the_unlinked_inode(
 
 
 @pytest.mark.parametrize("glob", ["exact", "rotated-too"])
+@needs_logrotate
 def test_delaycompress_two_rotations(tmp_path: Path, logs: Path, glob: str) -> None:
     log = logs / "app.log"
     writer = start_writer(log, "hup")
@@ -332,7 +330,7 @@ def test_delaycompress_two_rotations(tmp_path: Path, logs: Path, glob: str) -> N
             result = wait_exact(run.db, expected, DEADLINE, settle=SETTLE)
             assert_exact(result, f"delaycompress, two rotations ({glob})")
             read_to_the_end(run.db, log)
-            assert run.errors == []
+            assert_no_errors(run)
     finally:
         writer.kill()
     assert len(summary["reopens"]) == 2  # type: ignore[arg-type]
@@ -400,7 +398,8 @@ def test_files_appearing_after_start_are_read_from_their_start(
 ) -> None:
     in_existing_dir = logs / "late.log"
     in_new_dir = tmp_path / "later" / "deeper" / "late.log"
-    with live(tmp_path, [str(logs / "*.log"), str(tmp_path / "later" / "deeper" / "*.log")]) as run:
+    patterns = [str(logs / "*.log"), str(tmp_path / "later" / "deeper" / "*.log")]
+    with live(tmp_path, patterns) as run:
         follower = run.collection.follower
         assert wait_until(lambda: follower.polls >= 1, DEADLINE), "the follower never polled"
         assert run.collection.files() == []
@@ -429,7 +428,9 @@ class DeafObserver(Observer):  # type: ignore[misc,valid-type]
         super().__init__()
         self.asked: list[str] = []
 
-    def schedule(self, event_handler: object, path: str, recursive: bool = False, **kw: object) -> None:
+    def schedule(
+        self, event_handler: object, path: str, recursive: bool = False, **kw: object
+    ) -> None:
         self.asked.append(path)
 
 

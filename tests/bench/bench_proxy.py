@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import random
 import secrets
 import socket
@@ -195,8 +196,23 @@ def _ms(seconds: float) -> float:
     return seconds * 1000
 
 
-def bench_latency(direct: str, proxied: str, rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
-    """Non-streaming calls, interleaved; added p50/p99 per round, then the median over rounds."""
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (Linux), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_latency(
+    direct: str, proxied: str, rounds: int, per_round: int, warmup: int, pids: dict[str, int]
+) -> dict[str, Any]:
+    """Non-streaming calls, interleaved; added p50/p99 per round, then the median over rounds.
+
+    Also the CPU time each server process spent per request: unlike wall-clock latency, it
+    hardly moves when other work on the machine delays the processes' wake-ups.
+    """
 
     body = _request_body()
     headers = {"content-type": "application/json"}
@@ -205,6 +221,7 @@ def bench_latency(direct: str, proxied: str, rounds: int, per_round: int, warmup
         for _ in range(warmup):
             d.post(direct + CHAT_PATH, content=body, headers=headers)
             p.post(proxied + CHAT_PATH, content=body, headers=headers)
+        cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         for _ in range(rounds):
             times: dict[str, list[float]] = {"direct": [], "proxied": []}
             for index in range(per_round):
@@ -219,6 +236,13 @@ def bench_latency(direct: str, proxied: str, rounds: int, per_round: int, warmup
                 side: {"p50": _ms(statistics.median(t)), "p99": _ms(_percentile(t, 0.99))}
                 for side, t in times.items()
             })
+        cpu_after = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+    # the upstream serves every request twice per index (direct and proxied); the proxy once
+    served = {"upstream": 2 * rounds * per_round, "proxy": rounds * per_round}
+    for name, before in cpu_before.items():
+        after = cpu_after[name]
+        if before is not None and after is not None:
+            result[f"{name}_cpu_ms_per_request"] = _ms(after - before) / served[name]
     rows = result["rounds"]
     for key in ("p50", "p99"):
         result[f"direct_{key}"] = statistics.median(r["direct"][key] for r in rows)
@@ -417,6 +441,9 @@ def report(results: dict[str, Any]) -> None:
         print(f"  {key}: direct {direct:.3f} ms, proxied {proxied:.3f} ms, ratio {proxied / direct:.2f}x; "
               f"added {added:.3f} ms (rounds {low:.3f}..{high:.3f}), target < {target} ms: "
               f"{_mark(added < target)}")
+    if "proxy_cpu_ms_per_request" in lat:
+        print(f"  CPU per request: proxy {lat['proxy_cpu_ms_per_request']:.3f} ms, upstream "
+              f"{lat['upstream_cpu_ms_per_request']:.3f} ms")
     print(f"stream first byte: direct {ttfb['direct_p50']:.3f} ms, proxied {ttfb['proxied_p50']:.3f} ms, "
           f"added {ttfb['added_p50']:.3f} ms (rounds {ttfb['added_range'][0]:.3f}.."
           f"{ttfb['added_range'][1]:.3f}), target < 3 ms: {_mark(ttfb['added_p50'] < 3)}")
@@ -466,7 +493,8 @@ def main() -> None:
         print(f"upstream {upstream_url} (pid {upstream.pid}), proxy {proxy_url} (pid {proxy.pid}), "
               f"listener {args.listener}, python {sys.version.split()[0]}")
         results: dict[str, Any] = {"args": {"rounds": rounds, "per_round": per_round}}
-        results["latency"] = bench_latency(upstream_url, proxy_url, rounds, per_round, warmup)
+        pids = {"upstream": upstream.pid, "proxy": proxy.pid}
+        results["latency"] = bench_latency(upstream_url, proxy_url, rounds, per_round, warmup, pids)
         results["ttfb"] = bench_ttfb(upstream_url, proxy_url, rounds, 30 if args.quick else 60, warmup)
         results["gaps"] = bench_gaps(upstream_url, proxy_url, 3 if args.quick else 6, 20, 20)
         results["concurrency"] = bench_concurrency(upstream_url, proxy_url, args.concurrent)

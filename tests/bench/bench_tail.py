@@ -361,7 +361,8 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="tail-", dir=OUT))
     try:
-        print(f"machine   {os.cpu_count()} cores; {args.rate:,.0f} lines/s for {args.seconds:g} s,"
+        print(f"machine   {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
+              f"{args.rate:,.0f} lines/s for {args.seconds:g} s,"
               f" a flush every {args.batch_ms:g} ms, 1 guard line per {args.guard_every}")
         ref = None
         if not args.no_reference:
@@ -383,6 +384,7 @@ def main() -> int:
         print(f"cpu       follower idle {idle_pct:.3f} % of one core; bare sleep loop "
               f"(reference) {sleep_pct:.3f} %; ratio {ratio}")
         print(f"target    about 0 (< 1 % of one core): {'met' if idle_pct < 1 else 'MISSED'}")
+        print(f"load      average {os.getloadavg()[0]:.2f} at the end")
         return 0 if result["ok"] else 1
     finally:
         if args.keep:
