@@ -19,6 +19,10 @@ from canary.session import Session
 from canary.store import Store
 
 
+#: The demo agent's guards; each has a definition of the same name in canaries_defs/.
+DEMO_GUARDS = ("citation", "quote", "number", "denial", "version", "date")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -28,10 +32,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def write_config(directory: Path, *, agent: int, proxy: int, fixtures: int, model_url: str) -> Path:
     """The demo's canary.toml, pointing at the bundled definitions and the demo's ports."""
-    defs = (bundled_defs_dir() / "*.toml").as_posix()
+    defs = ", ".join(repr((bundled_defs_dir() / f"{name}.toml").as_posix()) for name in DEMO_GUARDS)
     path = directory / "canary.toml"
     path.write_text(
-        f"""defs = [{defs!r}]
+        f"""defs = [{defs}]
 
 [agent]
 url = "http://127.0.0.1:{agent}/ask"

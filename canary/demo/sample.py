@@ -72,9 +72,9 @@ def write_demo(directory: Path, *, now: datetime | None = None) -> Path:
     (logs / "agent.log.1").write_text("".join(lines[third : 2 * third]), encoding="utf-8")
     (logs / "agent.log").write_text("".join(lines[2 * third :]), encoding="utf-8")
     config = directory / "canary.toml"
-    defs = (bundled_defs_dir() / "*.toml").as_posix()
+    defs = ", ".join(repr((bundled_defs_dir() / f"{name}.toml").as_posix()) for name in FIRINGS)
     config.write_text(
-        f"""defs = [{defs!r}]
+        f"""defs = [{defs}]
 
 [logs]
 paths = [{(logs / "agent.log").as_posix()!r}]
