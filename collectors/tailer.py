@@ -129,6 +129,7 @@ class _Followed:
     tail_hash: bytes = b""
     before: _Before | None = None
     fresh: bool = False  # new, nothing read yet: may turn out to be a copy of a followed file
+    at_start: bool = False  # found by the first scan, not created under our eyes
     errors: set[str] = field(default_factory=set)
 
     def snapshot(self, now: float) -> _Before:
@@ -248,8 +249,10 @@ class Tailer:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if file_key(st.st_dev, st.st_ino) == state.key and not is_compressed(
-                    Path(entry.path)
+                if (
+                    file_key(st.st_dev, st.st_ino) == state.key
+                    and not is_compressed(Path(entry.path))
+                    and _still_holds(entry.path, state)
                 ):
                     self._open(entry.path, now)
                     break
@@ -278,8 +281,7 @@ class Tailer:
             offset = _last_line_end(fd, st.st_size)
         else:
             offset = 0
-            # Files found at start-up are not copies made under our eyes; later ones may be.
-            fresh = stored is None and not self._first_scan
+            fresh = stored is None  # nothing read yet: it may turn out to be a copy
         head_len, head_hash = head_fingerprint(fd, st.st_size, HEAD)
         self._files[key] = _Followed(
             key=key,
@@ -293,11 +295,19 @@ class Tailer:
             size=st.st_size,
             last_change=now,
             fresh=fresh,
+            at_start=self._first_scan,
         )
+        followed = self._files[key]
         if stored is not None and offset != stored.offset:
-            # The stored state belonged to another file on a reused inode, or to this
-            # one before it was truncated: start over and say so in the store.
-            self._commit(self._files[key], [], 0, 0)
+            # The stored state belonged to another file on a reused inode, or to this one
+            # before it was truncated: start over, and remember what had been read, since
+            # a copy of it (copytruncate while nothing followed) may turn up.
+            followed.before = _Before(
+                stored.offset, stored.head_len, stored.head_hash, 0, b"", now
+            )
+            self._commit(followed, [], 0, 0)
+        elif stored is None:
+            self._commit(followed, [], 0, 0)  # known from now on, even before a line is read
 
     def _copy_of(self, new: _Followed, size: int, now: float) -> int | str | None:
         """Where to start a new file that may be a copy of a followed one (copytruncate).
@@ -310,7 +320,7 @@ class Tailer:
         """
         fd, key = new.fd, new.key
         for f in self._files.values():
-            if f is new or f.rotated or f.fresh:
+            if f is new or f.fresh:
                 continue
             before = f.before
             if before is None and f.scanner.offset and _truncated(f):
@@ -327,7 +337,13 @@ class Tailer:
             ):
                 self._waiting.pop(key, None)
                 return before.offset
-            if before is None and f.scanner.offset and _same_prefix(fd, f.fd, min(size, HEAD)):
+            if (
+                before is None
+                and not f.rotated
+                and not new.at_start
+                and f.scanner.offset
+                and _same_prefix(fd, f.fd, min(size, HEAD))
+            ):
                 first = self._waiting.setdefault(key, now)
                 if now - first < self.rotate_wait:
                     return "wait"
@@ -384,6 +400,9 @@ class Tailer:
                     return consumed
                 consumed += pending_bytes
                 hits, lines, pending_bytes = [], 0, 0
+        if f.head_len < HEAD and f.scanner.read_pos > f.head_len:
+            # Hash the head from what was read: bytes appended during the read count too.
+            f.head_len, f.head_hash = head_fingerprint(f.fd, f.scanner.read_pos, HEAD)
         if pending_bytes or hits:
             if not self._commit(f, hits, lines, pending_bytes):
                 return consumed
@@ -401,8 +420,7 @@ class Tailer:
             self.store.commit(Batch(state, hits, lines, size))
         except Exception as exc:  # the store's own errors vary by backend
             # Nothing was committed: forget what was read so it is read again.
-            committed = self.store_offset(f)
-            f.scanner = LineScanner(self.matcher, committed)
+            f.scanner = LineScanner(self.matcher, self._resume_offset(f))
             self._report(f.path, f"cannot commit what was read from {f.path}: {exc}")
             return False
         f.lines += lines
@@ -412,13 +430,15 @@ class Tailer:
             f.tail_hash = _tail_hash(f.fd, f.scanner.offset, f.tail_len)
         return True
 
-    def store_offset(self, f: _Followed) -> int:
-        """The offset the store holds for a followed file (0 if none)."""
+    def _resume_offset(self, f: _Followed) -> int:
+        """Where to read again after a failed commit: the stored offset if it is this content's."""
         try:
             stored = self.store.position(f.key)
         except Exception:
             return 0
-        return stored.offset if stored is not None else 0
+        if stored is None or not _still_holds_fd(f.fd, stored):
+            return 0
+        return stored.offset
 
     def _close_quiet(self, now: float) -> None:
         for key, f in list(self._files.items()):
@@ -456,6 +476,26 @@ def _tail_hash(fd: int, offset: int, length: int) -> bytes:
     except OSError:
         return b""
     return hashlib.blake2b(data, digest_size=16).digest() if len(data) == length else b""
+
+
+def _still_holds_fd(fd: int, state: FileState) -> bool:
+    """Whether an open file still holds what ``state`` says was read from it."""
+    try:
+        return os.fstat(fd).st_size >= state.offset and same_head(fd, state.head_len, state.head_hash)
+    except OSError:
+        return False
+
+
+def _still_holds(path: str, state: FileState) -> bool:
+    """Whether the file at ``path`` still holds what ``state`` says was read from it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        return _still_holds_fd(fd, state)
+    finally:
+        _close(fd)
 
 
 def _same_prefix(fd_a: int, fd_b: int, length: int) -> bool:

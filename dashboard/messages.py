@@ -1,0 +1,49 @@
+"""Messages the dashboard's thread workers post back to the app and its screens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from textual.message import Message
+
+from dashboard.model import AlertHistory, Detail, Overview
+
+__all__ = ["AlertsLoaded", "DetailLoaded", "GuardMuted", "OverviewLoaded", "RunsQueued"]
+
+
+@dataclass
+class OverviewLoaded(Message):
+    """Every guard's status and window figures were read from the store."""
+
+    overview: Overview
+
+
+@dataclass
+class DetailLoaded(Message):
+    """One guard's firings, runs and transitions were read from the store."""
+
+    detail: Detail
+
+
+@dataclass
+class AlertsLoaded(Message):
+    """The alert history was read from the store."""
+
+    history: AlertHistory
+
+
+@dataclass
+class RunsQueued(Message):
+    """The daemon accepted a request to run canaries now."""
+
+    selection: list[str]
+    queued: list[str]
+
+
+@dataclass
+class GuardMuted(Message):
+    """A guard was muted until ``until``, or unmuted when ``until`` is None."""
+
+    guard: str
+    until: datetime | None

@@ -1,0 +1,218 @@
+"""What the dashboard shows, read from the store in one call per screen.
+
+Statuses come from ``canary.overview.evaluate_all`` (and so from
+``canary.status.evaluate``); this module only adds the window the user chose:
+firing counts and sparkline buckets, from the hourly counts for windows of a
+day or more and from per-minute groups of the firing rows for the last hour.
+
+When the daemon is not running, statuses are evaluated as of its last
+heartbeat: that is what the daemon last knew, and nothing has been checked
+since. The widgets mark every healthy status of that kind as stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from canary.config import Config
+from canary.overview import DaemonInfo, daemon_info, evaluate_all
+from canary.status import GuardStatus, Status
+from canary.store import Store, as_utc, hour_floor
+from dashboard.queries import (
+    AlertRow,
+    FiringRow,
+    RunRow,
+    TransitionRow,
+    alert_history,
+    firing_hours,
+    firing_minutes,
+    guard_transitions,
+    recent_firings,
+    recent_runs,
+)
+
+__all__ = [
+    "WINDOWS",
+    "AlertHistory",
+    "Detail",
+    "GuardRow",
+    "Overview",
+    "WindowSpec",
+    "load_alerts",
+    "load_detail",
+    "load_overview",
+    "window_named",
+]
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A window the dashboard can show, and the span of one sparkline cell in it."""
+
+    label: str
+    span: timedelta
+    cell: timedelta
+
+    @property
+    def cells(self) -> int:
+        """How many sparkline cells cover the window."""
+        return int(self.span / self.cell)
+
+    @property
+    def per_minute(self) -> bool:
+        """Whether counts come from the firing rows (minutes) rather than the hourly counts."""
+        return self.span < timedelta(hours=24)
+
+
+WINDOWS: tuple[WindowSpec, ...] = (
+    WindowSpec("1h", timedelta(hours=1), timedelta(minutes=2)),
+    WindowSpec("24h", timedelta(hours=24), timedelta(hours=1)),
+    WindowSpec("7d", timedelta(days=7), timedelta(hours=6)),
+    WindowSpec("30d", timedelta(days=30), timedelta(days=1)),
+)
+
+#: Display order, the unhealthy first. Only the order of rows: statuses themselves come from canary.status.
+ORDER: tuple[Status, ...] = (
+    Status.ASLEEP, Status.DEGRADED, Status.INCONCLUSIVE, Status.NEW, Status.PAUSED,
+    Status.QUIET, Status.ALIVE,
+)
+
+
+def window_named(label: str) -> WindowSpec:
+    """The window with this label (``1h``, ``24h``, ``7d``, ``30d``)."""
+    for spec in WINDOWS:
+        if spec.label == label:
+            return spec
+    raise ValueError(f"no window {label!r}; choose one of {', '.join(w.label for w in WINDOWS)}")
+
+
+@dataclass(frozen=True)
+class GuardRow:
+    """One guard on the overview: its status and what happened in the chosen window."""
+
+    guard: str
+    description: str
+    status: GuardStatus
+    organic: int
+    canary: int
+    buckets: tuple[int, ...]
+    last_firing: datetime | None
+    muted_until: datetime | None
+    canaries: int
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Everything the overview screen shows, read at ``now``."""
+
+    now: datetime
+    window: WindowSpec
+    daemon: DaemonInfo
+    as_of: datetime  # the instant the statuses were evaluated at
+    rows: tuple[GuardRow, ...]
+
+    @property
+    def read_only(self) -> bool:
+        """True when no daemon is running: nothing is checked and nothing can be run."""
+        return not self.daemon.running
+
+    def row(self, guard: str) -> GuardRow | None:
+        """The row of one guard."""
+        return next((r for r in self.rows if r.guard == guard), None)
+
+
+def _cell(moment: datetime, start: datetime, spec: WindowSpec) -> int:
+    index = int((moment - start) / spec.cell)
+    return min(max(index, 0), spec.cells - 1)
+
+
+def window_series(
+    store: Store, guards: list[str], *, now: datetime, spec: WindowSpec
+) -> dict[str, tuple[int, int, list[int]]]:
+    """Per guard: organic firings, canary firings and sparkline cells over the window ending at ``now``."""
+    start = now - spec.span
+    series = {g: (0, 0, [0] * spec.cells) for g in guards}
+    organic: dict[str, int] = dict.fromkeys(guards, 0)
+    canary: dict[str, int] = dict.fromkeys(guards, 0)
+    if spec.per_minute:
+        first = start.replace(second=0, microsecond=0)
+        minutes = firing_minutes(store.engine, first, now)
+        rows = [(g, m, "organic" if o else "canary", n) for g, m, o, n in minutes]
+    else:
+        rows = firing_hours(store.engine, hour_floor(as_utc(start)))
+    for guard, moment, source, n in rows:
+        if guard not in series:
+            continue
+        series[guard][2][_cell(moment, start, spec)] += n
+        if source == "organic":
+            organic[guard] += n
+        else:
+            canary[guard] += n
+    return {g: (organic[g], canary[g], cells) for g, (_o, _c, cells) in series.items()}
+
+
+def load_overview(
+    store: Store, config: Config, *, now: datetime, window: WindowSpec, readable: bool | None = None
+) -> Overview:
+    """Every guard's status and window figures, the unhealthy first."""
+    now = as_utc(now)
+    info = daemon_info(store, now=now)
+    as_of = now if info.running or info.beat is None else min(now, info.beat)
+    evaluated = evaluate_all(store, config, now=as_of, readable=readable)
+    series = window_series(store, [g.name for g in config.guards], now=now, spec=window)
+    defs = {g.name: g for g in config.guards}
+    rows = []
+    for facts, status in evaluated:
+        organic, canary, cells = series[facts.guard]
+        muted = facts.muted_until if facts.muted_until is not None and facts.muted_until > now else None
+        rows.append(
+            GuardRow(
+                guard=facts.guard, description=defs[facts.guard].description, status=status,
+                organic=organic, canary=canary, buckets=tuple(cells),
+                last_firing=facts.last_firing, muted_until=muted, canaries=len(defs[facts.guard].canaries),
+            )
+        )
+    order = {s: i for i, s in enumerate(ORDER)}
+    rows.sort(key=lambda r: order.get(r.status.status, len(order)))
+    return Overview(now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows))
+
+
+@dataclass(frozen=True)
+class Detail:
+    """Everything the detail screen shows about one guard."""
+
+    guard: str
+    description: str
+    now: datetime
+    firings: tuple[FiringRow, ...] = ()
+    runs: tuple[RunRow, ...] = ()
+    transitions: tuple[TransitionRow, ...] = ()
+    canaries: tuple[str, ...] = field(default_factory=tuple)
+
+
+def load_detail(store: Store, config: Config, guard: str, *, now: datetime) -> Detail:
+    """A guard's recent firings, canary runs and status transitions."""
+    definition = next((g for g in config.guards if g.name == guard), None)
+    return Detail(
+        guard=guard,
+        description=definition.description if definition else "",
+        now=as_utc(now),
+        firings=tuple(recent_firings(store.engine, guard)),
+        runs=tuple(recent_runs(store.engine, guard)),
+        transitions=tuple(guard_transitions(store.engine, guard)),
+        canaries=tuple(c.name for c in definition.canaries) if definition else (),
+    )
+
+
+@dataclass(frozen=True)
+class AlertHistory:
+    """Every guard's latest status changes and the alerts planned from them, read at ``now``."""
+
+    now: datetime
+    rows: tuple[AlertRow, ...]
+
+
+def load_alerts(store: Store, *, now: datetime) -> AlertHistory:
+    """Every guard's latest status changes and the alerts sent for them."""
+    return AlertHistory(as_utc(now), tuple(alert_history(store.engine)))
