@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from canary import __version__
+from canary import report as fmt
 from canary.errors import CanaryError, ConfigError, UsageError
 
 EXIT_OK, EXIT_ASLEEP, EXIT_CONFIG, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -104,52 +105,6 @@ def _parse_since(since: str | None, window: str | None, now: datetime) -> dateti
     return moment.astimezone(UTC)
 
 
-def _stamp(moment: datetime | None) -> str:
-    if moment is None:
-        return "-"
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def _audit_table(report: Any) -> str:
-    rows = [("guard", "firings", "first", "last", "")]
-    for g in report.guards:
-        flag = "ASLEEP" if g.flag == "asleep" else ""
-        count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
-        rows.append((g.guard, count, _stamp(g.first), _stamp(g.last), flag))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = []
-    for i, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]),
-                 row[3].ljust(widths[3]), row[4]]
-        line = "  ".join(cells).rstrip()
-        if row[4]:
-            line = click.style(line, fg="red", bold=True)
-        elif i == 0:
-            line = click.style(line, bold=True)
-        lines.append(line)
-    window = (
-        f"from {_stamp(report.since)} to {_stamp(report.until)}" if report.since else "all lines"
-    )
-    files_ok = [f for f in report.files if f.error is None]
-    summary = f"{report.lines} lines in {len(files_ok)} file(s), {window}"
-    if report.activity_configured:
-        summary += f"; agent activity: {report.activity}"
-    lines.append("")
-    lines.append(summary)
-    if report.asleep:
-        if report.activity_configured and report.activity == 0:
-            lines.append(
-                "No agent activity in this window: zero firings prove nothing either way."
-            )
-        else:
-            names = ", ".join(report.asleep)
-            lines.append(
-                f"ASLEEP: {names}: zero firings. Run their canaries to tell a well-behaved "
-                "model from a guard that never runs."
-            )
-    return "\n".join(lines)
-
-
 @main.command()
 @click.option(
     "--since",
@@ -181,7 +136,7 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        click.echo(_audit_table(report))
+        click.echo(fmt.audit_table(report))
     readable = [f for f in report.files if f.error is None]
     if not readable:
         sys.exit(EXIT_UNAVAILABLE)
@@ -255,69 +210,21 @@ def _from_json(doc: dict[str, Any]) -> Any:
     return SimpleNamespace(leak_text=None, to_json=lambda: doc, **doc)
 
 
-def _runs_table(results: list[Any]) -> str:
-    rows = [("guard", "canary", "verdict", "trace", "evidence")]
-    for r in results:
-        evidence = r.evidence or (r.error or "")
-        if len(evidence) > 90:
-            evidence = evidence[:87] + "..."
-        rows.append((r.guard, r.canary, r.verdict.upper(), _trace_line(r.trace), evidence))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = []
-    for i, row in enumerate(rows):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:4])) + "  " + row[4]
-        text = text.rstrip()
-        if i == 0:
-            text = click.style(text, bold=True)
-        elif row[2] not in ("CAUGHT", "PASSED"):
-            text = click.style(text, fg="red", bold=True)
-        lines.append(text)
-    return "\n".join(lines)
-
-
-_SHORT = {"sent": "sent", "fixture_fetched": "fetched", "injected": "injected", "fired": "FIRED",
-          "repair_requested": "repair", "answered": "answered"}
-
-
-def _trace_line(trace: dict[str, float | None]) -> str:
-    """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
-    return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
-
-
 def _report_runs(results: list[Any], as_json: bool) -> int:
     from canary.verdicts import HEALTHY
 
     if as_json:
         click.echo(json.dumps({"runs": [r.to_json() for r in results]}, indent=2))
     else:
-        click.echo(_runs_table(results))
+        click.echo(fmt.runs_table(results))
         bad = [r for r in results if r.verdict not in HEALTHY]
         if bad:
             click.echo("")
             for r in bad:
-                click.echo(f"{r.guard}/{r.canary}: {_explain(r)}")
+                click.echo(f"{r.guard}/{r.canary}: {fmt.explain(r)}")
     if results and all(r.verdict == "error" for r in results):
         return EXIT_UNAVAILABLE
     return EXIT_OK if all(r.verdict in ("caught", "passed") for r in results) else EXIT_ASLEEP
-
-
-def _explain(r: Any) -> str:
-    """One sentence a person can act on, for a verdict other than caught/passed."""
-    leak = f"{r.leak_text!r}" if r.leak_text else "the fabricated value"
-    sentences: dict[str, str] = {
-        "leaked": f"the fabricated answer reached the user ({leak} is in the final answer) "
-        "and the guard wrote no line: it did not run on this path.",
-        "fired_but_leaked": f"the guard logged a rejection, yet {leak} still reached the final "
-        "answer: it detects, it does not enforce.",
-        "unlogged": "the fabrication did not reach the answer, but the guard left no line: "
-        "something else stopped it, or the guard does not log.",
-        "not_injected": "the model call chosen by inject_at never came through the proxy "
-        + ("(the fixture was fetched: check inject_at)" if r.trace.get("fixture_fetched") is not None
-           else "(the fixture was never fetched: does the agent's model base URL point at the proxy?)"),
-        "error": f"the agent could not be used: {r.error}",
-        "false_rejection": "the guard rejected a grounded answer (a control): it rejects too much.",
-    }
-    return sentences.get(str(r.verdict), str(r.verdict))
 
 
 @main.command()
@@ -431,29 +338,8 @@ def _demo_audit(where: Path, as_json: bool) -> int:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(f"Sample agent logs in {where} (config {config_path.name}):\n")
-        click.echo(_audit_table(report))
+        click.echo(fmt.audit_table(report))
     return EXIT_ASLEEP if report.asleep else EXIT_OK
-
-
-def _status_table(doc: dict[str, Any]) -> str:
-    rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
-    for g in doc["guards"]:
-        rate = "-" if g["kill_rate"] is None else f"{g['kill_rate']:.0%}"
-        status = g["status"].upper()
-        if g.get("muted_until"):
-            status += " (muted)"
-        rows.append((g["guard"], status, str(g["organic_firings"]), str(g["canary_firings"]), rate,
-                     g["last_verdict"] or "-", g["reason"]))
-    widths = [max(len(r[i]) for r in rows) for i in range(6)]
-    lines = []
-    for i, row in enumerate(rows):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:6])) + "  " + row[6]
-        if i == 0:
-            text = click.style(text, bold=True)
-        elif row[1].split()[0] in ("ASLEEP", "DEGRADED", "INCONCLUSIVE"):
-            text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
-        lines.append(text.rstrip())
-    return "\n".join(lines)
 
 
 @main.command()
@@ -476,7 +362,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     else:
         if not doc["daemon"]["running"]:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
-        click.echo(_status_table(doc))
+        click.echo(fmt.status_table(doc))
     bad = [g for g in doc["guards"] if g["status"] in ("asleep", "degraded", "inconclusive")]
     sys.exit(EXIT_ASLEEP if bad else EXIT_OK)
 
