@@ -18,7 +18,6 @@ from canary.serving import BackgroundServer
 from canary.session import Session
 from canary.store import Store
 
-
 #: The demo agent's guards; each has a definition of the same name in canaries_defs/.
 DEMO_GUARDS = ("citation", "quote", "number", "denial", "version", "date")
 
