@@ -22,6 +22,10 @@ BOM = b"\xef\xbb\xbf"
 MAX_LINE = 1 << 20
 #: Characters of a matched line kept in a hit.
 KEEP_CHARS = 4096
+#: Shortest substring shared by several literals that is searched once for all of them.
+MIN_ANCHOR = 8
+#: An anchor met more than once per this many bytes of a buffer gives way to per-literal search.
+ANCHOR_DENSITY = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +63,36 @@ class Matcher:
         self._all: list[Rule] = [*self.rules, *([activity] if activity else [])]
         self._timestamps = timestamps or TimestampParser()
         self._needs_json = any(r.fields is not None for r in self._all)
-        self._fast = [(i, r) for i, r in enumerate(self._all) if r.literal is not None]
+        fast = [(i, r) for i, r in enumerate(self._all) if r.literal is not None]
+        self._groups, self._fast = _anchor_groups(fast)
         self._slow = [(i, r) for i, r in enumerate(self._all) if r.literal is None]
         self._slow_multiline: dict[int, re.Pattern[str] | None] = {
             i: _multiline(r.pattern) for i, r in self._slow if r.pattern is not None
         }
 
-    def scan(self, buf: bytes, base: int) -> list[Hit]:
-        """Hits in ``buf`` (complete lines), with offsets relative to ``base``, in file order."""
+    def scan(self, buf: bytes, base: int, lo: int = 0, hi: int | None = None) -> list[Hit]:
+        """Hits in the complete lines ``buf[lo:hi]``, at offsets ``base`` + index, in file order."""
+        if hi is None:
+            hi = len(buf)
         candidates: dict[int, set[int]] = {}
         lowered: bytes | None = None
+        for anchor, members in self._groups:
+            budget = (hi - lo) // ANCHOR_DENSITY
+            pos = buf.find(anchor, lo, hi)
+            while pos >= 0:
+                start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
+                if budget == 0:  # too common here: each literal from this line on
+                    for index, needle in members:
+                        _find_lines(buf, buf, needle, index, lo=start, hi=hi, candidates=candidates)
+                    break
+                budget -= 1
+                end = buf.find(b"\n", pos, hi)
+                if end < 0:
+                    end = hi
+                for index, needle in members:
+                    if buf.find(needle, start, end) >= 0:
+                        candidates.setdefault(start, set()).add(index)
+                pos = buf.find(anchor, end + 1, hi)
         for index, rule in self._fast:
             lit = rule.literal
             assert lit is not None
@@ -78,17 +102,15 @@ class Matcher:
                 hay = lowered
             else:
                 hay = buf
-            needle = lit.text
-            pos = hay.find(needle)
-            while pos >= 0:
-                start = buf.rfind(b"\n", 0, pos) + 1
-                end = buf.find(b"\n", pos)
-                if end < 0:
-                    end = len(buf)
-                candidates.setdefault(start, set()).add(index)
-                pos = hay.find(needle, end + 1)
+            _find_lines(buf, hay, lit.text, index, lo=lo, hi=hi, candidates=candidates)
         if self._slow:
-            self._slow_candidates(buf, candidates)
+            if lo or hi != len(buf):
+                within: dict[int, set[int]] = {}
+                self._slow_candidates(buf[lo:hi], within)
+                for start, indexes in within.items():
+                    candidates.setdefault(lo + start, set()).update(indexes)
+            else:
+                self._slow_candidates(buf, candidates)
         if not candidates:
             return []
         confirmed = (self._confirm(buf, base, start, candidates[start]) for start in sorted(candidates))
@@ -151,6 +173,50 @@ class Matcher:
         return Hit(base + start, text[:KEEP_CHARS], tuple(guards), activity, ts)
 
 
+def _find_lines(
+    buf: bytes, hay: bytes, needle: bytes, index: int, *, lo: int, hi: int,
+    candidates: dict[int, set[int]],
+) -> None:
+    """Mark rule ``index`` on every line of ``buf[lo:hi]`` whose ``hay`` holds ``needle``."""
+    pos = hay.find(needle, lo, hi)
+    while pos >= 0:
+        start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
+        end = buf.find(b"\n", pos, hi)
+        if end < 0:
+            end = hi
+        candidates.setdefault(start, set()).add(index)
+        pos = hay.find(needle, end + 1, hi)
+
+
+def _anchor_groups(
+    fast: list[tuple[int, Rule]],
+) -> tuple[list[tuple[bytes, list[tuple[int, bytes]]]], list[tuple[int, Rule]]]:
+    """Group case-sensitive literals by a substring several share (``: rejected `` in ``X: rejected``).
+
+    Greedy: the substring of at least MIN_ANCHOR bytes contained in the most
+    remaining literals (then the longest) anchors a group, until no substring
+    is shared. Returns the groups and the rules still searched one by one.
+    """
+    left = [(i, r.literal.text) for i, r in fast if r.literal is not None and not r.literal.icase]
+    groups: list[tuple[bytes, list[tuple[int, bytes]]]] = []
+    while len(left) >= 2:
+        best: tuple[int, int, bytes] = (1, 0, b"")
+        for _, text in left:
+            for a in range(len(text) - MIN_ANCHOR + 1):
+                for b in range(a + MIN_ANCHOR, len(text) + 1):
+                    sub = text[a:b]
+                    shared = sum(1 for _, other in left if sub in other)
+                    if (shared, len(sub)) > best[:2]:
+                        best = (shared, len(sub), sub)
+        if best[0] < 2:
+            break
+        anchor = best[2]
+        groups.append((anchor, [(i, t) for i, t in left if anchor in t]))
+        left = [(i, t) for i, t in left if anchor not in t]
+    grouped = {i for _, members in groups for i, _ in members}
+    return groups, [(i, r) for i, r in fast if i not in grouped]
+
+
 def _multiline(pattern: re.Pattern[str] | None) -> re.Pattern[str] | None:
     """The pattern with MULTILINE, for whole-buffer search; None where that changes its meaning."""
     if pattern is None or "\\A" in pattern.pattern or "\\Z" in pattern.pattern:
@@ -200,16 +266,28 @@ class LineScanner:
             self._head = None
             self._skipped = 0
             data = data[newline + 1 :]
-        buf = self._pending + data if self._pending else data
-        last = buf.rfind(b"\n")
-        if last >= 0:
-            complete = buf[: last + 1]
-            hits.extend(self.matcher.scan(complete, self.offset))
-            lines += complete.count(b"\n")
-            self.offset += last + 1
-            rest = buf[last + 1 :]
-        else:
-            rest = buf
+        start = 0
+        if self._pending:
+            # Finish the pending line on its own, so the new bytes are never copied.
+            newline = data.find(b"\n")
+            if newline < 0:
+                rest = self._pending + data
+            else:
+                first = self._pending + data[: newline + 1]
+                hits.extend(self.matcher.scan(first, self.offset))
+                lines += 1
+                self.offset += len(first)
+                self._pending = b""
+                start = newline + 1
+        if not self._pending:
+            last = data.rfind(b"\n", start)
+            if last >= 0:
+                hits.extend(self.matcher.scan(data, self.offset - start, start, last + 1))
+                lines += data.count(b"\n", start, last + 1)
+                self.offset += last + 1 - start
+                rest = data[last + 1 :]
+            else:
+                rest = data[start:]
         if len(rest) > self.max_line:
             self._head = rest[: self.max_line]
             self._skipped = len(rest) - self.max_line

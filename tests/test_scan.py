@@ -167,3 +167,63 @@ def test_oversize_line_hit_keeps_its_start_offset() -> None:
     r2 = scanner.feed(b"z" * 40 + b"\nHIT\n")
     offsets = [h.offset for h in r1.hits + r2.hits]
     assert offsets == [3, 3 + 3 + 40 + 40 + 1]
+
+
+# -- differential: the scanner against a naive per-line reference -------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+RULES = [
+    Rule.regex("citation", "CitationGuard: rejected url"),
+    Rule.regex("quote", "QuoteGuard: rejected quote"),
+    Rule.regex("version", r"VersionGuard: rejected \d"),
+    Rule.regex("icase", r"(?i)traceback"),
+    Rule.regex("slow", r"(ERR|WRN)\d"),
+]
+ACTIVITY = Rule.regex("activity", "task finished")
+PIECES = [
+    b"CitationGuard: rejected url=x", b"QuoteGuard: rejected quote", b"VersionGuard: rejected 1.2",
+    b"VersionGuard: rejected v", b"TraceBack", b"ERR7", b"WRN", b"task finished", b": rejected ",
+    b"noise", b" ", b"\r", b"\xff\xfe", "中".encode(), b"\xef\xbb\xbf", b"Guard: rejected",
+]
+
+
+def reference(data: bytes, max_line: int) -> list[tuple[int, tuple[str, ...], bool]]:
+    out = []
+    pos = 0
+    while True:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            return out
+        raw = data[pos:end][:max_line]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if pos == 0 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        text = raw.decode("utf-8", "replace")
+        names = tuple(r.name for r in RULES if r.matches(text, None))
+        act = ACTIVITY.matches(text, None)
+        if names or act:
+            out.append((pos, names, act))
+        pos = end + 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.lists(st.sampled_from(PIECES), max_size=6).map(b"".join), max_size=40),
+    cuts=st.lists(st.integers(min_value=1, max_value=64), max_size=30),
+)
+def test_scanner_agrees_with_a_per_line_reference_whatever_the_chunking(lines: list[bytes], cuts: list[int]) -> None:
+    data = b"\n".join(lines) + (b"\n" if lines else b"")
+    scanner = LineScanner(Matcher(RULES, ACTIVITY, timestamps=TimestampParser(default_tz=UTC)), max_line=1 << 20)
+    got = []
+    pos = 0
+    for cut in [*cuts, len(data)]:
+        chunk = data[pos : pos + cut]
+        pos += len(chunk)
+        got.extend((h.offset, h.guards, h.activity) for h in scanner.feed(chunk).hits)
+        if pos >= len(data):
+            break
+    assert got == reference(data, 1 << 20)
+    assert scanner.offset == len(data)

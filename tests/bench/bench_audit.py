@@ -57,13 +57,14 @@ GUARDS: dict[str, str] = {
     "arithmetic": r'ArithmeticGuard: rejected expr="[0-9]+ [-+*/] [0-9]+',
 }
 
-WORDS = (
+_VOCABULARY = (
     "the agent fetched page parsed observation tool call result planner step memory "
     "retrieval context window tokens budget answer draft citation source quote span entity "
     "version release changelog date published minimum amount euros monthly permit policy "
     "document section table figure evidence summary check passed cache hit miss retry "
     "backoff latency upstream model request response stream chunk finish reason length"
-).split()
+)
+WORDS = _VOCABULARY.split()
 COMPONENTS = (
     "orchestrator", "planner", "llm.client", "tools.browser", "tools.fetch", "memory",
     "retriever", "guards", "scheduler", "answer.writer", "cache", "telemetry",
