@@ -491,5 +491,14 @@ def service_status() -> None:
     sys.exit(EXIT_OK if state.installed and state.running else EXIT_ASLEEP)
 
 
+def _add_init() -> None:
+    from canary.init import init_command
+
+    main.add_command(init_command, "init")
+
+
+_add_init()
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -28,7 +28,6 @@ from collectors.files import open_log
 from collectors.rules import parse_json_line
 
 if TYPE_CHECKING:
-    from canary.audit import AuditReport
     from canary.config import Config
     from canary.definitions import GuardDef
 
@@ -149,8 +148,9 @@ class Template:
     fields: tuple[tuple[str, str], ...] = ()  # jsonl: the fields whose values never vary
     count: int = 0
     examples: list[str] = field(default_factory=list)
-    key: str = ""  # what names the guard in the line ('CitationGuard: rejected'); "" if not a rejection
-    strong: bool = False
+    key: str = ""  # the words that make it a rejection ('CitationGuard: rejected'); "" if it is not one
+    ident: str = ""  # the guard the line names ('CitationGuard'), if it names one
+    strong: bool = False  # it names its guard
 
     def add(self, line: str) -> None:
         """Count one more line of this template."""
@@ -295,15 +295,17 @@ def _template_of(line: str, log_format: LogFormat) -> tuple[str, tuple[tuple[str
 
 
 def _classify(template: Template) -> None:
+    """Whether the template reads like a rejection, and which guard it names, if any."""
     text = template.text.replace("_", " ") if template.fields else template.text
     strong = _STRONG.search(text)
     reject = _REJECT.search(text)
     named = _GUARD_FIELD.search(text)
     if strong is not None:
-        template.key, template.strong = re.sub(r"\s+", " ", strong.group(0)), True
+        template.key, template.ident = re.sub(r"\s+", " ", strong.group(0)), strong.group("id")
     elif reject is not None:
-        template.strong = named is not None
         template.key = named.group(0) if named is not None else reject.group(0).lower()
+        template.ident = named.group("id") if named is not None else ""
+    template.strong = bool(template.ident)
 
 
 def scan_logs(patterns: Sequence[str], base: Path, *, log_format: LogFormat | None = None) -> LogScan:
@@ -390,12 +392,13 @@ def _propose_text(templates: list[Template]) -> list[Proposal]:
     while queue:
         group = queue.pop(0)
         lead = group[0]
-        others = [t for t in templates if t not in group]
+        inside = {id(t) for t in group}
+        others = [line for t in templates if id(t) not in inside for line in t.examples]
 
-        def fits(regex: str, lead: Template = lead, others: list[Template] = others) -> bool:
+        def fits(regex: str, lead: Template = lead, others: list[str] = others) -> bool:
             compiled = re.compile(regex)
             return all(compiled.search(line) for line in lead.examples) and not any(
-                compiled.search(line) for t in others for line in t.examples)
+                compiled.search(line) for line in others)
 
         anchor = (_STRONG.search(lead.text) or _GUARD_FIELD.search(lead.text)
                   or _REJECT.search(lead.text))
@@ -404,7 +407,7 @@ def _propose_text(templates: list[Template]) -> list[Proposal]:
         if not _matches(regex, lead):  # a value the masks generalise badly: match the line itself
             regex = re.escape(lead.examples[0])
         covered = [t for t in group if _matches(regex, t)]
-        rest = [t for t in group if t not in covered]
+        rest = [t for t in group if not _matches(regex, t)]
         if rest:
             queue.append(rest)
         proposals.append(Proposal("", regex, sum(t.count for t in covered), lead.strong, None, covered))
@@ -431,23 +434,20 @@ def _activity(templates: list[Template]) -> Proposal | None:
     if not found:
         return None
     lead, hit = max(found, key=lambda pair: pair[0].count)
-    others = [t for t in templates if t is not lead]
+    others = [line for t in templates if not _ACTIVITY.search(t.text) for line in t.examples]
 
     def fits(regex: str) -> bool:
         compiled = re.compile(regex)
-        return not any(compiled.search(line) for t in others for line in t.examples if not _ACTIVITY.search(
-            t.text))
+        return not any(compiled.search(line) for line in others)
 
     regex = _grow(lead, *hit.span(), fits)
     return Proposal("activity", regex, lead.count, True, None, [lead])
 
 
 def _kind(proposal: Proposal) -> str | None:
+    """The guard kind a bundled template covers: from the guard's name first, else its line."""
     lead = proposal.templates[0]
-    named = _STRONG.search(shown(lead.text)) or _GUARD_FIELD.search(shown(lead.text).replace("_", " "))
-    texts = [named.group("id")] if named else []
-    texts.append(shown(lead.text))
-    for text in texts:
+    for text in (lead.ident, shown(lead.text)):
         for kind, pattern, _ in KINDS:
             if re.search(pattern, text, re.I):
                 return kind
@@ -470,12 +470,11 @@ def _name(proposals: list[Proposal]) -> None:
             by_kind.setdefault(proposal.kind, []).append(proposal)
     taken: set[str] = set()
     for proposal in sorted(proposals, key=lambda p: (not p.strong, -p.count)):
-        lead = shown(proposal.templates[0].text)
-        named = _STRONG.search(lead) or _GUARD_FIELD.search(lead.replace("_", " "))
+        ident = proposal.templates[0].ident
         if proposal.kind and proposal.strong and by_kind[proposal.kind][0] is proposal:
             name = proposal.kind
-        elif named is not None:
-            name = _slug(named.group("id"))
+        elif ident:
+            name = _slug(ident)
         else:
             words = re.findall(r"[A-Za-z]+", re.sub(r"\\.", "", str(proposal.match)))
             name = _slug("-".join(words[:3]))
@@ -687,16 +686,19 @@ def _covers(match: object, proposal: Proposal) -> bool:
 def mark_covered(scan: LogScan, directory: Path) -> None:
     """Note the proposals an existing definition already matches; rename those whose name is taken."""
     existing = _existing(directory / "canaries_defs")
-    names = {name: path for path, name, _ in existing}
+    owners = {name: path for path, name, _ in existing}
+    taken = {p.name for p in scan.proposals}
     for proposal in scan.proposals:
         owner = next((path for path, _, match in existing if _covers(match, proposal)), None)
         if owner is not None:
             proposal.covered_by = owner
             continue
         base, n = proposal.name, 2
-        while proposal.name in names and names[proposal.name] != directory / "canaries_defs" / (
-                f"{proposal.name}.toml"):
+        while owners.get(proposal.name, directory / "canaries_defs" / f"{proposal.name}.toml") != (
+                directory / "canaries_defs" / f"{proposal.name}.toml") or (
+                proposal.name != base and proposal.name in taken):
             proposal.name, n = f"{base}-{n}", n + 1
+        taken.add(proposal.name)
 
 
 def plan_files(directory: Path, settings: InitSettings, scan: LogScan, chosen: Sequence[Proposal],
@@ -767,24 +769,10 @@ def _proposal_lines(scan: LogScan) -> list[str]:
         kind = f"   {proposal.kind} template" if proposal.template_files else ""
         covered = f"   (already in {proposal.covered_by.name})" if proposal.covered_by else ""
         flag = "" if proposal.strong else "   (weak: no guard named in the line)"
-        lines.append(f"  {proposal.name:<18} {proposal.count:>6} lines   match "
+        lines.append(f"  {proposal.name:<12} {proposal.count:>6} lines   match "
                      f"{_match_value(proposal.match)}{kind}{covered}{flag}")
         for template in proposal.templates[:3]:
             lines.append(f"      {template.count:>6}  {_comment(shown(template.text), 110)}")
-    return lines
-
-
-def _audit_lines(report: AuditReport) -> list[str]:
-    def stamp(moment: datetime | None) -> str:
-        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if moment else "-"
-
-    width = max([len(g.guard) for g in report.guards] + [5])
-    lines = [f"  {'guard':<{width}}  firings  first                 last"]
-    for g in report.guards:
-        flag = "  ASLEEP" if g.flag == "asleep" else ""
-        lines.append(f"  {g.guard:<{width}}  {g.firings:>7}  {stamp(g.first):<20}  {stamp(g.last)}{flag}")
-    activity = f"; agent activity {report.activity}" if report.activity_configured else ""
-    lines.append(f"  {report.lines} lines in {len(report.files)} file(s){activity}")
     return lines
 
 
@@ -818,6 +806,7 @@ def run_init(
     from canary.audit import audit
     from canary.config import load_config, summarize
     from canary.errors import ConfigError
+    from canary.report import audit_table
 
     ask = not yes
     root = Path(directory).absolute()
@@ -883,7 +872,7 @@ def run_init(
         return 2
     click.echo(summarize(config))
     click.echo("\n$ canary audit")
-    click.echo("\n".join(_audit_lines(audit(config, now=datetime.now(UTC)))))
+    click.echo(audit_table(audit(config, now=datetime.now(UTC))))
     click.echo("\n" + _next_steps(config, settings))
     return 0
 
@@ -895,7 +884,8 @@ def _next_steps(config: Config, settings: InitSettings) -> str:
              "with no [model] upstream it answers only canary calls: set upstream to your model server")
     steps = [
         "Next:",
-        f"  1. Point your agent's model base URL at the proxy on {listen} ({relay}):",
+        f"  1. Point your agent's model base URL at the proxy on {listen}",
+        f"     ({relay}):",
         f'       openai SDK, LangChain, pydantic-ai:  base_url="http://{listen}/v1"  (or OPENAI_BASE_URL)',
         f'       ollama:                              Client(host="http://{listen}")  (or OLLAMA_HOST)',
         "  2. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",

@@ -231,3 +231,14 @@ def test_the_command_has_help() -> None:
     assert init_command.help and len(init_command.help) > 20
     for option in ("--agent-url", "--agent-command", "--logs", "--model-upstream", "--dir", "--yes"):
         assert option in result.output
+
+
+def test_a_name_another_file_uses_is_not_reused(tmp_path: Path) -> None:
+    log = sample_log(tmp_path)
+    project = tmp_path / "project"
+    (project / "canaries_defs").mkdir(parents=True)
+    (project / "canaries_defs" / "mine.toml").write_text("[guard]\nname = 'quote'\nmatch = 'Quote check failed'\n")
+    result = init_project(project, InitSettings(logs=(str(log),)))
+    assert sorted(p.name for p in result.chosen) == ["citation", "denial", "number", "quote-2"]
+    config = load_config(path=result.config_path)
+    assert sorted(g.name for g in config.guards) == ["citation", "denial", "number", "quote", "quote-2"]
