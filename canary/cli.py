@@ -278,9 +278,9 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
 @click.option(
     "--headless",
     is_flag=True,
-    help="Run every canary once and print the verdicts; no screen.",
+    help="Run every canary once and print the verdicts; no screen (also when stdout is not a terminal).",
 )
-@click.option("--json", "as_json", is_flag=True, help="With --headless: the `canary run --json` document.")
+@click.option("--json", "as_json", is_flag=True, help="Print the `canary run --json` document (implies --headless).")
 @click.option(
     "--keep",
     type=click.Path(file_okay=False),
@@ -289,13 +289,17 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
 )
 @click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
 def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) -> None:
-    """The bundled demo agent with live and dead guards: watch the dead ones leak."""
+    """The bundled demo agent with live and dead guards, on the dashboard: watch the dead ones leak."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
         where = Path(keep) if keep else Path(tmp)
         if sample_audit:
             sys.exit(_demo_audit(where, as_json))
+        if not headless and not as_json and sys.stdout.isatty():
+            from dashboard.demo import run_demo_dashboard
+
+            sys.exit(run_demo_dashboard(where))
         from canary.demo.live import start_demo
 
         try:
@@ -489,6 +493,16 @@ def service_status() -> None:
         _fail(exc)
     click.echo(svc.render(state))
     sys.exit(EXIT_OK if state.installed and state.running else EXIT_ASLEEP)
+
+
+@main.command()
+@click.pass_context
+def dashboard(ctx: click.Context) -> None:
+    """The terminal dashboard: which guards are awake, since when, and why."""
+    from dashboard.app import run_dashboard
+
+    config = _load(ctx)
+    sys.exit(run_dashboard(config))
 
 
 def _add_init() -> None:

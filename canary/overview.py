@@ -66,10 +66,13 @@ def gather(store: Store, config: Config, *, now: datetime, readable: bool | None
         ).scalar()
     watched_since = as_utc(first_read) if first_read is not None else None
     facts = []
+    by_window: dict[timedelta, tuple[dict[str, Any], tuple[int, int]]] = {}
     for guard in config.guards:
         since = now - guard.window
-        counts = window_counts(engine, since).get(guard.name)
-        activity, lines = window_activity(engine, since)
+        if guard.window not in by_window:  # guards mostly share one window: ask once
+            by_window[guard.window] = (window_counts(engine, since), window_activity(engine, since))
+        all_counts, (activity, lines) = by_window[guard.window]
+        counts = all_counts.get(guard.name)
         with engine.connect() as conn:
             rows = conn.execute(
                 select(col(Run.canary), col(Run.variant), col(Run.expect), col(Run.verdict), col(Run.started))

@@ -37,6 +37,30 @@ def format_listen(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _quiet_server_class() -> Any:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        """A uvicorn server that sleeps until told to exit, instead of waking ten times a second."""
+
+        _exit: asyncio.Event | None = None
+        _loop: asyncio.AbstractEventLoop | None = None
+
+        async def main_loop(self) -> None:
+            self._loop = asyncio.get_running_loop()
+            self._exit = asyncio.Event()
+            if not self.should_exit:
+                await self._exit.wait()
+
+        def request_exit(self) -> None:
+            self.should_exit = True
+            loop, event = self._loop, self._exit
+            if loop is not None and event is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(event.set)
+
+    return QuietServer
+
+
 class BackgroundServer:
     """One uvicorn server in a daemon thread; ``start()`` returns once it accepts connections."""
 
@@ -58,6 +82,7 @@ class BackgroundServer:
         """Bind, start serving, and wait until ready; a taken port is an UnavailableError."""
         import uvicorn
 
+        _QuietServer = _quiet_server_class()
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         # IPPROTO_TCP, so asyncio sets TCP_NODELAY: otherwise a body written after its
         # headers waits for the client's delayed ACK (~40 ms).
@@ -84,7 +109,7 @@ class BackgroundServer:
             lifespan="auto",
             timeout_graceful_shutdown=2,
         )
-        self._server = uvicorn.Server(config)
+        self._server = _QuietServer(config)
         ready = threading.Event()
         server = self._server
 
@@ -115,7 +140,7 @@ class BackgroundServer:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving and wait for the thread."""
         if self._server is not None:
-            self._server.should_exit = True
+            self._server.request_exit()
         if self._thread is not None:
             self._thread.join(timeout)
         if self._sock is not None:

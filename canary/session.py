@@ -70,10 +70,11 @@ class Session:
                 start_at_end=self._start_at_end,
             )
             self.collection.start()
-            self.runner = Runner(
-                self.config, self.store, self.registry, self.fixtures.url,
-                sync=self.collection.follower.sync, grace=self._grace,
-            )
+            if self.config.agent is not None:
+                self.runner = Runner(
+                    self.config, self.store, self.registry, self.fixtures.url,
+                    sync=self.collection.follower.sync, grace=self._grace,
+                )
         except BaseException:
             self.stop()
             raise

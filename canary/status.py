@@ -192,10 +192,27 @@ def evaluate(facts: GuardFacts, *, now: datetime) -> GuardStatus:
 
     if facts.canaries:
         stale = []
+        pending = []
         for canary in facts.canaries:
             run = latest[canary.name]
-            if run is None or run.at < now - (canary.period + facts.grace):
+            deadline = now - (canary.period + facts.grace)
+            if run is not None and run.at >= deadline:
+                continue
+            never = run is None and not any(True for _ in canary.runs)
+            if never and (facts.watched_since is None or facts.watched_since > deadline):
+                pending.append(canary)  # not due yet since the logs have been watched
+            else:
                 stale.append((canary, run))
+        if pending and not stale:
+            proved = [r for r in latest.values() if r is not None]
+            names = ", ".join(c.name for c in pending)
+            if proved:
+                proof = max(proved, key=lambda r: r.at)
+                return status(
+                    Status.NEW,
+                    f"canary {proof.canary} {proof.verdict} at {_at(proof.at)}; {names} has not run yet",
+                )
+            return status(Status.NEW, f"no canary has run yet ({names} pending)")
         if not stale:
             proof = max((r for r in latest.values() if r is not None), key=lambda r: r.at)
             proved = f"canary {proof.canary} {proof.verdict} at {_at(proof.at)}"

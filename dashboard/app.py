@@ -189,7 +189,9 @@ class DashboardApp(App[int]):
         if overview.read_only:
             self.notify(READ_ONLY_ACTION, severity="warning", timeout=8, markup=False)
             return
-        address, token_file = self.config.daemon.control, self.token_file
+        # The daemon that beats in this store says where it listens; the config is the fallback.
+        beat_address = (overview.daemon.control or "").removeprefix("http://")
+        address, token_file = beat_address or self.config.daemon.control, self.token_file
 
         def job() -> Message:
             from canary.control import connect

@@ -3,7 +3,8 @@
 Statuses come from ``canary.overview.evaluate_all`` (and so from
 ``canary.status.evaluate``); this module only adds the window the user chose:
 firing counts and sparkline buckets, from the hourly counts for windows of a
-day or more and from per-minute groups of the firing rows for the last hour.
+day or more, and from the firing rows (an indexed range on their time, grouped
+by sparkline cell) for the last hour.
 
 When the daemon is not running, statuses are evaluated as of its last
 heartbeat: that is what the daemon last knew, and nothing has been checked
@@ -12,22 +13,23 @@ since. The widgets mark every healthy status of that kind as stale.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from canary.config import Config
 from canary.overview import DaemonInfo, daemon_info, evaluate_all
 from canary.status import GuardStatus, Status
-from canary.store import Store, as_utc, hour_floor
+from canary.store import Store, as_utc
 from dashboard.queries import (
     AlertRow,
     FiringRow,
     RunRow,
     TransitionRow,
     alert_history,
-    firing_hours,
-    firing_minutes,
+    firing_cells,
     guard_transitions,
+    hourly_cells,
+    latest_runs,
     recent_firings,
     recent_runs,
 )
@@ -111,6 +113,7 @@ class Overview:
     daemon: DaemonInfo
     as_of: datetime  # the instant the statuses were evaluated at
     rows: tuple[GuardRow, ...]
+    runs: tuple[RunRow, ...] = ()  # the latest canary runs of every guard, newest first
 
     @property
     def read_only(self) -> bool:
@@ -122,34 +125,27 @@ class Overview:
         return next((r for r in self.rows if r.guard == guard), None)
 
 
-def _cell(moment: datetime, start: datetime, spec: WindowSpec) -> int:
-    index = int((moment - start) / spec.cell)
-    return min(max(index, 0), spec.cells - 1)
-
-
 def window_series(
     store: Store, guards: list[str], *, now: datetime, spec: WindowSpec
 ) -> dict[str, tuple[int, int, list[int]]]:
-    """Per guard: organic firings, canary firings and sparkline cells over the window ending at ``now``."""
+    """Per guard: organic firings, canary firings and sparkline cells over the window ending at ``now``.
+
+    The hour-based windows count from the start of the hour the window starts in (as
+    ``canary status`` does); that partial hour is drawn in the first cell.
+    """
     start = now - spec.span
-    series = {g: (0, 0, [0] * spec.cells) for g in guards}
-    organic: dict[str, int] = dict.fromkeys(guards, 0)
-    canary: dict[str, int] = dict.fromkeys(guards, 0)
     if spec.per_minute:
-        first = start.replace(second=0, microsecond=0)
-        minutes = firing_minutes(store.engine, first, now)
-        rows = [(g, m, "organic" if o else "canary", n) for g, m, o, n in minutes]
+        rows = firing_cells(store.engine, start, now, spec.cell)
     else:
-        rows = firing_hours(store.engine, hour_floor(as_utc(start)))
-    for guard, moment, source, n in rows:
+        rows = hourly_cells(store.engine, start, spec.cell)
+    series = {g: (0, 0, [0] * spec.cells) for g in guards}
+    for guard, index, source, n in rows:
         if guard not in series:
             continue
-        series[guard][2][_cell(moment, start, spec)] += n
-        if source == "organic":
-            organic[guard] += n
-        else:
-            canary[guard] += n
-    return {g: (organic[g], canary[g], cells) for g, (_o, _c, cells) in series.items()}
+        organic, canary, cells = series[guard]
+        cells[min(max(index, 0), spec.cells - 1)] += n
+        series[guard] = (organic + n, canary, cells) if source == "organic" else (organic, canary + n, cells)
+    return series
 
 
 def load_overview(
@@ -175,7 +171,8 @@ def load_overview(
         )
     order = {s: i for i, s in enumerate(ORDER)}
     rows.sort(key=lambda r: order.get(r.status.status, len(order)))
-    return Overview(now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows))
+    runs = tuple(latest_runs(store.engine))
+    return Overview(now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows), runs=runs)
 
 
 @dataclass(frozen=True)
@@ -188,7 +185,6 @@ class Detail:
     firings: tuple[FiringRow, ...] = ()
     runs: tuple[RunRow, ...] = ()
     transitions: tuple[TransitionRow, ...] = ()
-    canaries: tuple[str, ...] = field(default_factory=tuple)
 
 
 def load_detail(store: Store, config: Config, guard: str, *, now: datetime) -> Detail:
@@ -201,7 +197,6 @@ def load_detail(store: Store, config: Config, guard: str, *, now: datetime) -> D
         firings=tuple(recent_firings(store.engine, guard)),
         runs=tuple(recent_runs(store.engine, guard)),
         transitions=tuple(guard_transitions(store.engine, guard)),
-        canaries=tuple(c.name for c in definition.canaries) if definition else (),
     )
 
 

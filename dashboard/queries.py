@@ -7,26 +7,29 @@ timed alone (``tests/bench/bench_dashboard.py``) and called from a thread.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, func, select
+from sqlalchemy import ColumnElement, Engine, Integer, cast, func, select
 from sqlmodel import col
 
-from canary.store import as_utc
+from canary.store import as_utc, hour_floor
 from canary.tables import Delivery, Firing, HourlyCount, Run, Transition
 
 __all__ = [
     "AlertRow",
+    "CellCount",
     "DeliveryRow",
     "FiringRow",
     "RunRow",
     "TransitionRow",
     "alert_history",
-    "firing_hours",
-    "firing_minutes",
+    "firing_cells",
     "guard_transitions",
+    "hourly_cells",
+    "latest_runs",
     "recent_firings",
     "recent_runs",
 ]
@@ -48,6 +51,7 @@ class RunRow:
     """One canary run with its trace (stage -> seconds after sent, or None)."""
 
     id: int
+    guard: str
     canary: str
     variant: int
     expect: str
@@ -95,52 +99,72 @@ class AlertRow:
     deliveries: tuple[DeliveryRow, ...]
 
 
-def _minute_bucket(dialect: str) -> ColumnElement[Any] | None:
-    """The SQL expression for a firing's minute, where the backend has one."""
-    if dialect == "sqlite":
-        return func.strftime("%Y-%m-%d %H:%M:00", col(Firing.ts))
-    if dialect == "postgresql":
-        return func.date_trunc("minute", col(Firing.ts))
-    return None
+#: (guard, cell index, source, firings): one sparkline cell of one guard, organic or canary.
+CellCount = tuple[str, int, str, int]
 
 
-def _as_minute(value: object) -> datetime:
-    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return as_utc(moment).replace(second=0, microsecond=0)
+def _cell_index(column: Any, dialect: str, start: datetime, cell: timedelta) -> ColumnElement[Any] | None:
+    """SQL for the index of the cell a time falls in (whole seconds, so no float rounding), where known."""
+    if dialect != "sqlite":
+        return None
+    seconds = cast(func.strftime("%s", column), Integer) - int(as_utc(start).timestamp())
+    return cast(seconds / int(cell.total_seconds()), Integer)
 
 
-def firing_minutes(engine: Engine, since: datetime, until: datetime) -> list[tuple[str, datetime, bool, int]]:
-    """(guard, minute, organic, firings) for the firing rows with ``since <= ts < until``.
+def _index(moment: datetime, start: datetime, cell: timedelta) -> int:
+    return int((as_utc(moment) - start) // cell)
 
-    Grouped in the database where it can bucket by minute (SQLite, PostgreSQL), so a
-    burst of firings costs a few rows, not one per firing.
+
+def firing_cells(
+    engine: Engine, start: datetime, until: datetime, cell: timedelta, *, in_sql: bool = True
+) -> list[CellCount]:
+    """Firings with ``start <= ts < until`` per guard, cell of ``cell`` from ``start``, and source.
+
+    Counted from the firing rows through an indexed range on ``ts``, and grouped in the
+    database where it can compute the cell (SQLite), so a burst costs a few rows.
     """
+    start = as_utc(start)
     ts = col(Firing.ts)
     organic = col(Firing.run_id).is_(None)
-    bucket = _minute_bucket(engine.dialect.name)
-    where = (ts >= as_utc(since), ts < as_utc(until))
+    where = (ts >= start, ts < as_utc(until))
+    index = _cell_index(ts, engine.dialect.name, start, cell) if in_sql else None
     with engine.connect() as conn:
-        if bucket is not None:
-            stmt = (
-                select(col(Firing.guard), bucket, organic, func.count())
-                .where(*where)
-                .group_by(col(Firing.guard), bucket, organic)
+        if index is not None:
+            stmt = select(col(Firing.guard), index, organic, func.count()).where(*where).group_by(
+                col(Firing.guard), index, organic
             )
-            return [(g, _as_minute(m), bool(o), int(n)) for g, m, o, n in conn.execute(stmt)]
-        counted: dict[tuple[str, datetime, bool], int] = {}
+            rows = [(g, int(i), "organic" if o else "canary", int(n)) for g, i, o, n in conn.execute(stmt)]
+            return rows
+        counted: Counter[tuple[str, int, str]] = Counter()
         for guard, moment, is_organic in conn.execute(select(col(Firing.guard), ts, organic).where(*where)):
-            key = (guard, _as_minute(moment), bool(is_organic))
-            counted[key] = counted.get(key, 0) + 1
-    return [(g, m, o, n) for (g, m, o), n in counted.items()]
+            counted[(guard, _index(moment, start, cell), "organic" if is_organic else "canary")] += 1
+    return [(g, i, s, n) for (g, i, s), n in counted.items()]
 
 
-def firing_hours(engine: Engine, since_hour: datetime) -> list[tuple[str, datetime, str, int]]:
-    """(guard, hour, source, count) from the hourly counts, for hours starting at or after ``since_hour``."""
-    stmt = select(
-        col(HourlyCount.guard), col(HourlyCount.hour), col(HourlyCount.source), col(HourlyCount.count)
-    ).where(col(HourlyCount.hour) >= as_utc(since_hour))
+def hourly_cells(engine: Engine, start: datetime, cell: timedelta, *, in_sql: bool = True) -> list[CellCount]:
+    """The hourly counts from ``start``'s hour on, summed per guard, cell from ``start`` and source.
+
+    The hour ``start`` falls in began before it: its index is 0 or below.
+    """
+    start = as_utc(start)
+    hour = col(HourlyCount.hour)
+    where = hour >= hour_floor(start)
+    index = _cell_index(hour, engine.dialect.name, start, cell) if in_sql else None
     with engine.connect() as conn:
-        return [(g, as_utc(h), s, int(n)) for g, h, s, n in conn.execute(stmt)]
+        if index is not None:
+            stmt = (
+                select(
+                    col(HourlyCount.guard), index, col(HourlyCount.source), func.sum(col(HourlyCount.count))
+                )
+                .where(where)
+                .group_by(col(HourlyCount.guard), index, col(HourlyCount.source))
+            )
+            return [(g, int(i), src, int(n or 0)) for g, i, src, n in conn.execute(stmt)]
+        counted: Counter[tuple[str, int, str]] = Counter()
+        stmt_rows = select(col(HourlyCount.guard), hour, col(HourlyCount.source), col(HourlyCount.count))
+        for guard, moment, source, n in conn.execute(stmt_rows.where(where)):
+            counted[(guard, _index(moment, start, cell), source)] += int(n)
+    return [(g, i, src, n) for (g, i, src), n in counted.items()]
 
 
 def recent_firings(engine: Engine, guard: str, limit: int = 50) -> list[FiringRow]:
@@ -169,16 +193,23 @@ def recent_runs(engine: Engine, guard: str, limit: int = 30) -> list[RunRow]:
     """A guard's latest canary runs, newest first, in flight ones included."""
     stmt = select(Run).where(col(Run.guard) == guard).order_by(col(Run.started).desc()).limit(limit)
     with engine.connect() as conn:
-        rows = conn.execute(stmt).all()
-    return [
-        RunRow(
-            id=int(r.id), canary=r.canary, variant=int(r.variant), expect=r.expect, verdict=r.verdict,
-            started=as_utc(r.started), duration_s=r.duration_s, trace=_trace(r.trace), leaked=r.leaked,
-            firings=int(r.firings or 0), evidence=r.evidence, injected_text=r.injected_text or "",
-            leak_text=r.leak_text, answer=r.answer, error=r.error,
-        )
-        for r in rows
-    ]
+        return [_run(r) for r in conn.execute(stmt).all()]
+
+
+def _run(r: Any) -> RunRow:
+    return RunRow(
+        id=int(r.id), guard=r.guard, canary=r.canary, variant=int(r.variant), expect=r.expect,
+        verdict=r.verdict, started=as_utc(r.started), duration_s=r.duration_s, trace=_trace(r.trace),
+        leaked=r.leaked, firings=int(r.firings or 0), evidence=r.evidence,
+        injected_text=r.injected_text or "", leak_text=r.leak_text, answer=r.answer, error=r.error,
+    )
+
+
+def latest_runs(engine: Engine, limit: int = 20) -> list[RunRow]:
+    """The latest canary runs of every guard, newest first."""
+    stmt = select(Run).order_by(col(Run.started).desc(), col(Run.id).desc()).limit(limit)
+    with engine.connect() as conn:
+        return [_run(r) for r in conn.execute(stmt).all()]
 
 
 def _transition(row: Any) -> TransitionRow:

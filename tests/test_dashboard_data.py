@@ -23,7 +23,7 @@ from canary.status import Status
 from canary.store import Store, hour_floor
 from canary.tables import Delivery, Firing, Heartbeat, HourlyActivity, HourlyCount, Run, Transition
 from dashboard.model import WINDOWS, load_alerts, load_detail, load_overview, window_named
-from dashboard.queries import firing_minutes
+from dashboard.queries import firing_cells, hourly_cells
 from dashboard.render import ago, badge, sparkline, stage_glyphs, timeline
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -187,9 +187,9 @@ def seed(directory: Path, *, control: str = "127.0.0.1:11437", daemon: str = "ru
         if daemon != "never":
             conn.execute(insert(Heartbeat).values(
                 id=1, pid=4242, started=NOW - timedelta(hours=3), files=1,
-                beat=NOW - timedelta(seconds=2) if daemon == "running" else NOW - timedelta(minutes=48),
+                beat=NOW - timedelta(seconds=2) if daemon == "running" else NOW - timedelta(minutes=10),
                 proxy="http://127.0.0.1:11435", fixtures="http://127.0.0.1:11436", control=f"http://{control}",
-                stopped=None if daemon == "running" else NOW - timedelta(minutes=48),
+                stopped=None if daemon == "running" else NOW - timedelta(minutes=10),
             ))
     return Seeded(config, store, log)
 
@@ -239,16 +239,36 @@ def test_the_one_hour_window_counts_the_firing_rows_of_the_last_hour_only(seeded
     assert quote.buckets[-1] == 1  # 2 minutes ago lands in the last 2-minute bar
 
 
-def test_firing_minutes_groups_by_guard_minute_and_source(seeded: Seeded) -> None:
-    rows = firing_minutes(seeded.store.engine, NOW - timedelta(minutes=10), NOW)
-    assert sorted((g, m.minute, o, n) for g, m, o, n in rows) == [("citation", 53, True, 1), ("quote", 58, True, 1)]
+def test_firing_cells_group_by_guard_cell_and_source(seeded: Seeded) -> None:
+    rows = firing_cells(seeded.store.engine, NOW - timedelta(minutes=10), NOW, timedelta(minutes=2))
+    # citation 7 min ago is in cell 1 (8..6 min ago), quote 2 min ago in cell 4 (2..0 min ago).
+    assert sorted(rows) == [("citation", 1, "organic", 1), ("quote", 4, "organic", 1)]
+
+
+@pytest.mark.parametrize("label", [w.label for w in WINDOWS])
+def test_cells_grouped_in_sql_equal_cells_grouped_in_python(seeded: Seeded, label: str) -> None:
+    spec = window_named(label)
+    start = NOW - spec.span + timedelta(minutes=17)  # not on an hour: the first hour is partial
+    engine = seeded.store.engine
+    if spec.per_minute:
+        in_sql = firing_cells(engine, start, NOW, spec.cell)
+        in_python = firing_cells(engine, start, NOW, spec.cell, in_sql=False)
+    else:
+        in_sql = hourly_cells(engine, start, spec.cell)
+        in_python = hourly_cells(engine, start, spec.cell, in_sql=False)
+    def clamp(rows: list[tuple[str, int, str, int]]) -> Counter[tuple[str, int, str]]:
+        counted: Counter[tuple[str, int, str]] = Counter()
+        for guard, index, source, n in rows:
+            counted[(guard, max(index, 0), source)] += n
+        return counted
+    assert in_sql and clamp(in_sql) == clamp(in_python)
 
 
 def test_with_the_daemon_down_statuses_are_as_of_its_last_heartbeat(tmp_path: Path) -> None:
     data = seed(tmp_path, daemon="stopped")
     overview = load_overview(data.store, data.config, now=NOW, window=window_named("24h"))
     assert overview.read_only
-    assert overview.as_of == NOW - timedelta(minutes=48)
+    assert overview.as_of == NOW - timedelta(minutes=10)
     assert overview.now == NOW
     data.store.close()
 

@@ -75,6 +75,10 @@ CASES = [
     ("caught-at-the-boundary", facts(run("caught", EVERY + GRACE)), Status.ALIVE),
     # two canaries, one never ran
     ("one-canary-never-ran", facts(run("caught", H), canaries=("fake", "other")), Status.INCONCLUSIVE),
+    # the daemon just started: the second canary is not due yet, so nothing is stale (no alert flaps)
+    ("second-canary-pending-after-start", facts(run("caught", H / 6), canaries=("fake", "other"), watched_since=NOW - H), Status.NEW),
+    # ...but once every + grace has passed since the logs are watched, a canary that never ran is stale
+    ("second-canary-overdue", facts(run("caught", H / 6), canaries=("fake", "other"), watched_since=NOW - EVERY - GRACE - H), Status.INCONCLUSIVE),
     # logs unreadable
     ("logs-unreadable", facts(run("caught", H), logs_readable=False), Status.INCONCLUSIVE),
     # has canaries that never ran, and organic firings: nothing proven by a canary yet

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Footer, Input
 from dashboard.model import Overview
 from dashboard.screens._owner import dashboard_app
 from dashboard.screens.detail import DetailScreen
-from dashboard.widgets import DaemonBar, GuardsTable, GuardSummary
+from dashboard.widgets import DaemonBar, GuardsTable, GuardSummary, RecentRuns
 
 
 class OverviewScreen(Screen[None]):
@@ -32,6 +32,7 @@ class OverviewScreen(Screen[None]):
         yield DaemonBar(id="daemon")
         yield GuardsTable(id="guards").data_bind(filter_text=OverviewScreen.filter_text)
         yield GuardSummary(id="summary")
+        yield RecentRuns(id="recent")
         yield Input(placeholder="filter by guard, status or reason — Enter keeps it, Esc clears it",
                     id="filter", classes="-hidden")
         yield Footer()
@@ -40,6 +41,7 @@ class OverviewScreen(Screen[None]):
         app = dashboard_app(self)
         self.watch(app, "overview", self._show)
         self.watch(app, "pending", self._pending)
+        self.query_one(RecentRuns).border_title = "latest canary runs, every guard"
         self.query_one(GuardsTable).focus()
 
     def _show(self, overview: Overview | None) -> None:
@@ -49,6 +51,7 @@ class OverviewScreen(Screen[None]):
         summary = self.query_one(GuardSummary)
         summary.overview = overview
         summary.guard = table.selected
+        self.query_one(RecentRuns).overview = overview
 
     def _pending(self, pending: frozenset[str]) -> None:
         self.query_one(GuardsTable).pending = pending

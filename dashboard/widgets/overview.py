@@ -1,4 +1,4 @@
-"""The dashboard's widgets; each draws what its reactive attributes hold and reads nothing itself."""
+"""The overview's widgets: the daemon's health, the guards table, the highlighted guard, the latest runs."""
 
 from __future__ import annotations
 
@@ -13,36 +13,24 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowDoesNotExist
 
 from canary.status import Status
-from dashboard.model import ORDER, AlertHistory, Detail, GuardRow, Overview
-from dashboard.queries import RunRow
+from dashboard.model import ORDER, GuardRow, Overview
 from dashboard.render import (
     BADGE_WIDTH,
     ago,
     badge,
     clock,
     count,
-    highlight,
     kill_rate,
     one_line,
+    outcome,
     span,
     sparkline,
     stage_glyphs,
-    timeline,
     verdict,
     verdict_style,
 )
 
-__all__ = [
-    "AlertsTable",
-    "DaemonBar",
-    "DetailHead",
-    "FiringsTable",
-    "GuardSummary",
-    "GuardsTable",
-    "RunPanel",
-    "RunsTable",
-    "TransitionsTable",
-]
+__all__ = ["DaemonBar", "GuardSummary", "GuardsTable", "RecentRuns", "as_of_note"]
 
 
 def _address(url: str | None) -> str:
@@ -188,7 +176,6 @@ class GuardsTable(DataTable[Any]):
         for key, header, width in columns:
             self.add_column(header, key=key, width=width)
         self.add_column("reason", key="reason", width=reason_width)
-        note = as_of_note(overview) if overview.read_only else ""
         for row in self.visible_rows():
             status = row.status
             quiet_window = row.organic + row.canary == 0
@@ -205,7 +192,7 @@ class GuardsTable(DataTable[Any]):
                 Text("never" if row.last_firing is None else f"{ago(row.last_firing, overview.now)} ago"),
                 last,
                 Text(kill_rate(status.kill_rate)),
-                Text(one_line(note + status.reason, reason_width)),
+                Text(one_line(status.reason, reason_width)),
                 key=row.guard,
             )
         if keep is not None:
@@ -213,11 +200,43 @@ class GuardsTable(DataTable[Any]):
                 self.move_cursor(row=self.get_row_index(keep), animate=False)
 
 
+class RecentRuns(DataTable[Any]):
+    """The latest canary runs of every guard: where each one ended."""
+
+    overview: reactive[Overview | None] = reactive(None)
+
+    def on_mount(self) -> None:
+        self.cursor_type = "none"
+        self.add_column("started", key="started")
+        self.add_column("guard", key="guard")
+        self.add_column("canary", key="canary")
+        self.add_column("verdict", key="verdict")
+        self.add_column("sent→answered", key="stages")
+        self.add_column("what happened", key="outcome")
+
+    def watch_overview(self, overview: Overview | None) -> None:
+        if overview is None:
+            return
+        self.clear()
+        for run in overview.runs:
+            self.add_row(
+                Text(clock(run.started, overview.now)),
+                Text(run.guard, style="bold"),
+                Text(run.canary),
+                Text((run.verdict or "in flight").replace("_", " "), style=verdict_style(run.verdict)),
+                stage_glyphs(run),
+                Text(one_line(outcome(run), 100)),
+                key=str(run.id),
+            )
+        self.border_subtitle = "no canary run yet" if not overview.runs else f"latest {len(overview.runs)}"
+
+
 class GuardSummary(Static):
     """The highlighted guard in full: what it checks, its status and the whole reason."""
 
-    overview: reactive[Overview | None] = reactive(None)
-    guard: reactive[str | None] = reactive(None)
+    # layout=True: a longer reason may wrap onto more lines, so the height is measured again.
+    overview: reactive[Overview | None] = reactive(None, layout=True)
+    guard: reactive[str | None] = reactive(None, layout=True)
 
     def render(self) -> RenderableType:
         overview = self.overview
@@ -230,179 +249,3 @@ class GuardSummary(Static):
             Text.assemble((row.guard, "bold"), f" — {row.description}", (mute, "italic")),
             Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note, row.status.reason),
         )
-
-
-class DetailHead(Static):
-    """The guard the detail screen is about, with its current status."""
-
-    detail: reactive[Detail | None] = reactive(None)
-    overview: reactive[Overview | None] = reactive(None)
-
-    def render(self) -> RenderableType:
-        detail = self.detail
-        overview = self.overview
-        if detail is None:
-            return Text("reading the store…")
-        row = overview.row(detail.guard) if overview is not None else None
-        head = Text.assemble((detail.guard, "bold"), f" — {detail.description}")
-        if row is None or overview is None:
-            return head
-        note = as_of_note(overview) if overview.read_only else ""
-        return Group(head, Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note,
-                                         row.status.reason))
-
-
-class RunsTable(DataTable[Any]):
-    """A guard's latest canary runs, each with its stages in a row."""
-
-    detail: reactive[Detail | None] = reactive(None)
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_column("started", key="started")
-        self.add_column("canary", key="canary")
-        self.add_column("v", key="variant")
-        self.add_column("verdict", key="verdict")
-        self.add_column("sent→answered", key="stages")
-        self.add_column("took", key="took")
-
-    @property
-    def selected(self) -> RunRow | None:
-        """The run under the cursor."""
-        if self.detail is None or not self.detail.runs or self.row_count == 0:
-            return None
-        index = min(self.cursor_row, len(self.detail.runs) - 1)
-        return self.detail.runs[index]
-
-    def watch_detail(self, old: Detail | None, detail: Detail | None) -> None:
-        if detail is None:
-            return
-        keep = self.selected.id if old is not None and self.selected is not None else None
-        self.clear()
-        for run in detail.runs:
-            self.add_row(
-                Text(clock(run.started, detail.now)),
-                Text(run.canary),
-                Text(str(run.variant)),
-                Text((run.verdict or "in flight").replace("_", " "), style=verdict_style(run.verdict)),
-                stage_glyphs(run),
-                Text(f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"),
-                key=str(run.id),
-            )
-        if keep is not None and any(r.id == keep for r in detail.runs):
-            self.move_cursor(row=self.get_row_index(str(keep)), animate=False)
-
-
-class RunPanel(Static):
-    """One run in full: its timeline, the injected text and the final answer, the leak highlighted."""
-
-    run: reactive[RunRow | None] = reactive(None)
-
-    def render(self) -> RenderableType:
-        run = self.run
-        if run is None:
-            return Text("no canary run yet", style="italic")
-        control = run.expect == "accept"
-        leak_style = "bold black on green3" if control else "bold white on red3"
-        word = (run.verdict or "in flight").replace("_", " ")
-        parts: list[RenderableType] = [
-            Text.assemble(
-                (f"run #{run.id} {run.canary} v{run.variant}", "bold"),
-                f" expects {'acceptance (a control)' if control else 'rejection'} → ",
-                (word, verdict_style(run.verdict)),
-            ),
-            timeline(run),
-            Text("injected", style="bold underline"),
-            highlight(run.injected_text or "-", run.leak_text, "underline"),
-        ]
-        answer_label = "final answer" + (
-            " (the grounded value must reach it)" if control else " (the leak text must not reach it)"
-        )
-        parts += [
-            Text(answer_label, style="bold underline"),
-            highlight(run.answer or "-", run.leak_text, leak_style),
-        ]
-        if run.leak_text:
-            parts.append(Text.assemble(("leak text ", "bold"), run.leak_text))
-        if run.evidence:
-            parts.append(Text.assemble(("evidence ", "bold"), run.evidence))
-        if run.error:
-            parts.append(Text.assemble(("error ", "bold red"), run.error))
-        return Group(*parts)
-
-
-class FiringsTable(DataTable[Any]):
-    """A guard's latest firings: time, file and byte offset, organic or canary, the line."""
-
-    detail: reactive[Detail | None] = reactive(None)
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_column("time", key="time")
-        self.add_column("file@offset", key="where")
-        self.add_column("source", key="source")
-        self.add_column("line", key="line")
-
-    def watch_detail(self, detail: Detail | None) -> None:
-        if detail is None:
-            return
-        self.clear()
-        for i, firing in enumerate(detail.firings):
-            name = firing.path.replace("\\", "/").rsplit("/", 1)[-1]
-            source = Text("organic") if firing.run_id is None else Text(f"run #{firing.run_id}", style="cyan")
-            self.add_row(Text(clock(firing.ts, detail.now)), Text(f"{name}@{firing.offset}"), source,
-                         Text(one_line(firing.line, 160)), key=str(i))
-
-
-class TransitionsTable(DataTable[Any]):
-    """A guard's status changes with their reasons."""
-
-    detail: reactive[Detail | None] = reactive(None)
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_column("at", key="at")
-        self.add_column("change", key="change")
-        self.add_column("reason", key="reason")
-
-    def watch_detail(self, detail: Detail | None) -> None:
-        if detail is None:
-            return
-        self.clear()
-        for t in detail.transitions:
-            self.add_row(Text(clock(t.at, detail.now)), _change(t.previous, t.status), Text(t.reason),
-                         key=str(t.id))
-
-
-def _change(previous: str | None, status: str) -> Text:
-    after = Status(status) if status in Status._value2member_map_ else None
-    word = Text(status.upper(), style="bold red" if after == Status.ASLEEP else "bold")
-    return Text.assemble(f"{(previous or 'none')} → ", word)
-
-
-class AlertsTable(DataTable[Any]):
-    """Every guard's status changes and what was sent for each."""
-
-    history: reactive[AlertHistory | None] = reactive(None)
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_column("at", key="at")
-        self.add_column("guard", key="guard")
-        self.add_column("change", key="change")
-        self.add_column("alerts", key="alerts")
-        self.add_column("reason", key="reason")
-
-    def watch_history(self, history: AlertHistory | None) -> None:
-        if history is None:
-            return
-        self.clear()
-        for row in history.rows:
-            t = row.transition
-            sent = ", ".join(
-                f"{d.kind} {d.channel} {d.state}"
-                + (f" ({one_line(d.last_error, 40)})" if d.last_error else "")
-                for d in row.deliveries
-            ) or "none planned"
-            self.add_row(Text(clock(t.at, history.now)), Text(t.guard), _change(t.previous, t.status),
-                         Text(sent), Text(t.reason), key=str(t.id))

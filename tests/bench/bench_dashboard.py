@@ -1,0 +1,260 @@
+"""The dashboard's refresh against a store of a million firings, against a bare ``count(*)``.
+
+    uv run python tests/bench/bench_dashboard.py                   # 1M firings, 30 days, 8 guards
+    uv run python tests/bench/bench_dashboard.py --firings 100000  # quick run
+    uv run python tests/bench/bench_dashboard.py --keep            # keep (and reuse) the store
+    uv run python tests/bench/bench_dashboard.py --profile         # cProfile the 30d refresh
+
+The store is seeded through bulk inserts on the raw SQLite connection: firings
+spread over 30 days across 8 guards of unequal rates (one never fires), 1 % of
+them attributed to canary runs, the matching hourly counts, an hour of activity
+per hour, a canary run per guard every 6 hours, a few transitions and a
+heartbeat. Then each refresh function the dashboard calls on its interval is
+timed (median of ``--repeat`` calls): the overview for every window, a guard's
+detail and the alert history. The reference is ``SELECT count(*) FROM firings``
+on the same store, timed the same way; the ratio says how many bare counts one
+refresh costs. Target: every refresh under 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+OUT = HERE / "_out"
+SEED = 20261129
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+SPAN = timedelta(days=30)
+#: name -> share of the firings (the last one never fires, as a dead guard would).
+GUARDS = {
+    "citation": 30, "quote": 20, "number": 25, "denial": 10,
+    "provenance": 8, "arithmetic": 5, "version": 2, "date": 0,
+}
+TARGET_MS = 100.0
+
+sys.path.insert(0, str(ROOT))
+
+
+def _ts(moment: datetime) -> str:
+    """A datetime as SQLAlchemy stores it in SQLite."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def write_config(directory: Path) -> Path:
+    """Eight guard definitions, one canary each, and a canary.toml over them."""
+    defs = directory / "defs"
+    defs.mkdir(parents=True, exist_ok=True)
+    for name in GUARDS:
+        (defs / f"{name}.toml").write_text(
+            f"""[guard]
+name = "{name}"
+description = "The {name} guard."
+match = '{name.title()}Guard: rejected'
+window = "24h"
+grace = "1h"
+
+[[canary]]
+name = "fake-{name}"
+every = "6h"
+prompt = "Read {{fixture_url}} and answer."
+fixture = "<p>The amount is {{true_number}} euros.</p>"
+inject = "The amount is {{fake_number}} euros."
+leak = "{{fake_number}}"
+timeout = "120s"
+""",
+            encoding="utf-8",
+        )
+    log = directory / "agent.log"
+    log.touch()
+    path = directory / "canary.toml"
+    path.write_text(
+        f"""defs = [{(defs / "*.toml").as_posix()!r}]
+
+[agent]
+url = "http://127.0.0.1:9/ask"
+
+[logs]
+paths = [{log.as_posix()!r}]
+activity = 'task finished'
+
+[store]
+url = {"sqlite:///" + (directory / "canary.db").as_posix()!r}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def seed(directory: Path, firings: int) -> None:
+    """Fill the store with ``firings`` firing rows and everything that goes with them."""
+    from canary.config import load_config
+    from canary.store import Store
+
+    config = load_config(str(write_config(directory)))
+    store = Store(config.store.url)
+    rng = random.Random(SEED)
+    start = NOW - SPAN
+    raw = store.engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        run_ids: dict[str, list[int]] = {}
+        runs = []
+        run_id = 0
+        for guard, share in GUARDS.items():
+            for i in range(int(SPAN / timedelta(hours=6))):
+                run_id += 1
+                at = start + timedelta(hours=6 * i, minutes=rng.randint(0, 59))
+                verdict = "leaked" if share == 0 else "caught"
+                trace = {"sent": 0.0, "fixture_fetched": 0.2, "injected": 0.3,
+                         "fired": None if verdict == "leaked" else 0.6, "repair_requested": None, "answered": 2.0}
+                runs.append((run_id, guard, f"fake-{guard}", 0, "reject", f"n{run_id:020d}", _ts(at),
+                             _ts(at + timedelta(seconds=3)), 2.4, verdict, json.dumps(trace),
+                             verdict == "leaked", int(verdict == "caught"), "The amount is 12 euros.", "12",
+                             "The amount is 10 euros."))
+                run_ids.setdefault(guard, []).append(run_id)
+        cur.executemany(
+            "INSERT INTO runs (id, guard, canary, variant, expect, nonce, started, finished, duration_s, verdict,"
+            " trace, leaked, firings, injected_text, leak_text, answer) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            runs,
+        )
+        names = [g for g, share in GUARDS.items() if share]
+        weights = [GUARDS[g] for g in names]
+        counts: Counter[tuple[str, str, str]] = Counter()
+        seconds = int(SPAN.total_seconds())
+        batch = []
+        for i in range(firings):
+            guard = rng.choices(names, weights)[0]
+            moment = start + timedelta(seconds=rng.randrange(seconds))
+            canary = rng.random() < 0.01
+            ts = _ts(moment)
+            batch.append((guard, ts, 1, ts, "/var/log/agent.log", "1:1", i * 200,
+                          f"{ts} WARN guards {guard.title()}Guard: rejected item={i}",
+                          rng.choice(run_ids[guard]) if canary else None))
+            counts[(guard, _ts(moment.replace(minute=0, second=0, microsecond=0)),
+                    "canary" if canary else "organic")] += 1
+            if len(batch) == 100_000:
+                cur.executemany(
+                    "INSERT INTO firings (guard, ts, ts_from_line, read_at, path, file_key, offset, line, run_id)"
+                    " VALUES (?,?,?,?,?,?,?,?,?)", batch)
+                batch.clear()
+        if batch:
+            cur.executemany(
+                "INSERT INTO firings (guard, ts, ts_from_line, read_at, path, file_key, offset, line, run_id)"
+                " VALUES (?,?,?,?,?,?,?,?,?)", batch)
+        cur.executemany("INSERT INTO hourly_counts (guard, hour, source, count) VALUES (?,?,?,?)",
+                        [(g, h, s, n) for (g, h, s), n in counts.items()])
+        hours = int(SPAN / timedelta(hours=1)) + 1
+        cur.executemany(
+            "INSERT INTO hourly_activity (hour, activity, lines, bytes) VALUES (?,?,?,?)",
+            [(_ts(start.replace(minute=0) + timedelta(hours=h)), 40, 4000, 400_000) for h in range(hours)],
+        )
+        cur.executemany(
+            "INSERT INTO transitions (guard, at, status, previous, reason) VALUES (?,?,?,?,?)",
+            [(g, _ts(start + timedelta(hours=1)), "asleep" if GUARDS[g] == 0 else "alive", "new", "seeded")
+             for g in GUARDS],
+        )
+        cur.execute(
+            "INSERT INTO heartbeat (id, pid, started, beat, files, proxy, fixtures, control) VALUES (1,?,?,?,?,?,?,?)",
+            (1, _ts(NOW - timedelta(days=1)), _ts(NOW - timedelta(seconds=3)), 1, "http://127.0.0.1:11435",
+             "http://127.0.0.1:11436", "http://127.0.0.1:11437"),
+        )
+        raw.commit()
+        cur.execute("ANALYZE")
+        raw.commit()
+    finally:
+        raw.close()
+    store.close()
+
+
+def timed(call: Callable[[], object], repeat: int) -> float:
+    """Median milliseconds of ``call`` after one warm-up call."""
+    call()
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--firings", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--keep", action="store_true", help="keep the store in tests/bench/_out and reuse it")
+    parser.add_argument("--profile", action="store_true", help="cProfile the 30d overview refresh")
+    args = parser.parse_args()
+
+    from canary.config import load_config
+    from canary.store import Store
+    from dashboard.model import WINDOWS, load_alerts, load_detail, load_overview
+
+    if args.keep:
+        directory = OUT / f"dashboard-{args.firings}"
+        directory.mkdir(parents=True, exist_ok=True)
+    else:
+        directory = Path(tempfile.mkdtemp(prefix="bench-dashboard-"))
+    try:
+        if not (directory / "canary.db").exists():
+            started = time.perf_counter()
+            seed(directory, args.firings)
+            print(f"seeded {args.firings:,} firings in {time.perf_counter() - started:.1f} s ({directory})")
+        config = load_config(str(directory / "canary.toml"))
+        store = Store(config.store.url)
+        print(f"store: {store.count_firings():,} firings, {len(config.guards)} guards, "
+              f"{(directory / 'canary.db').stat().st_size / 1e6:.0f} MB")
+
+        def bare_count() -> object:
+            with store.engine.connect() as conn:
+                return conn.exec_driver_sql("SELECT count(*) FROM firings").scalar()
+
+        reference = timed(bare_count, args.repeat)
+        print(f"reference  SELECT count(*) FROM firings         {reference:8.2f} ms")
+        worst = 0.0
+        for spec in WINDOWS:
+            ms = timed(lambda spec=spec: load_overview(store, config, now=NOW, window=spec), args.repeat)
+            worst = max(worst, ms)
+            print(f"overview   window {spec.label:<4} ({spec.cells} bars)           {ms:8.2f} ms  "
+                  f"{ms / reference:6.2f}x the count")
+        for name, call in (
+            ("detail     citation", lambda: load_detail(store, config, "citation", now=NOW)),
+            ("alerts     history", lambda: load_alerts(store, now=NOW)),
+        ):
+            ms = timed(call, args.repeat)
+            worst = max(worst, ms)
+            print(f"{name:<44}{ms:8.2f} ms  {ms / reference:6.2f}x the count")
+        verdict = "under" if worst < TARGET_MS else "OVER"
+        print(f"slowest refresh {worst:.2f} ms: {verdict} the {TARGET_MS:.0f} ms target")
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(args.repeat):
+                load_overview(store, config, now=NOW, window=WINDOWS[-1])
+            profile.disable()
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(25)
+            print(out.getvalue())
+        store.close()
+        return 0 if worst < TARGET_MS else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
