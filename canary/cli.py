@@ -280,7 +280,9 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     is_flag=True,
     help="Run every canary once and print the verdicts; no screen (also when stdout is not a terminal).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the `canary run --json` document (implies --headless).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the `canary run --json` document (implies --headless)."
+)
 @click.option(
     "--keep",
     type=click.Path(file_okay=False),

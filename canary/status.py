@@ -204,10 +204,10 @@ def evaluate(facts: GuardFacts, *, now: datetime) -> GuardStatus:
             else:
                 stale.append((canary, run))
         if pending and not stale:
-            proved = [r for r in latest.values() if r is not None]
+            done = [r for r in latest.values() if r is not None]
             names = ", ".join(c.name for c in pending)
-            if proved:
-                proof = max(proved, key=lambda r: r.at)
+            if done:
+                proof = max(done, key=lambda r: r.at)
                 return status(
                     Status.NEW,
                     f"canary {proof.canary} {proof.verdict} at {_at(proof.at)}; {names} has not run yet",
