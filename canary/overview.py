@@ -130,7 +130,7 @@ def latest_statuses(store: Store) -> dict[str, str]:
         latest, col(Transition.id) == latest.c.id
     )
     with store.engine.connect() as conn:
-        return dict(conn.execute(stmt).tuples().all())
+        return {str(row[0]): str(row[1]) for row in conn.execute(stmt)}
 
 
 def record_transitions(store: Store, statuses: list[GuardStatus], *, now: datetime) -> list[dict[str, Any]]:
