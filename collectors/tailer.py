@@ -277,6 +277,9 @@ class Tailer:
             fd, stored.head_len, stored.head_hash
         ):
             offset = stored.offset
+            # A position stored while the file was empty says nothing of what it holds now:
+            # like a new file, it may turn out to be a copy of a followed one.
+            fresh = stored.offset == 0 and stored.head_len == 0
         elif self.start_at_end and self._first_scan and stored is None:
             offset = _last_line_end(fd, st.st_size)
         else:
