@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from collectors.files import expand, head_fingerprint, is_compressed, same_head
+from collectors.files import expand, is_compressed, same_head
 from collectors.scan import Hit, LineScanner, Matcher
 
 CHUNK = 1 << 20
@@ -108,6 +108,7 @@ class _Before:
     tail_len: int
     tail_hash: bytes
     at: float
+    head_bytes: bytes = b""
 
 
 @dataclass
@@ -120,6 +121,7 @@ class _Followed:
     scanner: LineScanner
     head_len: int
     head_hash: bytes
+    head_bytes: bytes = b""
     size: int = 0
     last_change: float = 0.0
     rotated: bool = False
@@ -135,7 +137,8 @@ class _Followed:
     def snapshot(self, now: float) -> _Before:
         """The read state as it is now."""
         return _Before(
-            self.scanner.offset, self.head_len, self.head_hash, self.tail_len, self.tail_hash, now
+            self.scanner.offset, self.head_len, self.head_hash, self.tail_len, self.tail_hash, now,
+            self.head_bytes,
         )
 
 
@@ -285,7 +288,7 @@ class Tailer:
         else:
             offset = 0
             fresh = stored is None  # nothing read yet: it may turn out to be a copy
-        head_len, head_hash = head_fingerprint(fd, st.st_size, HEAD)
+        head_len, head_hash, head_bytes = _head(fd, st.st_size)
         self._files[key] = _Followed(
             key=key,
             dev=st.st_dev,
@@ -295,6 +298,7 @@ class Tailer:
             scanner=LineScanner(self.matcher, offset),
             head_len=head_len,
             head_hash=head_hash,
+            head_bytes=head_bytes,
             size=st.st_size,
             last_change=now,
             fresh=fresh,
@@ -328,18 +332,22 @@ class Tailer:
             before = f.before
             if before is None and f.scanner.offset and _truncated(f):
                 before = f.snapshot(now)
-            if (
-                before is not None
-                and before.offset
-                and size >= before.offset
-                and same_head(fd, before.head_len, before.head_hash)
-                and (
-                    not before.tail_len
-                    or _tail_hash(fd, before.offset, before.tail_len) == before.tail_hash
-                )
-            ):
-                self._waiting.pop(key, None)
-                return before.offset
+            if before is not None and before.offset:
+                if (
+                    size >= before.offset
+                    and same_head(fd, before.head_len, before.head_hash)
+                    and (
+                        not before.tail_len
+                        or _tail_hash(fd, before.offset, before.tail_len) == before.tail_hash
+                    )
+                ):
+                    self._waiting.pop(key, None)
+                    return before.offset
+                if size < before.offset and _is_prefix(fd, size, before.head_bytes):
+                    # A copy made before the original gave its last lines (the writer went on
+                    # between copy and truncation): everything in it was read already.
+                    self._waiting.pop(key, None)
+                    return _last_line_end(fd, size)
             if (
                 before is None
                 and not f.rotated
@@ -377,10 +385,10 @@ class Tailer:
             self.truncations += 1
             f.before = f.snapshot(now)
             f.scanner = LineScanner(self.matcher, 0)
-            f.head_len, f.head_hash = head_fingerprint(f.fd, st.st_size, HEAD)
+            f.head_len, f.head_hash, f.head_bytes = _head(f.fd, st.st_size)
             self._commit(f, [], 0, 0)
         elif f.head_len < HEAD and st.st_size > f.head_len:
-            f.head_len, f.head_hash = head_fingerprint(f.fd, st.st_size, HEAD)
+            f.head_len, f.head_hash, f.head_bytes = _head(f.fd, st.st_size)
         consumed = 0
         hits: list[Hit] = []
         lines = 0
@@ -405,7 +413,7 @@ class Tailer:
                 hits, lines, pending_bytes = [], 0, 0
         if f.head_len < HEAD and f.scanner.read_pos > f.head_len:
             # Hash the head from what was read: bytes appended during the read count too.
-            f.head_len, f.head_hash = head_fingerprint(f.fd, f.scanner.read_pos, HEAD)
+            f.head_len, f.head_hash, f.head_bytes = _head(f.fd, f.scanner.read_pos)
         if pending_bytes or hits:
             if not self._commit(f, hits, lines, pending_bytes):
                 return consumed
@@ -470,6 +478,15 @@ class Tailer:
         self._reported.discard(path)
 
 
+def _head(fd: int, size: int) -> tuple[int, bytes, bytes]:
+    """(length, hash, bytes) of a file's first ``min(size, HEAD)`` bytes, as ``same_head`` checks them."""
+    try:
+        data = os.pread(fd, min(size, HEAD), 0)
+    except OSError:
+        data = b""
+    return len(data), hashlib.blake2b(data, digest_size=16).digest(), data
+
+
 def _tail_hash(fd: int, offset: int, length: int) -> bytes:
     """Hash of the ``length`` bytes before ``offset`` (empty if they cannot be read)."""
     if length <= 0:
@@ -499,6 +516,17 @@ def _still_holds(path: str, state: FileState) -> bool:
         return _still_holds_fd(fd, state)
     finally:
         _close(fd)
+
+
+def _is_prefix(fd: int, size: int, head: bytes) -> bool:
+    """Whether a file's first bytes agree with a remembered head (as far as both go)."""
+    length = min(size, len(head))
+    if length <= 0:
+        return False
+    try:
+        return os.pread(fd, length, 0) == head[:length]
+    except OSError:
+        return False
 
 
 def _same_prefix(fd_a: int, fd_b: int, length: int) -> bool:

@@ -293,3 +293,22 @@ def test_copytruncate_copy_in_the_glob_is_not_counted_twice(tmp_path: Path, stor
     clock.now += 10
     t.poll()
     assert store.count_firings() == 40 + 5 + 2
+
+
+def test_copy_older_than_what_was_read_is_not_counted_again(tmp_path: Path, store: Store) -> None:
+    """copytruncate where the writer went on between the copy and the truncation."""
+    clock = Clock()
+    log = tmp_path / "app.log"
+    log.write_bytes(hits(40))
+    t = make_tailer(store, str(tmp_path / "app.log*"), clock)
+    t.poll()
+    (tmp_path / "app.log.1").write_bytes(log.read_bytes())  # the copy
+    append(log, hits(5, 100))  # written after the copy, before the truncation
+    t.poll()  # the original gives those 5; the copy waits to be told from a twin
+    with open(log, "r+b") as f:
+        f.truncate(0)
+    append(log, hits(2, 200))
+    t.poll()
+    clock.now += 10
+    t.poll()
+    assert store.count_firings() == 40 + 5 + 2

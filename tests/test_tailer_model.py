@@ -63,8 +63,9 @@ end of this module: ``HICCUP_RESETS`` (a failed commit of a position reset), ``C
 ``RotatedNamesToo`` (a crash before, or in, the poll that first sees a copytruncate copy, or a
 restart before it with the original deleted),
 ``ADOPT_REWRITTEN`` (a file truncated and rewritten since it was last polled, then rotated out
-of the glob while no tailer ran) and ``HOLD_INODES = False`` in ``RotatedNamesToo`` (a
-copytruncate copy made while no tailer ran, on the inode of a deleted rotated file).
+of the glob while no tailer ran), ``BLANK_FIRST_LINES`` (files whose first lines are empty, so
+their heads are alike) and ``HOLD_INODES = False`` in ``RotatedNamesToo`` (a copytruncate copy
+made while no tailer ran, on the inode of a deleted rotated file).
 ``HOLD_INODES = True`` keeps every inode of an example open, so the kernel never hands its
 number to a new file; ``LiveNameOnly`` lets numbers be reused. Turn a switch on when its test
 starts to pass.
@@ -211,6 +212,8 @@ class TailerModel(RuleBasedStateMachine):
     #: Require a restarted tailer to finish a file that was truncated and rewritten since it was
     #: last polled and then rotated out of the glob (its stored head no longer matches).
     ADOPT_REWRITTEN = False
+    #: Let a file start with empty lines (a head shared by many files, like a banner line).
+    BLANK_FIRST_LINES = False
     #: Keep every inode of the example open, so the kernel never hands its number to a new file.
     HOLD_INODES = False
 
@@ -363,6 +366,8 @@ class TailerModel(RuleBasedStateMachine):
             data = self.pending.rest + data
             seqs = [self.pending.seq, *seqs]
             self.pending = None
+        if not f.content and not self.BLANK_FIRST_LINES:
+            data = data.lstrip(b"\n")
         os.write(fd, data)
         f.content += data
         self.written.update(seqs)
@@ -1059,3 +1064,24 @@ def test_copytruncate_then_delete_while_stopped_does_not_count_the_copy_again(pi
     log.unlink()
     tailer("app.log*").poll()
     assert counted_lines(store) == ["a HIT seq=0"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a copy is matched to the first followed file whose truncation snapshot it starts "
+    "with, however short: here another file's 1-byte head",
+)
+def test_copy_is_not_matched_to_another_files_short_head(pinned: Any) -> None:
+    logs, store, tailer = pinned
+    log = logs / "app.log"
+    log.write_bytes(b"\n")
+    t = tailer("app.log*")
+    t.poll()
+    os.truncate(log, 0)  # truncated (its snapshot: 1 byte read, head b"\n")...
+    log.unlink()  # ...and deleted; the tailer still holds it
+    log.write_bytes(b"\nb HIT seq=1\n")  # a new app.log, starting with the same byte
+    t.poll()
+    shutil.copyfile(log, logs / "app.log.1")  # copytruncate of the new app.log
+    os.truncate(log, 0)
+    t.poll()
+    assert counted_lines(store) == ["b HIT seq=1"]
