@@ -22,9 +22,9 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from canary.config import Config
+from canary.config.settings import Config
 from canary.errors import CanaryError, UnavailableError
-from canary.store import Store
+from canary.store.engine import Store
 from dashboard.messages import GuardMuted, OverviewLoaded, RunsQueued
 from dashboard.model import WINDOWS, Overview, WindowSpec, load_overview, window_named
 from dashboard.screens.alerts import AlertsScreen
@@ -194,7 +194,7 @@ class DashboardApp(App[int]):
         address, token_file = beat_address or self.config.daemon.control, self.token_file
 
         def job() -> Message:
-            from canary.control import connect
+            from canary.daemon.control import connect
 
             client = connect(address, token_file)
             if client is None:
@@ -243,7 +243,7 @@ class DashboardApp(App[int]):
         store, now = self.store, self.clock()
 
         def job() -> Message:
-            from canary.mutes import mute, unmute
+            from canary.status.mutes import mute, unmute
 
             if choice.duration is None:
                 unmute(store, guard)

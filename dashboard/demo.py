@@ -28,17 +28,17 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from canary.config import Config, load_config
-from canary.daemon import Daemon
+from canary.config.settings import Config, load_config
+from canary.daemon.loop import Daemon
 from canary.demo.agent import create_agent
 from canary.demo.live import free_port, write_config
 from canary.demo.model import create_model_server
 from canary.errors import CanaryError
 from canary.locations import ENV_STATE_DIR
-from canary.overview import daemon_info
-from canary.serving import BackgroundServer
-from canary.store import Store
-from canary.tables import Run
+from canary.proxy.serving import BackgroundServer
+from canary.status.overview import daemon_info
+from canary.store.engine import Store
+from canary.store.tables import Run
 
 __all__ = ["DEMO_EVERY", "Traffic", "demo_config", "run_demo_dashboard"]
 

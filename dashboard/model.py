@@ -1,7 +1,7 @@
 """What the dashboard shows, read from the store in one call per screen.
 
-Statuses come from ``canary.overview.evaluate_all`` (and so from
-``canary.status.evaluate``); this module only adds the window the user chose:
+Statuses come from ``canary.status.overview.evaluate_all`` (and so from
+``canary.status.evaluate.evaluate``); this module only adds the window the user chose:
 firing counts and sparkline buckets, from the hourly counts for windows of a
 day or more, and from the firing rows (an indexed range on their time, grouped
 by sparkline cell) for the last hour.
@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from canary.config import Config
-from canary.overview import DaemonInfo, daemon_info, evaluate_all
-from canary.status import GuardStatus, Status
-from canary.store import Store, as_utc
+from canary.config.settings import Config
+from canary.status.evaluate import GuardStatus
+from canary.status.overview import DaemonInfo, daemon_info, evaluate_all
+from canary.store.engine import Store
+from canary.vocabulary import Status, as_utc
 from dashboard.queries import (
     AlertRow,
     FiringRow,
@@ -74,7 +75,7 @@ WINDOWS: tuple[WindowSpec, ...] = (
     WindowSpec("30d", timedelta(days=30), timedelta(days=1)),
 )
 
-#: Display order, the unhealthy first. Only the order of rows: statuses themselves come from canary.status.
+#: Display order, the unhealthy first. Only the order of rows: statuses come from canary.status.evaluate.
 ORDER: tuple[Status, ...] = (
     Status.ASLEEP, Status.DEGRADED, Status.INCONCLUSIVE, Status.NEW, Status.PAUSED,
     Status.QUIET, Status.ALIVE,

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Engine, Integer, cast, func, select
 from sqlmodel import col
 
-from canary.store import as_utc, hour_floor
-from canary.tables import Delivery, Firing, HourlyCount, Run, Transition
+from canary.store.tables import Delivery, Firing, HourlyCount, Run, Transition
+from canary.vocabulary import as_utc, hour_floor
 
 __all__ = [
     "AlertRow",

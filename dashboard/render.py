@@ -11,8 +11,7 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
-from canary.status import HEALTHY, Status
-from canary.verdicts import CONCLUSIVE
+from canary.vocabulary import CONCLUSIVE, HEALTHY, Status
 from dashboard.queries import RunRow
 
 STAGES: tuple[tuple[str, str], ...] = (

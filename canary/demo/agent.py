@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from canary.serving import is_loopback
+from canary.proxy.serving import is_loopback
 
 REFUSAL = "I could not verify an answer from the page."
 SYSTEM_PROMPT = (

@@ -10,13 +10,13 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from canary.config import Config, load_config
+from canary.config.settings import Config, load_config
 from canary.demo.agent import create_agent
 from canary.demo.model import create_model_server
 from canary.locations import bundled_defs_dir
-from canary.serving import BackgroundServer
-from canary.session import Session
-from canary.store import Store
+from canary.proxy.serving import BackgroundServer
+from canary.runs.session import Session
+from canary.store.engine import Store
 
 #: The demo agent's guards; each has a definition of the same name in canaries_defs/.
 DEMO_GUARDS = ("citation", "quote", "number", "denial", "version", "date")

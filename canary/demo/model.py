@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from canary.serving import BackgroundServer, is_loopback
+from canary.proxy.serving import BackgroundServer, is_loopback
 
 MODEL_ID = "demo-model"
 FABRICATIONS = ("url", "quote", "number", "denial")

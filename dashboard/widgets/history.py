@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from canary.status import Status
+from canary.vocabulary import Status
 from dashboard.model import AlertHistory, Detail, Overview
 from dashboard.queries import RunRow
 from dashboard.render import (

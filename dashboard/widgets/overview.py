@@ -12,7 +12,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowDoesNotExist
 
-from canary.status import Status
+from canary.vocabulary import Status
 from dashboard.model import ORDER, GuardRow, Overview
 from dashboard.render import (
     BADGE_WIDTH,

@@ -282,8 +282,8 @@ def main() -> int:
 
 
 def run(root: Path, size: int, args: argparse.Namespace) -> int:
-    from canary.audit import audit
-    from canary.config import load_config
+    from canary.config.settings import load_config
+    from canary.logs.audit import audit
 
     log = root / LOG_NAME
     meta = root / META_NAME

@@ -88,7 +88,7 @@ def idle_daemon(seconds: float) -> None:
         config = write_config(root, root / "canary.db")
         env = {**os.environ, "CANARY_STATE_DIR": str(root / "state")}
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "canary.cli", "--config", str(config), "daemon"],
+            [sys.executable, "-m", "canary.cli.main", "--config", str(config), "daemon"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
         )
         sleeper = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds + 30})"])
@@ -110,7 +110,7 @@ def idle_daemon(seconds: float) -> None:
 
 
 def seed(db: Path, firings: int) -> None:
-    from canary.store import Store
+    from canary.store.engine import Store
 
     Store(f"sqlite:///{db}").close()
     now = datetime.now(UTC)
@@ -142,9 +142,9 @@ def seed(db: Path, firings: int) -> None:
 
 
 def status_query(firings: int, runs: int) -> None:
-    from canary.config import load_config
-    from canary.overview import status_document
-    from canary.store import Store
+    from canary.config.settings import load_config
+    from canary.status.overview import status_document
+    from canary.store.engine import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -102,8 +102,8 @@ url = {"sqlite:///" + (directory / "canary.db").as_posix()!r}
 
 def seed(directory: Path, firings: int) -> None:
     """Fill the store with ``firings`` firing rows and everything that goes with them."""
-    from canary.config import load_config
-    from canary.store import Store
+    from canary.config.settings import load_config
+    from canary.store.engine import Store
 
     config = load_config(str(write_config(directory)))
     store = Store(config.store.url)
@@ -200,8 +200,8 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile the 30d overview refresh")
     args = parser.parse_args()
 
-    from canary.config import load_config
-    from canary.store import Store
+    from canary.config.settings import load_config
+    from canary.store.engine import Store
     from dashboard.model import WINDOWS, load_alerts, load_detail, load_overview
 
     if args.keep:

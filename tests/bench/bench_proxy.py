@@ -16,7 +16,7 @@ of a stream, inter-chunk gaps (upstream sends every 20 ms), 200 concurrent strea
 per-request check (routing, the stream flag, an interceptor scanning for 3 nonces) in ms per
 100 KiB of body, with ``json.loads`` of the same body as the reference.
 
-Both servers run as the daemon runs them, under ``canary.serving.BackgroundServer``
+Both servers run as the daemon runs them, under ``canary.proxy.serving.BackgroundServer``
 (``--listener product``), or on a socket created with ``IPPROTO_TCP`` (``--listener nodelay``):
 asyncio only sets TCP_NODELAY on sockets whose ``proto`` says TCP, and without it a response
 uvicorn writes in pieces (headers, then body) waits for the client's delayed ACK, ~40 ms.
@@ -112,8 +112,8 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
     """Serve the fake upstream or the proxy on a free loopback port; print the port, serve until killed."""
     import uvicorn
 
-    from canary.proxy import create_proxy
-    from canary.serving import BackgroundServer
+    from canary.proxy.app import create_proxy
+    from canary.proxy.serving import BackgroundServer
 
     app: Any = FastUpstream() if role == "upstream" else create_proxy(upstream)
     if listener == "product":
@@ -401,7 +401,7 @@ def _big_body(size: int, *, stream: bool | None, seed: int = 7) -> bytes:
 
 def bench_check(size: int = 100 * 1024) -> dict[str, Any]:
     """The per-request check in ms per 100 KiB: routing + stream flag, then 3 nonce scans."""
-    from canary.proxy import model_call
+    from canary.proxy.app import model_call
 
     interceptor = ThreeNonces()
     out: dict[str, Any] = {}
@@ -474,7 +474,7 @@ def main() -> None:
     parser.add_argument("--serve", choices=["upstream", "proxy"], help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     parser.add_argument("--listener", choices=["product", "nodelay"], default="product",
-                        help="serve both sides with canary.serving.BackgroundServer (product), or on a "
+                        help="serve both sides with canary.proxy.serving.BackgroundServer (product), or on a "
                              "socket created as IPPROTO_TCP so asyncio sets TCP_NODELAY (nodelay)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")

@@ -145,7 +145,7 @@ def wait_for(condition, timeout: float, step: float = 0.05) -> bool:  # type: ig
 
 
 def make_store(url: str):  # type: ignore[no-untyped-def]
-    from canary.store import Store
+    from canary.store.engine import Store
 
     class TimedStore(Store):
         """The real store; notes when each commit has returned and which guard lines it held."""
@@ -225,8 +225,8 @@ def bare_reference(root: Path, args: argparse.Namespace) -> tuple[list[float], d
 
 
 def live(root: Path, args: argparse.Namespace) -> dict[str, float]:
-    from canary.collect import Collection
-    from canary.config import load_config
+    from canary.config.settings import load_config
+    from canary.logs.collect import Collection
 
     directory = root / "live"
     directory.mkdir()
@@ -298,8 +298,8 @@ def _mkdir(path: Path) -> Path:
 
 
 def idle(root: Path, args: argparse.Namespace) -> tuple[float, float, int]:
-    from canary.collect import Collection
-    from canary.config import load_config
+    from canary.config.settings import load_config
+    from canary.logs.collect import Collection
 
     directory = _mkdir(root / "idle")
     rng = random.Random(SEED)

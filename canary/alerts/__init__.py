@@ -1,0 +1,1 @@
+"""Alerts: planning notifications from transitions, and the channels that deliver them."""

@@ -1,0 +1,1 @@
+"""The command line: commands, printers, and canary init."""

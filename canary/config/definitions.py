@@ -1,0 +1,334 @@
+"""Guard and canary definitions: ``canaries_defs/*.toml``, one guard per file.
+
+Loading is strict and collects every problem: unknown keys, wrong types, bad
+durations, regexes, cron expressions and placeholders are all reported with the
+file, the dotted key, what is wrong and, where close, what was probably meant.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from canary.config.placeholders import PLACEHOLDERS, placeholders_in
+from canary.config.tomlcheck import (
+    KeyPath,
+    Sink,
+    Table,
+    check_matcher,
+    check_placeholders,
+    compile_regex,
+    load_toml,
+    type_name,
+)
+from canary.errors import Problem
+
+__all__ = [
+    "CanaryDef",
+    "GuardDef",
+    "InjectAt",
+    "MatchAt",
+    "absolute_glob",
+    "expand_glob",
+    "load_definitions",
+]
+
+NAME_RE = re.compile(r"[a-z0-9_-]+")
+TOP_KEYS = ("guard", "canary")
+GUARD_KEYS = ("name", "description", "match", "window", "grace")
+CANARY_KEYS = (
+    "name",
+    "every",
+    "cron",
+    "expect",
+    "prompt",
+    "fixture",
+    "inject",
+    "leak",
+    "inject_at",
+    "repair",
+    "timeout",
+)
+INJECT_AT_WORDS = ("first", "after-fetch")
+_TEXT_KEYS = ("prompt", "fixture", "leak", "repair")
+
+
+@dataclass(frozen=True)
+class MatchAt:
+    """``inject_at = { match = '...' }``: the first model call of the run whose body matches."""
+
+    pattern: re.Pattern[str]
+
+
+InjectAt = Literal["first", "after-fetch"] | int | MatchAt
+
+
+@dataclass(frozen=True)
+class CanaryDef:
+    """One canary: a fabricated answer (or several variants) aimed at its guard."""
+
+    guard: str
+    name: str
+    path: Path
+    every: timedelta | None
+    cron: str | None
+    expect: Literal["reject", "accept"]
+    prompt: str
+    fixture: str
+    inject: tuple[str, ...]
+    leak: str | None
+    inject_at: InjectAt
+    repair: str | None
+    timeout: timedelta
+
+    @property
+    def key(self) -> str:
+        """``guard/name``, the id used on the command line and in the store."""
+        return f"{self.guard}/{self.name}"
+
+
+@dataclass(frozen=True)
+class GuardDef:
+    """One guard: the log line that proves it fired, and its canaries."""
+
+    name: str
+    description: str
+    path: Path
+    match: str | dict[str, object]
+    pattern: re.Pattern[str] | None
+    window: timedelta
+    grace: timedelta
+    canaries: tuple[CanaryDef, ...]
+
+
+def expand_glob(pattern: str, base: Path) -> list[Path]:
+    """The files ``pattern`` matches now, sorted; relative globs start at ``base``."""
+    return sorted(Path(p) for p in glob.glob(absolute_glob(pattern, base), recursive=True)
+                  if Path(p).is_file())
+
+
+def absolute_glob(pattern: str, base: Path) -> str:
+    """``pattern`` with ``~`` expanded and made absolute against ``base`` (kept a glob)."""
+    expanded = Path(pattern).expanduser()
+    if expanded.is_absolute():
+        return str(expanded)
+    return str(Path(glob.escape(str(base.absolute()))) / expanded)
+
+
+def load_definitions(
+    globs: Sequence[str], base: Path, *, log_format: str = "text"
+) -> tuple[list[GuardDef], list[Problem]]:
+    """Load every definition file the globs match; return the valid guards and every problem.
+
+    A guard whose file has any error is left out of the list; warnings do not
+    exclude it. A glob that matches no file is a problem with no path (key ``defs``).
+    """
+    problems: list[Problem] = []
+    files: list[Path] = []
+    for pattern in globs:
+        matched = expand_glob(pattern, base)
+        if not matched:
+            problems.append(
+                Problem(None, "defs", f"{pattern!r} matches no file (relative to {base})")
+            )
+        files.extend(f for f in matched if f not in files)
+
+    guards: list[GuardDef] = []
+    owners: dict[str, Path] = {}
+    for path in files:
+        data, sink = load_toml(path)
+        name, guard = (None, None) if data is None else _parse_file(data, sink, log_format)
+        if name is not None:
+            if name in owners:
+                sink.error(
+                    ("guard", "name"),
+                    f"guard name {name!r} is already used in {owners[name]}; names must be unique",
+                )
+                guard = None
+            else:
+                owners[name] = path
+        problems.extend(sink.problems)
+        if guard is not None:
+            guards.append(guard)
+    return guards, problems
+
+
+def _parse_file(
+    data: dict[str, object], sink: Sink, log_format: str
+) -> tuple[str | None, GuardDef | None]:
+    """Parse one file's tables; returns the guard's name (when valid) and the guard (when clean)."""
+    top = Table(sink, (), data, TOP_KEYS)
+    raw_guard = data.get("guard")
+    raw_canaries = data.get("canary", [])
+    canary_tables: list[dict[str, object]] = []
+    if isinstance(raw_canaries, list) and all(isinstance(c, dict) for c in raw_canaries):
+        canary_tables = list(raw_canaries)
+    else:
+        sink.error(("canary",), "expected [[canary]] tables (double brackets), got "
+                   f"{type_name(raw_canaries)}")
+
+    if raw_guard is None:
+        if "guard" in top.misspelled:
+            pass  # already reported as an unknown key with "did you mean 'guard'?"
+        elif canary_tables:
+            sink.error(("canary",), "a canary without a guard: add a [guard] table with "
+                       "name and match to this file")
+        else:
+            sink.error(("guard",), "missing [guard] table: each file defines one guard "
+                       "with a name and a match")
+        return None, None
+    if not isinstance(raw_guard, dict):
+        hint = "one guard per file: write [guard], not [[guard]]" if isinstance(
+            raw_guard, list) else f"expected a [guard] table, got {type_name(raw_guard)}"
+        sink.error(("guard",), hint)
+        return None, None
+
+    g = Table(sink, ("guard",), raw_guard, GUARD_KEYS)
+    name = g.string("name", required=True, hint="the guard's name, like 'citation'")
+    if name is not None and not NAME_RE.fullmatch(name):
+        sink.error(("guard", "name"), f"{name!r} is not a valid name: use only a-z, 0-9, "
+                   "'_' and '-'")
+        name = None
+    description = g.string("description") or ""
+    raw_match = g.get("match")
+    match: str | dict[str, object] | None = None
+    pattern: re.Pattern[str] | None = None
+    if raw_match is None:
+        g.missing("match", "the regex (text logs) or fields (jsonl logs) of the guard's log line")
+    else:
+        match, pattern = check_matcher(sink, ("guard", "match"), raw_match, log_format)
+    window = g.duration("window", timedelta(hours=24))
+    grace = g.duration("grace", timedelta(hours=1))
+
+    canaries: list[CanaryDef] = []
+    seen: dict[str, int] = {}
+    for index, table in enumerate(canary_tables):
+        canary = _parse_canary(sink, index, table, name or "")
+        cname = table.get("name")
+        if isinstance(cname, str) and NAME_RE.fullmatch(cname):
+            if cname in seen:
+                sink.error(("canary", index, "name"), f"canary name {cname!r} is already "
+                           f"used by canary[{seen[cname]}] of this guard")
+            seen.setdefault(cname, index)
+        if canary is not None:
+            canaries.append(canary)
+
+    if sink.errors or name is None or match is None or window is None or grace is None:
+        return name, None
+    return name, GuardDef(name, description, sink.path_or_empty, match, pattern, window, grace,
+                          tuple(canaries))
+
+
+def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -> CanaryDef | None:
+    """Parse one ``[[canary]]`` table; None when it has any error (all of them reported)."""
+    keys: KeyPath = ("canary", index)
+    errors_before = sink.errors
+    t = Table(sink, keys, data, CANARY_KEYS)
+
+    name = t.string("name", required=True, hint="the canary's name, like 'fake-url'")
+    if name is not None and not NAME_RE.fullmatch(name):
+        sink.error((*keys, "name"), f"{name!r} is not a valid name: use only a-z, 0-9, "
+                   "'_' and '-'")
+    every = t.duration("every", None)
+    cron = t.string("cron")
+    if t.has("every") and t.has("cron"):
+        sink.error((*keys, "cron"), "both every and cron are set; keep one of them")
+    elif not (t.has("every") or t.has("cron") or t.misspelled & {"every", "cron"}):
+        t.missing("every", "a schedule: every = '6h' or cron = '17 */6 * * *'")
+    if cron is not None:
+        _check_cron(sink, (*keys, "cron"), cron)
+
+    expect = t.string("expect") or "reject"
+    if expect not in ("reject", "accept"):
+        sink.error((*keys, "expect"), f"expected 'reject' or 'accept' (a control), got {expect!r}",
+                   suggestion=t.closest(expect, ("reject", "accept")))
+    prompt = t.string("prompt", required=True,
+                      hint="the prompt that leads the agent to the guarded step")
+    fixture = t.string("fixture") or ""
+    inject = t.strings("inject", required=True, single_ok=True,
+                       hint="the fabricated answer: one string, or a list of variants")
+    if inject is not None and not inject:
+        sink.error((*keys, "inject"), "no variants: give one string or a list of strings")
+    for i, variant in enumerate(inject or ()):
+        if not variant.strip():
+            sink.error((*keys, "inject", i), "an empty variant: nothing would be injected")
+        check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
+    leak = t.string("leak", required=expect == "reject",
+                    hint="the text that must not reach the answer, like '{nonce}.example.org'")
+    inject_at = _inject_at(t)
+    repair = t.string("repair")
+    timeout = t.duration("timeout", timedelta(seconds=120))
+
+    texts = {"prompt": prompt, "fixture": fixture, "leak": leak, "repair": repair}
+    for key in _TEXT_KEYS:
+        text = texts[key]
+        if text is not None:
+            check_placeholders(sink, (*keys, key), text, PLACEHOLDERS)
+    if leak is not None and not leak.strip():
+        sink.error((*keys, "leak"), "an empty leak text is found in every answer")
+    if prompt is not None and not placeholders_in(prompt) & {"nonce", "fixture_url"}:
+        sink.error((*keys, "prompt"), "the prompt carries neither {nonce} nor {fixture_url}: "
+                   "nothing would tie the model call to the run (the nonce must reach the model)")
+    if expect == "reject" and leak and not placeholders_in(leak):
+        sink.warning((*keys, "leak"), "the leak text has no placeholder, so it is the same in "
+                     "every run and an unrelated answer could contain it; use {nonce} or a "
+                     "{fake_...} value")
+
+    if sink.errors > errors_before or name is None or prompt is None or inject is None:
+        return None
+    if inject_at is None or timeout is None:
+        return None
+    return CanaryDef(guard, name, sink.path_or_empty, every, cron,
+                     "accept" if expect == "accept" else "reject", prompt, fixture, inject, leak,
+                     inject_at, repair, timeout)
+
+
+def _check_cron(sink: Sink, keys: KeyPath, cron: str) -> None:
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        CronTrigger.from_crontab(cron, timezone="UTC")
+    except ValueError as exc:
+        sink.error(keys, f"{cron!r} is not a valid cron expression (five fields: minute hour "
+                   f"day month weekday, like '17 */6 * * *'): {exc}")
+
+
+def _inject_at(t: Table) -> InjectAt | None:
+    """``inject_at``: 'first', 'after-fetch', N >= 1 or { match = regex }; None when invalid."""
+    keys = (*t.keys, "inject_at")
+    value = t.get("inject_at")
+    expected = "expected 'first', 'after-fetch', a call number N >= 1 or { match = 'regex' }"
+    if value is None:
+        return "after-fetch"
+    if isinstance(value, str):
+        if value == "first":
+            return "first"
+        if value == "after-fetch":
+            return "after-fetch"
+        if value.strip().isdigit():
+            t.sink.error(keys, f"write the call number without quotes: inject_at = {value.strip()}")
+            return None
+        t.sink.error(keys, f"{expected}, got {value!r}",
+                     suggestion=t.closest(value, INJECT_AT_WORDS))
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            t.sink.error(keys, f"model calls are counted from 1, got {value}")
+            return None
+        return value
+    if isinstance(value, dict):
+        sub = Table(t.sink, keys, value, ("match",))
+        regex = sub.string("match", required=True,
+                           hint="a regex searched in the model request body")
+        if regex is None:
+            return None
+        compiled = compile_regex(t.sink, (*keys, "match"), regex)
+        return MatchAt(compiled) if compiled is not None else None
+    t.sink.error(keys, f"{expected}, got {type_name(value)}")
+    return None
+

@@ -1,0 +1,411 @@
+"""``canary.toml``: where it is found, how it is loaded, and how ``canary check`` describes it.
+
+Loading is strict: unknown keys, wrong types and unusable values in the config
+and in every definition file are collected and raised together as one
+:class:`~canary.errors.ConfigError`; warnings are kept in :attr:`Config.warnings`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from canary import locations
+from canary.config.definitions import GuardDef, absolute_glob, expand_glob, load_definitions
+from canary.config.durations import format_duration
+from canary.config.placeholders import AGENT_PLACEHOLDERS, ALERT_PLACEHOLDERS, fill, placeholders_in
+from canary.config.tomlcheck import (
+    KeyPath,
+    Sink,
+    Table,
+    check_matcher,
+    check_placeholders,
+    compile_regex,
+    dotted,
+    is_http_url,
+    load_toml,
+    locate,
+    type_name,
+)
+from canary.errors import ConfigError, Problem
+
+__all__ = [
+    "AgentConfig",
+    "AlertsConfig",
+    "Config",
+    "DaemonConfig",
+    "FixturesConfig",
+    "LogsConfig",
+    "ModelConfig",
+    "StoreConfig",
+    "find_config",
+    "load_config",
+    "summarize",
+]
+
+DEFAULT_DEFS = ("canaries_defs/*.toml",)
+TOP_KEYS = ("defs", "agent", "model", "fixtures", "logs", "store", "alerts", "daemon")
+AGENT_KEYS = ("url", "method", "body", "headers", "answer", "timeout", "command")
+#: The JSON body sent when [agent] has a url and no body.
+DEFAULT_BODY = {"prompt": "{prompt}"}
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
+_DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """How a canary reaches the real agent: an HTTP request (``url``) or a ``command``."""
+
+    url: str | None = None
+    method: str = "POST"
+    body: object | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    answer: str = "answer"
+    timeout: timedelta = timedelta(seconds=180)
+    command: tuple[str, ...] | None = None
+
+    @property
+    def inject_mode(self) -> bool:
+        """Whether the fabricated answer travels in the request itself (``{inject}`` is used)."""
+        return "inject" in _agent_placeholders(self)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The interposition proxy: where it listens and the real model server behind it."""
+
+    listen: str = "127.0.0.1:11435"
+    upstream: str | None = None
+    allow_remote: bool = False
+
+
+@dataclass(frozen=True)
+class FixturesConfig:
+    """The server of fixture pages."""
+
+    listen: str = "127.0.0.1:11436"
+    allow_remote: bool = False
+
+
+@dataclass(frozen=True)
+class LogsConfig:
+    """The agent's log files (absolute globs) and how to read their lines."""
+
+    paths: tuple[str, ...] = ()
+    format: Literal["text", "jsonl"] = "text"
+    activity: str | dict[str, object] | None = None
+    activity_pattern: re.Pattern[str] | None = None
+    timestamp: str = "auto"
+    timestamp_format: str | None = None
+    timestamp_pattern: re.Pattern[str] | None = None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where runs, firings and statuses are kept (any SQLAlchemy URL)."""
+
+    url: str = field(default_factory=locations.default_store_url)
+    retention: timedelta = timedelta(days=30)  # raw firing rows older than this are pruned
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    """Alert channels; ``webhook`` may be ``env:VAR``, resolved when an alert is sent."""
+
+    desktop: bool = True
+    webhook: str | None = None
+    command: tuple[str, ...] | None = None
+    repeat: timedelta = timedelta(hours=6)
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """The daemon's control API address."""
+
+    control: str = "127.0.0.1:11437"
+    allow_remote: bool = False
+
+
+@dataclass(frozen=True)
+class Config:
+    """A loaded, valid configuration with its guards and any warnings."""
+
+    path: Path | None = None
+    defs: tuple[str, ...] = DEFAULT_DEFS
+    agent: AgentConfig | None = None
+    model: ModelConfig = field(default_factory=ModelConfig)
+    fixtures: FixturesConfig = field(default_factory=FixturesConfig)
+    logs: LogsConfig = field(default_factory=LogsConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    guards: tuple[GuardDef, ...] = ()
+    warnings: tuple[Problem, ...] = ()
+
+
+def find_config(explicit: str | None) -> Path | None:
+    """The config file to use: --config, $CANARY_CONFIG, ./canary.toml, the platform dir.
+
+    A path named by --config or $CANARY_CONFIG that is not a file is a ConfigError;
+    None means no config file exists in the default places.
+    """
+    candidates = locations.config_candidates(explicit)
+    first, source = candidates[0]
+    if source == "--config" or source.startswith("$"):
+        if not first.is_file():
+            state = "is a directory" if first.is_dir() else "does not exist"
+            raise ConfigError([Problem(first, "", f"{source} names {first}, which {state}")])
+        return first.absolute()
+    return next((path.absolute() for path, _ in candidates if path.is_file()), None)
+
+
+def load_config(explicit: str | None = None, *, path: Path | None = None) -> Config:
+    """Load the config and every definition it names; raise ConfigError with every problem."""
+    if path is None:
+        path = find_config(explicit)
+    if path is None:
+        looked = " and ".join(str(p) for p, _ in locations.config_candidates(None))
+        raise ConfigError([Problem(None, "", f"no canary.toml found (looked at {looked}); "
+                                   "create one or pass --config PATH")])
+    path = path.absolute()
+    data, sink = load_toml(path)
+    if data is None:
+        raise ConfigError(sink.problems)
+    top = Table(sink, (), data, TOP_KEYS)
+    listed = top.strings("defs", single_ok=True)
+    defs = DEFAULT_DEFS if listed is None else listed
+    agent = _agent(top)
+    model_t, fixtures_t, daemon_t = (_section(top, name, keys) for name, keys in (
+        ("model", ("listen", "upstream", "allow_remote")),
+        ("fixtures", ("listen", "allow_remote")),
+        ("daemon", ("control", "allow_remote"))))
+    model = ModelConfig(model_t.listen("listen", ModelConfig.listen),
+                        model_t.http_url("upstream"), model_t.boolean("allow_remote", False))
+    fixtures = FixturesConfig(fixtures_t.listen("listen", FixturesConfig.listen),
+                              fixtures_t.boolean("allow_remote", False))
+    daemon = DaemonConfig(daemon_t.listen("control", DaemonConfig.control),
+                          daemon_t.boolean("allow_remote", False))
+    _distinct_ports(sink, [(("model", "listen"), model.listen),
+                           (("fixtures", "listen"), fixtures.listen),
+                           (("daemon", "control"), daemon.control)])
+    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "timestamp",
+                                         "timestamp_format")), path.parent)
+    store = _store(_section(top, "store", ("url", "retention")))
+    alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
+
+    guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
+    defs_line = locate(sink.text, ("defs",))
+    problems = sink.problems + [
+        replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems
+    ]
+    if any(p.severity == "error" for p in problems):
+        raise ConfigError(problems)
+    return Config(path, tuple(defs), agent, model, fixtures, logs, store, alerts, daemon,
+                  tuple(guards), tuple(p for p in problems if p.severity == "warning"))
+
+
+def _section(top: Table, name: str, keys: tuple[str, ...]) -> Table:
+    """The ``[name]`` table (empty when absent or not a table) with its keys checked."""
+    return Table(top.sink, (name,), top.table(name) or {}, keys)
+
+
+def _strings_in(value: object) -> list[str]:
+    """Every string inside a JSON-like value (keys excluded)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_in(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_in(v)]
+    return []
+
+
+def _agent_placeholders(agent: AgentConfig) -> set[str]:
+    """The placeholder names used in the agent's url, body, headers and command."""
+    texts = [agent.url or "", *_strings_in(agent.body), *agent.headers.values(),
+             *(agent.command or ())]
+    return {name for text in texts for name in placeholders_in(text)}
+
+
+def _check_body(sink: Sink, keys: KeyPath, value: object) -> None:
+    """Placeholders in every string of the body, each reported at its own key."""
+    if isinstance(value, str):
+        check_placeholders(sink, keys, value, AGENT_PLACEHOLDERS)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_body(sink, (*keys, k), v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_body(sink, (*keys, i), v)
+    elif value is not None and not isinstance(value, int | float | bool):
+        sink.error(keys, f"a JSON body cannot hold {type_name(value)}; quote it")
+
+
+def _agent(top: Table) -> AgentConfig | None:
+    raw = top.table("agent")
+    if raw is None:
+        return None
+    t = Table(top.sink, ("agent",), raw, AGENT_KEYS)
+    sink, keys = t.sink, t.keys
+    url = t.string("url")
+    command = t.strings("command", hint="")
+    method = (t.string("method") or "POST").upper()
+    headers: dict[str, str] = {}
+    for name, value in (t.table("headers") or {}).items():
+        if isinstance(value, str):
+            headers[name] = value
+            check_placeholders(sink, (*keys, "headers", name), value, AGENT_PLACEHOLDERS)
+        else:
+            sink.error((*keys, "headers", name), f"expected a string, got {type_name(value)}")
+    body = t.get("body")
+    _check_body(sink, (*keys, "body"), body)
+    if body is None and t.has("url") and not t.has("command"):
+        body = dict(DEFAULT_BODY)  # the contract's example body, when none is written
+    answer = t.string("answer")
+    timeout = t.duration("timeout", AgentConfig.timeout) or AgentConfig.timeout
+
+    if t.has("url") and t.has("command"):
+        sink.error((*keys, "command"), "both url and command are set; keep one of them")
+    elif not t.has("url") and not t.has("command"):
+        t.missing("url", "url = 'http://127.0.0.1:8700/ask' or command = ['my-agent', '{prompt}']")
+    if t.has("command"):
+        for key in ("method", "body", "headers", "answer"):
+            if t.has(key):
+                sink.error((*keys, key), f"{key} is only used with url; with command the answer "
+                           "is the command's stdout")
+        if command is not None and not command:
+            sink.error((*keys, "command"), "an empty command: give the program and its arguments")
+        for i, arg in enumerate(command or ()):
+            check_placeholders(sink, (*keys, "command", i), arg, AGENT_PLACEHOLDERS)
+    if url is not None:
+        check_placeholders(sink, (*keys, "url"), url, AGENT_PLACEHOLDERS)
+        if not is_http_url(fill(url, dict.fromkeys(placeholders_in(url), "x"))):
+            sink.error((*keys, "url"), f"expected an http:// or https:// URL, got {url!r}")
+    if t.has("method") and method not in HTTP_METHODS:
+        sink.error((*keys, "method"), f"expected one of {', '.join(HTTP_METHODS)}, got "
+                   f"{t.get('method')!r}", suggestion=t.closest(method, HTTP_METHODS))
+    agent = AgentConfig(url, method, body, headers, answer if answer is not None else "answer",
+                        timeout, command)
+    # A misspelled {prompt} counts: it is already reported as an unknown placeholder.
+    others = AGENT_PLACEHOLDERS - {"prompt"}
+    if (url is not None or command) and not any(
+        t.closest(name, ("prompt",)) for name in _agent_placeholders(agent) - others
+    ):
+        where = "command" if command else "body"
+        sink.error((*keys, where), "the prompt never reaches the agent: put '{prompt}' in the "
+                   + ("command" if command else "body, url or headers"))
+    return agent
+
+
+def _distinct_ports(sink: Sink, listeners: list[tuple[KeyPath, str]]) -> None:
+    """Two of our listeners on one port would fail at startup; say so now."""
+    owners: dict[str, KeyPath] = {}
+    for keys, address in listeners:
+        port = address.rpartition(":")[2]
+        if port in owners:
+            sink.error(keys, f"port {port} is also used by {dotted(owners[port])}")
+        owners.setdefault(port, keys)
+
+
+def _logs(t: Table, base: Path) -> LogsConfig:
+    sink, keys = t.sink, t.keys
+    paths = t.strings("paths", single_ok=True) or ()
+    fmt = t.string("format") or "text"
+    if fmt not in ("text", "jsonl"):
+        sink.error((*keys, "format"), f"expected 'text' or 'jsonl', got {fmt!r}",
+                   suggestion=t.closest(fmt, ("text", "jsonl")))
+        fmt = "text"
+    log_format: Literal["text", "jsonl"] = "jsonl" if fmt == "jsonl" else "text"
+    activity, activity_pattern = None, None
+    if t.has("activity"):
+        activity, activity_pattern = check_matcher(sink, (*keys, "activity"), t.get("activity"),
+                                                   log_format)
+    timestamp = t.string("timestamp") or "auto"
+    timestamp_pattern = None
+    if timestamp != "auto":
+        timestamp_pattern = compile_regex(sink, (*keys, "timestamp"), timestamp)
+        if timestamp_pattern is not None and "ts" not in timestamp_pattern.groupindex:
+            sink.error((*keys, "timestamp"), "expected 'auto' or a regex with a group named ts, "
+                       r"like '^(?P<ts>\S+ \S+)'; this one has no (?P<ts>...) group")
+    timestamp_format = t.string("timestamp_format")
+    if timestamp_format is not None:
+        if timestamp == "auto":
+            sink.error((*keys, "timestamp_format"), "timestamp_format only applies with a "
+                       "timestamp regex; with timestamp = 'auto' the format is detected")
+        elif "%" not in timestamp_format:
+            sink.error((*keys, "timestamp_format"), "expected a strptime format like "
+                       f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
+    return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
+                      activity_pattern, timestamp, timestamp_format, timestamp_pattern)
+
+
+def _store(t: Table) -> StoreConfig:
+    url = t.string("url")
+    retention = t.duration("retention", StoreConfig.retention) or StoreConfig.retention
+    if url is None:
+        return StoreConfig(retention=retention)
+    if not _DB_URL.fullmatch(url):
+        t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
+                     f"canary.db', got {url!r}")
+    return StoreConfig(url, retention)
+
+
+def _alerts(t: Table) -> AlertsConfig:
+    sink, keys = t.sink, t.keys
+    webhook = t.string("webhook")
+    if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or is_http_url(webhook)):
+        sink.error((*keys, "webhook"), "expected an http(s) URL or env:VAR (to read it from the "
+                   f"environment), got {webhook!r}")
+    command = t.strings("command")
+    if command is not None and not command:
+        sink.error((*keys, "command"), "an empty command: give the program and its arguments")
+    for i, arg in enumerate(command or ()):
+        check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
+    repeat = t.duration("repeat", AlertsConfig.repeat) or AlertsConfig.repeat
+    return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat)
+
+
+def summarize(config: Config) -> str:
+    """What ``canary check`` prints for a valid config: files, store, logs, guards, warnings."""
+    base = config.path.parent if config.path is not None else Path.cwd()
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+    lines = [f"config   {config.path if config.path is not None else '(none)'}",
+             f"store    {config.store.url}"]
+    if config.agent is not None:
+        agent = config.agent
+        target = f"{agent.method} {agent.url}" if agent.url else " ".join(agent.command or ())
+        how = "in the request ({inject})" if agent.inject_mode else (
+            f"through the model proxy on {config.model.listen}")
+        lines.append(f"agent    {target}; fabricated answers go {how}")
+    logs = config.logs
+    activity = f", activity {logs.activity!r}" if logs.activity is not None else ""
+    lines.append(f"logs     {logs.format}, timestamps {logs.timestamp}{activity}")
+    for pattern in logs.paths:
+        count = len(expand_glob(pattern, base))
+        lines.append(f"  {pattern}   {count} file{'s' if count != 1 else ''} now")
+    if not logs.paths:
+        lines.append("  (no log paths: firings cannot be counted)")
+    lines.append(f"guards   {len(config.guards)}")
+    for guard in config.guards:
+        lines.append(f"  {guard.name}   {shown(guard.path)}")
+        lines.append(f"    match {guard.match!r}   window {format_duration(guard.window)}"
+                     f"   grace {format_duration(guard.grace)}")
+        for canary in guard.canaries:
+            schedule = (f"every {format_duration(canary.every)}" if canary.every is not None
+                        else f"cron {canary.cron!r}")
+            variants = len(canary.inject)
+            lines.append(f"    - {canary.name}   {schedule}   expect {canary.expect}   "
+                         f"{variants} variant{'s' if variants != 1 else ''}")
+        if not guard.canaries:
+            lines.append("    (no canaries: known alive only through organic firings)")
+    if config.warnings:
+        lines.append(f"warnings {len(config.warnings)}")
+        lines.extend(f"  {w.render()}" for w in config.warnings)
+    return "\n".join(lines)

@@ -1,0 +1,324 @@
+"""``canary daemon``: collectors, scheduler, proxy, fixtures, alerts, metrics and control API.
+
+One process per store (a lock file says so). Every ``tick`` seconds it beats
+its heartbeat, decides every guard's status, stores each change as a
+transition, plans and sends the alerts those rows call for, and prunes old
+firing rows. Each step is a small function of its own, callable from a test.
+
+SIGTERM or SIGINT: scheduling stops, a run in flight may finish (or is marked
+interrupted), the collectors read every file to its end once more, and the
+process exits cleanly. After a crash the next start marks runs left in flight
+as interrupted and resumes from the stored read positions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete
+from sqlmodel import col
+
+from canary import locations
+from canary.config.settings import Config
+from canary.errors import UnavailableError
+from canary.runs.runner import DEFAULT_GRACE, select_canaries
+from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
+from canary.runs.session import Session
+from canary.status.overview import evaluate_all, record_transitions, status_document
+from canary.store.engine import RunLog, Store
+from canary.store.tables import Firing, Heartbeat
+from canary.vocabulary import as_utc
+
+log = logging.getLogger("canary.daemon.loop")
+
+INTERRUPTED = "interrupted: the daemon stopped before the verdict"
+#: How long a stopping daemon waits for a run in flight.
+STOP_WAIT = 30.0
+
+
+def lock_path(store: Store) -> Path:
+    """The lock file of a store: beside a SQLite file, else in the state directory."""
+    if store.path is not None:
+        return store.path.with_name(store.path.name + ".lock")
+    return locations.state_dir() / "daemon.lock"
+
+
+@contextlib.contextmanager
+def store_lock(store: Store) -> Iterator[Path]:
+    """Hold the store's daemon lock, or raise UnavailableError naming the holder."""
+    import fcntl
+
+    path = lock_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
+            raise UnavailableError(
+                f"another daemon (pid {holder}) already runs on the store {store.url}"
+            ) from exc
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield path
+    finally:
+        os.close(fd)
+
+
+def setup_logging(path: Path | None = None, *, level: int = logging.INFO) -> Path:
+    """The daemon's own log (rotated at 5 MB), plus stderr."""
+    path = path or locations.state_dir() / "logs" / "daemon.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger("canary")
+    root.setLevel(level)
+    fmt = logging.Formatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
+    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
+    file_handler.setFormatter(fmt)
+    stream = logging.StreamHandler()
+    stream.setFormatter(fmt)
+    root.handlers = [file_handler, stream]
+    return path
+
+
+# -- steps, each one unit of work --------------------------------------------
+
+
+def beat(store: Store, *, pid: int, started: datetime, now: datetime, files: int,
+         addresses: dict[str, str | None], stopped: datetime | None = None) -> None:
+    """Write the heartbeat row."""
+    row = {
+        "id": 1, "pid": pid, "started": as_utc(started), "beat": as_utc(now), "files": files,
+        "proxy": addresses.get("proxy"), "fixtures": addresses.get("fixtures"),
+        "control": addresses.get("control"), "stopped": as_utc(stopped) if stopped else None,
+    }
+    with store.engine.begin() as conn:
+        store.upsert(conn, Heartbeat, [row], keys=["id"], set_={k: v for k, v in row.items() if k != "id"})
+
+
+def decide_statuses(
+    store: Store, config: Config, *, now: datetime, readable: bool | None
+) -> list[dict[str, Any]]:
+    """Evaluate every guard and store each change of status as a transition."""
+    statuses = [status for _facts, status in evaluate_all(store, config, now=now, readable=readable)]
+    changes = record_transitions(store, statuses, now=now)
+    for change in changes:
+        log.info("%s: %s -> %s: %s", change["guard"], change["previous"], change["status"], change["reason"])
+    return changes
+
+
+def prune(store: Store, *, older_than: timedelta, now: datetime) -> int:
+    """Delete raw firing rows older than the retention; hourly counts stay."""
+    with store.engine.begin() as conn:
+        result = conn.execute(delete(Firing).where(col(Firing.ts) < as_utc(now - older_than)))
+        return int(result.rowcount or 0)
+
+
+def alert_step(store: Store, config: Config, *, now: datetime) -> None:
+    """Plan the alerts new transitions and reminders call for, and send what is due."""
+    from canary.alerts.planning import deliver_pending, plan_alerts
+
+    plan_alerts(store, config.alerts, now=now)
+    deliver_pending(store, config.alerts, now=now)
+
+
+# -- the daemon ----------------------------------------------------------------
+
+
+@dataclass
+class _Handlers:
+    """What the control API calls."""
+
+    daemon: Daemon
+
+    def health(self) -> dict[str, object]:
+        return self.daemon.health()
+
+    def status(self) -> dict[str, object]:
+        return status_document(self.daemon.store, self.daemon.config, now=self.daemon.clock())
+
+    def run_now(self, selection: list[str], wait: bool) -> dict[str, object]:
+        return self.daemon.run_now(selection, wait=wait)
+
+
+class Daemon:
+    """The background service in the foreground."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        tick: float = 10.0,
+        grace: float = DEFAULT_GRACE,
+        spread: timedelta = STARTUP_SPREAD,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.config = config
+        self.spread = spread
+        self.tick = tick
+        self.grace = grace
+        self.clock = clock
+        self.store = Store(config.store.url)
+        self.stop_event = threading.Event()
+        self.started = clock()
+        self.session: Session | None = None
+        self.scheduler: CanaryScheduler | None = None
+        self.control: Any = None
+        self._last_prune: datetime | None = None
+        self._alerts_due = threading.Event()
+        self._alerts: threading.Thread | None = None
+
+    # control API ------------------------------------------------------------
+
+    def health(self) -> dict[str, object]:
+        """What /health answers."""
+        session = self.session
+        return {
+            "ok": True,
+            "pid": os.getpid(),
+            "since": self.started.isoformat(),
+            "heartbeat": self.clock().isoformat(),
+            "files": len(session.collection.files()) if session and session.collection else 0,
+            "proxy": session.proxy.url if session and session.proxy else None,
+            "fixtures": session.fixtures.url if session and session.fixtures else None,
+        }
+
+    def run_now(self, selection: list[str], *, wait: bool) -> dict[str, object]:
+        """Run the selected canaries now (through the runner's per-guard locks)."""
+        pairs = select_canaries(self.config, selection)
+        session = self.session
+        if session is None or session.runner is None:
+            raise UnavailableError("the daemon is starting or stopping")
+        runner = session.runner
+        if not wait:
+            threading.Thread(target=runner.run_many, args=(pairs,), daemon=True).start()
+            return {"queued": [f"{g.name}/{c.name}" for g, c in pairs]}
+        return {"runs": [r.to_json() for r in runner.run_many(pairs)]}
+
+    def _metrics(self) -> bytes:
+        from canary.daemon.metrics import render, snapshot_from_store
+
+        evaluated = evaluate_all(self.store, self.config, now=self.clock())
+        statuses = {s.guard: s.status.value for _f, s in evaluated}
+        files = None
+        if self.session and self.session.collection:
+            files = [(f.path, f.lines, f.lag) for f in self.session.collection.files()]
+        return render(snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, files))
+
+    # lifecycle ----------------------------------------------------------------
+
+    def _addresses(self) -> dict[str, str | None]:
+        session = self.session
+        return {
+            "proxy": session.proxy.url if session and session.proxy else None,
+            "fixtures": session.fixtures.url if session and session.fixtures else None,
+            "control": self.control.url if self.control else None,
+        }
+
+    def _run_slot(self, slot: Slot) -> None:
+        if self.stop_event.is_set():
+            return
+        pairs = select_canaries(self.config, [slot.key])
+        session = self.session
+        if session is None or session.runner is None:
+            return
+        for guard, canary in pairs:
+            result = session.runner.run(guard, canary)
+            log.info("%s/%s: %s", guard.name, canary.name, result.verdict)
+
+    def step(self) -> None:
+        """One tick: heartbeat, statuses and transitions, alerts, retention."""
+        now = self.clock()
+        files = len(self.session.collection.files()) if self.session and self.session.collection else 0
+        beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
+             addresses=self._addresses())
+        decide_statuses(self.store, self.config, now=now, readable=None)
+        self._alerts_due.set()
+        if self._last_prune is None or now - self._last_prune >= timedelta(hours=1):
+            removed = prune(self.store, older_than=self.config.store.retention, now=now)
+            if removed:
+                log.info("pruned %d firing rows older than %s", removed, self.config.store.retention)
+            self._last_prune = now
+
+    def _alert_loop(self) -> None:
+        """Alerts in their own thread: a slow webhook never delays the heartbeat."""
+        while not self.stop_event.is_set():
+            self._alerts_due.wait(self.tick)
+            self._alerts_due.clear()
+            try:
+                alert_step(self.store, self.config, now=self.clock())
+            except Exception:
+                log.exception("alert delivery failed; it will be retried")
+
+    def run(self, *, install_signals: bool = True) -> int:
+        """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
+        from canary.daemon.control import create_control_app, ensure_token
+        from canary.proxy.serving import BackgroundServer, split_listen
+
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop_event.set())
+        with store_lock(self.store):
+            interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
+            if interrupted:
+                log.warning("marked %d run(s) left in flight as interrupted", interrupted)
+            self.session = Session(
+                self.config, self.store, grace=self.grace, start_at_end=False,
+                on_error=lambda path, message: log.warning("%s", message),
+            ).start()
+            try:
+                token = ensure_token()
+                host, port = split_listen(self.config.daemon.control)
+                self.control = BackgroundServer(
+                    create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
+                    name="control API",
+                ).start()
+                slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
+                if self.config.agent is not None and slots:
+                    self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=self.spread)
+                    self.scheduler.start()
+                log.info(
+                    "daemon up: proxy %s, fixtures %s, control %s, %d guard(s), %d canary slot(s)",
+                    *self._addresses().values(), len(self.config.guards), len(slots),
+                )
+                self._alerts = threading.Thread(target=self._alert_loop, name="canary-alerts", daemon=True)
+                self._alerts.start()
+                while not self.stop_event.is_set():
+                    try:
+                        self.step()
+                    except Exception:
+                        log.exception("a daemon step failed; the next tick retries")
+                    self.stop_event.wait(self.tick)
+            finally:
+                self._alerts_due.set()
+                self._shutdown()
+        return 0
+
+    def _shutdown(self) -> None:
+        log.info("stopping")
+        if self.scheduler is not None:
+            waiter = threading.Thread(target=self.scheduler.stop, kwargs={"wait": True}, daemon=True)
+            waiter.start()
+            waiter.join(STOP_WAIT)
+        if self.session is not None:
+            self.session.stop()
+        RunLog(self.store).interrupt_in_flight(INTERRUPTED)
+        if self.control is not None:
+            self.control.stop()
+        if self._alerts is not None:
+            self._alerts.join(15.0)
+        now = self.clock()
+        beat(self.store, pid=os.getpid(), started=self.started, now=now, files=0,
+             addresses=self._addresses(), stopped=now)
+        self.store.close()
+        log.info("stopped")

@@ -1,0 +1,227 @@
+"""The daemon's Prometheus metrics: a snapshot of the store rendered in the text format.
+
+Each render builds a fresh ``CollectorRegistry`` (never the process-wide one) whose collector
+yields metric families set from the snapshot, so a value is always what the store says, never a
+count kept in memory that a restart would reset.
+
+Series:
+
+- ``canary_guard_firings_total{guard,source}``: firings since the store began; ``organic`` and
+  ``canary`` are both present, from zero, for every declared guard.
+- ``canary_guard_status{guard,status}``: one-hot over every status of ``canary.status.evaluate.Status``.
+- ``canary_runs_total{guard,canary,verdict}``: finished runs.
+- ``canary_last_caught_timestamp_seconds{guard}``: when the latest caught run started; only for
+  guards with a caught run (a 0 would read as "caught in 1970" and fire age alerts for guards
+  that have no canaries at all).
+- ``canary_collector_lines_total{path}`` and ``canary_collector_lag_bytes{path}``: lines read from
+  each followed path and bytes not read yet; rotated files under one path are summed.
+- ``canary_daemon_heartbeat_timestamp_seconds``: the daemon's last heartbeat; absent until the
+  first one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, func, select
+from sqlmodel import col
+
+from canary.store.engine import Store
+from canary.store.tables import FilePosition, Heartbeat, HourlyCount, Run
+from canary.vocabulary import Status
+
+__all__ = ["SOURCES", "MetricsSnapshot", "render", "snapshot_from_store"]
+
+SOURCES = ("organic", "canary")
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """Everything one scrape shows, read from the store at one moment."""
+
+    guards: list[str]  # every declared guard
+    firings: dict[tuple[str, str], int] = field(default_factory=dict)  # (guard, source) -> total
+    statuses: dict[str, str] = field(default_factory=dict)  # guard -> Status value
+    runs: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (guard, canary, verdict) -> n
+    last_caught: dict[str, float] = field(default_factory=dict)  # guard -> unix time
+    collector_lines: dict[str, int] = field(default_factory=dict)  # path -> lines read in total
+    collector_lag: dict[str, int] = field(default_factory=dict)  # path -> bytes not read yet
+    heartbeat: float | None = None  # unix time of the daemon's last beat
+
+
+class SnapshotCollector(Collector):
+    """Yields every guard-canary metric family with values taken from one snapshot."""
+
+    def __init__(self, snapshot: MetricsSnapshot) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterable[Metric]:
+        """The families, in the order of the module docstring."""
+        yield from self._guards()
+        yield from self._runs()
+        yield from self._collectors()
+        yield from self._daemon()
+
+    def _guards(self) -> Iterator[Metric]:
+        snap = self.snapshot
+        firings = CounterMetricFamily(
+            "canary_guard_firings", "Guard firings counted from the logs, organic and canary apart.",
+            labels=["guard", "source"],
+        )
+        status = GaugeMetricFamily(
+            "canary_guard_status", "1 for the guard's current status, 0 for every other status.",
+            labels=["guard", "status"],
+        )
+        caught = GaugeMetricFamily(
+            "canary_last_caught_timestamp_seconds",
+            "Unix time the guard's latest caught canary run started; absent until one is caught.",
+            labels=["guard"],
+        )
+        for guard in snap.guards:
+            for source in SOURCES:
+                firings.add_metric([guard, source], snap.firings.get((guard, source), 0))
+            current = Status(snap.statuses.get(guard, Status.NEW))
+            for value in Status:
+                status.add_metric([guard, value.value], 1.0 if value is current else 0.0)
+            if guard in snap.last_caught:
+                caught.add_metric([guard], snap.last_caught[guard])
+        yield firings
+        yield status
+        yield caught
+
+    def _runs(self) -> Iterator[Metric]:
+        runs = CounterMetricFamily(
+            "canary_runs", "Finished canary runs by verdict.", labels=["guard", "canary", "verdict"]
+        )
+        declared = set(self.snapshot.guards)
+        for (guard, canary, verdict), count in sorted(self.snapshot.runs.items()):
+            if guard in declared:
+                runs.add_metric([guard, canary, verdict], count)
+        yield runs
+
+    def _collectors(self) -> Iterator[Metric]:
+        lines = CounterMetricFamily(
+            "canary_collector_lines", "Log lines read from each followed path.", labels=["path"]
+        )
+        for path, count in sorted(self.snapshot.collector_lines.items()):
+            lines.add_metric([path], count)
+        lag = GaugeMetricFamily(
+            "canary_collector_lag_bytes", "Bytes of each followed path not read yet.", labels=["path"]
+        )
+        for path, count in sorted(self.snapshot.collector_lag.items()):
+            lag.add_metric([path], count)
+        yield lines
+        yield lag
+
+    def _daemon(self) -> Iterator[Metric]:
+        beat = GaugeMetricFamily(
+            "canary_daemon_heartbeat_timestamp_seconds", "Unix time of the daemon's last heartbeat."
+        )
+        if self.snapshot.heartbeat is not None:
+            beat.add_metric([], self.snapshot.heartbeat)
+        yield beat
+
+
+def render(snapshot: MetricsSnapshot) -> bytes:
+    """The snapshot in the Prometheus text exposition format (version 0.0.4)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot))
+    return generate_latest(registry)
+
+
+# -- reading the store -----------------------------------------------------------
+
+
+def _unix(moment: datetime) -> float:
+    """A stored datetime (naive ones are UTC) as unix seconds."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.timestamp()
+
+
+def firing_totals(engine: Engine) -> dict[tuple[str, str], int]:
+    """(guard, source) -> firings over every hour the store holds."""
+    stmt = select(
+        col(HourlyCount.guard), col(HourlyCount.source), func.sum(col(HourlyCount.count))
+    ).group_by(col(HourlyCount.guard), col(HourlyCount.source))
+    with engine.connect() as conn:
+        return {(guard, source): int(total or 0) for guard, source, total in conn.execute(stmt)}
+
+
+def run_totals(engine: Engine) -> dict[tuple[str, str, str], int]:
+    """(guard, canary, verdict) -> finished runs."""
+    stmt = (
+        select(col(Run.guard), col(Run.canary), col(Run.verdict), func.count())
+        .where(col(Run.verdict).is_not(None))
+        .group_by(col(Run.guard), col(Run.canary), col(Run.verdict))
+    )
+    with engine.connect() as conn:
+        return {(g, c, str(v)): int(n) for g, c, v, n in conn.execute(stmt)}
+
+
+def last_caught(engine: Engine) -> dict[str, float]:
+    """guard -> unix time the latest caught run started."""
+    stmt = (
+        select(col(Run.guard), func.max(col(Run.started)))
+        .where(col(Run.verdict) == "caught")
+        .group_by(col(Run.guard))
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    return {guard: _unix(_as_datetime(started)) for guard, started in rows if started is not None}
+
+
+def _as_datetime(value: object) -> datetime:
+    # func.max() loses the column type on SQLite, which then hands back the stored text.
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
+
+
+def file_totals(engine: Engine) -> list[tuple[str, int, int]]:
+    """(path, lines read, bytes not read as of the last commit) of every followed file."""
+    stmt = select(
+        col(FilePosition.path), col(FilePosition.lines), col(FilePosition.offset), col(FilePosition.size)
+    )
+    with engine.connect() as conn:
+        return [(p, int(n), max(int(s) - int(o), 0)) for p, n, o, s in conn.execute(stmt)]
+
+
+def heartbeat(engine: Engine) -> float | None:
+    """Unix time of the daemon's last heartbeat, or None before the first."""
+    with engine.connect() as conn:
+        beat = conn.execute(select(col(Heartbeat.beat)).where(col(Heartbeat.id) == 1)).scalar()
+    return _unix(beat) if beat is not None else None
+
+
+def snapshot_from_store(
+    store: Store,
+    guards: list[str],
+    statuses: Mapping[str, str],
+    files: list[tuple[str, int, int]] | None = None,
+) -> MetricsSnapshot:
+    """A snapshot of the store; ``files`` (path, lines, lag bytes) overrides the stored positions.
+
+    The daemon passes ``files`` from its live tailers, whose lag counts bytes written since the
+    last commit; the stored positions only know the size seen at that commit.
+    """
+    engine = store.engine
+    lines: dict[str, int] = {}
+    lag: dict[str, int] = {}
+    for path, count, behind in files if files is not None else file_totals(engine):
+        lines[path] = lines.get(path, 0) + count
+        lag[path] = lag.get(path, 0) + behind
+    return MetricsSnapshot(
+        guards=list(guards),
+        firings=firing_totals(engine),
+        statuses={guard: str(value) for guard, value in statuses.items()},
+        runs=run_totals(engine),
+        last_caught=last_caught(engine),
+        collector_lines=lines,
+        collector_lag=lag,
+        heartbeat=heartbeat(engine),
+    )

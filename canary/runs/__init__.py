@@ -1,0 +1,1 @@
+"""Canary runs: the runner, runs in flight, drawn values, the agent driver, the schedule, the session."""

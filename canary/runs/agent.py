@@ -1,0 +1,118 @@
+"""Reaching the real agent: the ``[agent]`` HTTP request or command, with its timeout.
+
+Placeholders ``{prompt}``, ``{inject}`` and ``{nonce}`` are filled inside the
+URL, every string value of the JSON body, the header values and each command
+argument. The final answer is read from the JSON reply by a dotted path
+(``""`` takes the whole body as text), or from the command's stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from canary.config.placeholders import fill
+from canary.config.settings import AgentConfig
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    """The agent's final answer, or why there is none."""
+
+    answer: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether an answer arrived."""
+        return self.error is None and self.answer is not None
+
+
+def _fill_json(value: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return fill(value, values)
+    if isinstance(value, list):
+        return [_fill_json(v, values) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill_json(v, values) for k, v in value.items()}
+    return value
+
+
+def extract(document: Any, path: str) -> str:
+    """The value at a dotted path (``a.b.0.c``) as text; a KeyError names the missing part."""
+    node = document
+    if path:
+        for part in path.split("."):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            elif isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                raise KeyError(part)
+    return node if isinstance(node, str) else json.dumps(node)
+
+
+class AgentDriver:
+    """Sends one prompt to the agent and waits for its final answer."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+
+    def ask(self, prompt: str, *, nonce: str, inject: str = "", timeout: float | None = None) -> AgentReply:
+        """Ask the agent; never raises for an agent that is down, failing or slow."""
+        values = {"prompt": prompt, "inject": inject, "nonce": nonce}
+        limit = timeout if timeout is not None else self.config.timeout.total_seconds()
+        if self.config.command:
+            return self._run_command(values, limit)
+        return self._request(values, limit)
+
+    def _request(self, values: Mapping[str, str], limit: float) -> AgentReply:
+        cfg = self.config
+        assert cfg.url is not None
+        url = fill(cfg.url, values)
+        headers = {k: fill(v, values) for k, v in cfg.headers.items()}
+        body = _fill_json(cfg.body, values) if cfg.body is not None else {"prompt": values["prompt"]}
+        try:
+            response = httpx.request(
+                cfg.method, url, json=body if cfg.method.upper() != "GET" else None,
+                headers=headers, timeout=httpx.Timeout(limit, connect=min(limit, 10.0)),
+            )
+        except httpx.TimeoutException:
+            return AgentReply(None, f"the agent did not answer within {limit:g}s")
+        except httpx.TransportError as exc:
+            return AgentReply(None, f"the agent is unreachable at {url}: {exc}")
+        if response.status_code >= 400:
+            snippet = response.text[:300].strip()
+            return AgentReply(None, f"the agent answered HTTP {response.status_code}: {snippet}")
+        if not cfg.answer:
+            return AgentReply(response.text)
+        try:
+            return AgentReply(extract(response.json(), cfg.answer))
+        except ValueError:
+            return AgentReply(None, f"the agent's reply is not JSON: {response.text[:200]!r}")
+        except KeyError as exc:
+            return AgentReply(None, f"the agent's reply has no {cfg.answer!r} (missing {exc.args[0]!r})")
+
+    def _run_command(self, values: Mapping[str, str], limit: float) -> AgentReply:
+        assert self.config.command is not None
+        argv = [fill(arg, values) for arg in self.config.command]
+        try:
+            done = subprocess.run(  # the user's own agent command, no shell
+                argv, capture_output=True, timeout=limit, check=False, stdin=subprocess.DEVNULL
+            )
+        except FileNotFoundError:
+            return AgentReply(None, f"the agent command {argv[0]!r} was not found")
+        except subprocess.TimeoutExpired:
+            return AgentReply(None, f"the agent command did not finish within {limit:g}s")
+        except OSError as exc:
+            return AgentReply(None, f"the agent command could not run: {exc}")
+        out = done.stdout.decode("utf-8", "replace")
+        if done.returncode != 0:
+            err = done.stderr.decode("utf-8", "replace").strip()[-300:]
+            return AgentReply(None, f"the agent command exited {done.returncode}: {err}")
+        return AgentReply(out.strip())

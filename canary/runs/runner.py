@@ -1,0 +1,243 @@
+"""Running canaries: fresh values, the real agent, the proxy's injection, the guard's log line.
+
+A run never ends ``caught`` without a firing of its guard that belongs to it,
+and never ends ``leaked`` when the agent could not be reached. Runs of one
+guard never overlap; runs of different guards may.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from canary.config.definitions import CanaryDef, GuardDef
+from canary.config.placeholders import fill
+from canary.config.settings import Config
+from canary.runs.agent import AgentDriver
+from canary.runs.registry import ActiveRun, Registry
+from canary.runs.values import draw
+from canary.runs.verdicts import Observed, decide
+from canary.store.engine import RunLog, Store
+from canary.store.queries import run_count, run_guard_firings
+from canary.vocabulary import Verdict
+
+STAGES = ("sent", "fixture_fetched", "injected", "fired", "repair_requested", "answered")
+#: Seconds to wait after the answer for the guard's line to reach the log and the store.
+DEFAULT_GRACE = 3.0
+ANSWER_KEEP = 8192
+
+
+@dataclass
+class RunResult:
+    """One run's verdict and everything that proves it."""
+
+    guard: str
+    canary: str
+    variant: int
+    expect: str
+    verdict: Verdict
+    nonce: str
+    started: datetime
+    duration_s: float
+    trace: dict[str, float | None]
+    leaked: bool
+    firings: int
+    evidence: str | None
+    answer: str | None
+    error: str | None
+    run_id: int | None = None
+    injected_text: str = ""
+    leak_text: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stopped_at(self) -> str:
+        """The last stage of the trace that happened."""
+        last = "sent"
+        for stage in STAGES:
+            if self.trace.get(stage) is not None:
+                last = stage
+        return last
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's ``canary run --json`` entry."""
+        return {
+            "guard": self.guard,
+            "canary": self.canary,
+            "variant": self.variant,
+            "expect": self.expect,
+            "verdict": self.verdict,
+            "nonce": self.nonce,
+            "started": self.started.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "duration_s": round(self.duration_s, 3),
+            "trace": self.trace,
+            "leaked": self.leaked,
+            "firings": self.firings,
+            "evidence": self.evidence,
+            "answer": self.answer,
+            "error": self.error,
+        }
+
+
+class Runner:
+    """Runs canaries against the configured agent through a registry the proxy consults."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        registry: Registry,
+        fixture_base: str,
+        *,
+        sync: Callable[[float], bool],
+        driver: AgentDriver | None = None,
+        grace: float = DEFAULT_GRACE,
+    ) -> None:
+        if config.agent is None:
+            raise ValueError("no [agent] is configured")
+        self.config = config
+        self.store = store
+        self.registry = registry
+        self.fixture_base = fixture_base
+        self.grace = grace
+        self._sync = sync
+        self._driver = driver or AgentDriver(config.agent)
+        self._runs = RunLog(store)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, guard: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(guard, threading.Lock())
+
+    def run(self, guard: GuardDef, canary: CanaryDef) -> RunResult:
+        """One run of one canary, start to verdict."""
+        with self._lock(guard.name):
+            return self._run(guard, canary)
+
+    def run_many(self, pairs: Sequence[tuple[GuardDef, CanaryDef]], *, parallel: int = 4) -> list[RunResult]:
+        """Run each canary once: guards side by side, one guard's canaries in turn."""
+        by_guard: dict[str, list[tuple[GuardDef, CanaryDef]]] = {}
+        for guard, canary in pairs:
+            by_guard.setdefault(guard.name, []).append((guard, canary))
+        results: dict[tuple[str, str], RunResult] = {}
+
+        def one_guard(items: list[tuple[GuardDef, CanaryDef]]) -> None:
+            for guard, canary in items:
+                results[(guard.name, canary.name)] = self.run(guard, canary)
+
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            list(pool.map(one_guard, by_guard.values()))
+        return [results[(g.name, c.name)] for g, c in pairs]
+
+    def _run(self, guard: GuardDef, canary: CanaryDef) -> RunResult:
+        assert self.config.agent is not None
+        inject_mode = self.config.agent.inject_mode
+        variant = run_count(self.store.engine, guard.name, canary.name) % len(canary.inject)
+        drawn = draw(canary.fixture, self.fixture_base)
+        values = drawn.values
+        inject_text = fill(canary.inject[variant], values)
+        leak = fill(canary.leak, values) if canary.leak else None
+        repair = fill(canary.repair, values) if canary.repair else None
+        prompt = fill(canary.prompt, values)
+        started_dt = datetime.now(UTC)
+        started = started_dt.timestamp()
+        run_id = self._runs.start(
+            guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
+            nonce=drawn.nonce, started=started_dt, injected_text=inject_text, leak_text=leak,
+        )
+        active = ActiveRun(
+            run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
+            inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
+            deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
+        )
+        self.registry.add(active)
+        try:
+            reply = self._driver.ask(
+                prompt, nonce=drawn.nonce, inject=inject_text if inject_mode else "",
+                timeout=canary.timeout.total_seconds(),
+            )
+            answered = time.time()
+            rows = self._await_firings(run_id, guard.name, wait=reply.ok)
+        finally:
+            self.registry.remove(drawn.nonce)
+        answer = reply.answer
+        leak_in_answer = bool(leak and answer and leak in answer)
+        verdict = decide(
+            Observed(
+                expect=canary.expect, error=reply.error, injected=active.injected is not None,
+                fired=bool(rows), leak_in_answer=leak_in_answer,
+            )
+        )
+        trace = {
+            "sent": 0.0,
+            "fixture_fetched": _since(active.fetched, started),
+            "injected": _since(active.injected, started),
+            "fired": _since(rows[0][0].timestamp(), started) if rows else None,
+            "repair_requested": _since(active.repair_requested, started),
+            "answered": _since(answered, started) if reply.ok else None,
+        }
+        duration = time.time() - started
+        result = RunResult(
+            guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
+            verdict=verdict, nonce=drawn.nonce, started=started_dt, duration_s=duration,
+            trace=trace, leaked=leak_in_answer if canary.expect == "reject" else False,
+            firings=len(rows), evidence=rows[0][1] if rows else None,
+            answer=answer[:ANSWER_KEEP] if answer is not None else None, error=reply.error,
+            run_id=run_id, injected_text=inject_text, leak_text=leak,
+        )
+        self._runs.finish(
+            run_id, finished=datetime.now(UTC), duration_s=round(duration, 3), verdict=verdict,
+            trace=json.dumps(trace), leaked=result.leaked, firings=result.firings,
+            evidence=result.evidence, answer=result.answer, error=result.error,
+        )
+        return result
+
+    def _await_firings(self, run_id: int, guard: str, *, wait: bool) -> list[tuple[datetime, str]]:
+        """The guard's firings that belong to the run, waiting up to the grace for the first."""
+        deadline = time.monotonic() + (self.grace if wait else 0.0)
+        while True:
+            self._sync(max(1.0, self.grace))
+            rows = run_guard_firings(self.store.engine, run_id, guard)
+            if rows or time.monotonic() >= deadline:
+                return rows
+            time.sleep(0.05)
+
+
+def _since(moment: float | None, start: float) -> float | None:
+    if moment is None:
+        return None
+    return round(max(0.0, moment - start), 3)
+
+
+def select_canaries(config: Config, names: Sequence[str]) -> list[tuple[GuardDef, CanaryDef]]:
+    """GUARD or GUARD/CANARY selections in definition order; every canary when none is named."""
+    from canary.config.tomlcheck import closest
+    from canary.errors import UsageError
+
+    guards = {g.name: g for g in config.guards}
+    if not names:
+        return [(g, c) for g in config.guards for c in g.canaries]
+    chosen: list[tuple[GuardDef, CanaryDef]] = []
+    for name in names:
+        guard_name, _, canary_name = name.partition("/")
+        guard = guards.get(guard_name)
+        if guard is None:
+            hint = closest(guard_name, list(guards))
+            suggestion = f" (did you mean {hint!r}?)" if hint else ""
+            raise UsageError(f"no guard named {guard_name!r}{suggestion}")
+        canaries = [c for c in guard.canaries if not canary_name or c.name == canary_name]
+        if not canaries:
+            raise UsageError(
+                f"guard {guard_name!r} has no canary named {canary_name!r}"
+                if canary_name
+                else f"guard {guard_name!r} has no canaries"
+            )
+        chosen.extend((guard, c) for c in canaries if (guard, c) not in chosen)
+    return chosen

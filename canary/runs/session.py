@@ -1,0 +1,102 @@
+"""Everything a canary run needs, started together: proxy, fixture server, collectors, runner.
+
+``canary run`` starts a session when no daemon is running; the demo starts one
+on free loopback ports. The collectors follow files never seen before from
+their current end, and commit every firing, canary firings attributed to
+their runs through the registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from canary.config.settings import Config
+from canary.errors import UnavailableError
+from canary.logs.collect import Collection, ErrorSink
+from canary.proxy.app import create_proxy
+from canary.proxy.fixtures import create_fixture_server
+from canary.proxy.serving import BackgroundServer, is_loopback, split_listen
+from canary.runs.registry import Registry
+from canary.runs.runner import DEFAULT_GRACE, Runner
+from canary.store.engine import Store
+from collectors.scan import Hit
+
+
+class Session:
+    """Proxy, fixtures, live collectors and a runner over one store."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        on_error: ErrorSink | None = None,
+        grace: float = DEFAULT_GRACE,
+        rescan: float = 1.0,
+        start_at_end: bool = True,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.registry = Registry(has_upstream=bool(config.model.upstream))
+        self._on_error = on_error
+        self._grace = grace
+        self._rescan = rescan
+        self._start_at_end = start_at_end
+        self.proxy: BackgroundServer | None = None
+        self.fixtures: BackgroundServer | None = None
+        self.collection: Collection | None = None
+        self.runner: Runner | None = None
+
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str) -> BackgroundServer:
+        host, port = split_listen(listen)
+        if not allow_remote and not is_loopback(host):
+            raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
+        return BackgroundServer(app, host, port, name=name).start()
+
+    def start(self) -> Session:
+        """Start the servers and the collectors; stop whatever started if one part fails."""
+        try:
+            self.proxy = self._server(
+                create_proxy(self.config.model.upstream, self.registry),
+                self.config.model.listen, self.config.model.allow_remote, "model proxy",
+            )
+            self.fixtures = self._server(
+                create_fixture_server(self.registry),
+                self.config.fixtures.listen, self.config.fixtures.allow_remote, "fixture server",
+            )
+            self.store.attribute = self._attribute
+            self.collection = Collection(
+                self.config, self.store, on_error=self._on_error, rescan=self._rescan,
+                start_at_end=self._start_at_end,
+            )
+            self.collection.start()
+            if self.config.agent is not None:
+                self.runner = Runner(
+                    self.config, self.store, self.registry, self.fixtures.url,
+                    sync=self.collection.follower.sync, grace=self._grace,
+                )
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _attribute(self, guard: str, hit: Hit) -> int | None:
+        ts = hit.ts.timestamp() if hit.ts is not None else None
+        return self.registry.attribute(guard, hit.text, ts)
+
+    def stop(self) -> None:
+        """Stop collectors (after a last read) and servers."""
+        if self.collection is not None:
+            self.collection.stop()
+            self.collection = None
+        for server in (self.fixtures, self.proxy):
+            if server is not None:
+                server.stop()
+        self.fixtures = self.proxy = None
+        self.store.attribute = None
+
+    def __enter__(self) -> Session:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

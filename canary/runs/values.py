@@ -1,0 +1,108 @@
+"""Placeholder values, drawn fresh for every run, and the fixture page they fill.
+
+A fake value never occurs in the fixture page: values are redrawn until none
+of the fakes appears in the rendered page.
+"""
+
+from __future__ import annotations
+
+import html
+import random
+import secrets
+import string
+from dataclasses import dataclass
+
+from canary.config.placeholders import fill
+
+NONCE_CHARS = string.ascii_lowercase + string.digits
+#: 20 characters of a-z0-9: log2(36**20) ~ 103 bits, above the contract's 96.
+NONCE_LENGTH = 20
+
+_MONTHS = [
+    "January", "February", "March", "April", "May", "June", "July",
+    "August", "September", "October", "November", "December",
+]
+_SENTENCES = [
+    "Applications are reviewed in the order in which they arrive.",
+    "The office answers written enquiries within ten working days.",
+    "Every applicant must hold a valid passport for the whole stay.",
+    "Renewals are handled by the same office as first applications.",
+    "The committee meets on the first Tuesday of every month.",
+    "Forms sent by post must carry an original signature.",
+    "The archive keeps every decision for at least five years.",
+    "Appointments can be moved once without any extra charge.",
+]
+_FAKE_SENTENCES = [
+    "The application is free of charge for every applicant.",
+    "Applicants under thirty are exempt from the income rule.",
+    "The office guarantees a decision within forty-eight hours.",
+    "Digital copies of the passport are accepted everywhere.",
+    "The requirement was abolished at the start of last year.",
+    "Any bank statement older than a year is still accepted.",
+]
+
+
+def new_nonce() -> str:
+    """A fresh run id: 20 characters of a-z0-9 from the system's CSPRNG."""
+    return "".join(secrets.choice(NONCE_CHARS) for _ in range(NONCE_LENGTH))
+
+
+@dataclass(frozen=True)
+class RunValues:
+    """Every placeholder's value for one run, and the fixture page it renders."""
+
+    values: dict[str, str]
+    page: str
+
+    @property
+    def nonce(self) -> str:
+        """The run's nonce."""
+        return self.values["nonce"]
+
+
+def _version(rng: random.Random) -> str:
+    return f"{rng.randint(0, 9)}.{rng.randint(10, 49)}.{rng.randint(1, 19)}"
+
+
+def _date(rng: random.Random) -> str:
+    return f"{rng.randint(2019, 2025)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+
+
+def render_page(fixture: str, values: dict[str, str]) -> str:
+    """The fixture page: the canary's fixture HTML with a Source URL line and the nonce."""
+    body = fill(fixture, values)
+    url = html.escape(values["fixture_url"])
+    return (
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+        f"<title>Reference {values['nonce']}</title></head>\n<body>\n"
+        f"<p>Source URL: {url}</p>\n{body}\n"
+        f"<p>Reference number: {values['nonce']}</p>\n</body></html>\n"
+    )
+
+
+def draw(fixture: str, fixture_base: str, *, rng: random.Random | None = None) -> RunValues:
+    """Draw every placeholder for one run; the fixture URL lives under ``fixture_base``."""
+    rng = rng or random.SystemRandom()
+    for _ in range(100):
+        nonce = new_nonce()
+        true_number = str(rng.randint(1000, 9999))
+        true_version = _version(rng)
+        true_date = _date(rng)
+        values = {
+            "nonce": nonce,
+            "fixture_url": f"{fixture_base.rstrip('/')}/r/{nonce}",
+            "true_number": true_number,
+            "fake_number": str(rng.randint(1000, 9999)),
+            "true_version": true_version,
+            "fake_version": _version(rng),
+            "true_date": true_date,
+            "fake_date": _date(rng),
+            "true_quote": rng.choice(_SENTENCES),
+            "fake_quote": rng.choice(_FAKE_SENTENCES),
+            "fake_url": f"https://docs.{nonce}.example.org/{rng.choice(_MONTHS).lower()}",
+        }
+        page = render_page(fixture, values)
+        fakes = [v for k, v in values.items() if k.startswith("fake_") and k != "fake_url"]
+        if all(fake not in page for fake in fakes) and values["fake_url"] not in page:
+            return RunValues(values, page)
+    raise RuntimeError("could not draw fake values that stay out of the fixture")  # pragma: no cover

@@ -1,0 +1,1 @@
+"""Guard status: the pure evaluation, the facts it is evaluated on, transitions and mutes."""

@@ -1,0 +1,36 @@
+"""Muting a guard's alerts for a while: a mute always expires."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete
+from sqlmodel import col
+
+from canary.errors import UsageError
+from canary.store.engine import Store
+from canary.store.tables import Mute
+from canary.vocabulary import as_utc
+
+#: The longest mute allowed; a forgotten mute must not silence a guard forever.
+MAX_MUTE = timedelta(days=30)
+
+
+def mute(
+    store: Store, guard: str, duration: timedelta, *, now: datetime, reason: str | None = None
+) -> datetime:
+    """Mute a guard until now + duration (replacing any mute it had); return the end."""
+    if duration > MAX_MUTE:
+        raise UsageError(f"a mute lasts at most {MAX_MUTE.days}d; got {duration}", option="--for")
+    until = as_utc(now + duration)
+    row = {"guard": guard, "until": until, "reason": reason, "created": as_utc(now)}
+    with store.engine.begin() as conn:
+        store.upsert(conn, Mute, [row], keys=["guard"], set_=row)
+    return until
+
+
+def unmute(store: Store, guard: str) -> bool:
+    """Lift a guard's mute; False if it had none."""
+    with store.engine.begin() as conn:
+        result = conn.execute(delete(Mute).where(col(Mute.guard) == guard))
+        return bool(result.rowcount)

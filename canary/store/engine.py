@@ -1,0 +1,307 @@
+"""The store: one SQLAlchemy engine (SQLite in WAL mode by default), its schema, its writes.
+
+``Store.commit`` is the collectors' ``PositionStore``: the firings of a batch,
+its hourly counts and the file's new read position go in one transaction, so
+a SIGKILL at any moment neither loses nor doubles a firing after restart.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import SQLModel, col, create_engine
+
+from canary.errors import StoreError
+from canary.store.tables import (
+    LINE_KEEP,
+    Delivery,
+    FilePosition,
+    Firing,
+    Heartbeat,
+    HourlyActivity,
+    HourlyCount,
+    Meta,
+    Mute,
+    Run,
+    Schedule,
+    Transition,
+)
+from canary.vocabulary import as_utc, hour_floor
+from collectors.scan import Hit
+from collectors.tailer import Batch, FileState
+
+Attribution = Callable[[str, Hit], int | None]
+
+
+def _v1(conn: Connection) -> None:
+    """Firings, hourly counts, activity, read positions."""
+    tables = [Meta, Firing, HourlyCount, HourlyActivity, FilePosition]
+    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
+
+
+def _v2(conn: Connection) -> None:
+    """Canary runs."""
+    SQLModel.metadata.create_all(conn, tables=[Run.__table__])  # type: ignore[attr-defined]
+
+
+def _v3(conn: Connection) -> None:
+    """Status transitions, mutes, alert deliveries, schedules and the daemon's heartbeat."""
+    tables = [Transition, Mute, Delivery, Schedule, Heartbeat]
+    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
+
+
+#: The schema's versions, oldest first. A store at version N runs N+1.. in order.
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _cut(text: str) -> str:
+    raw = text.encode("utf-8")
+    if len(raw) <= LINE_KEEP:
+        return text
+    return raw[:LINE_KEEP].decode("utf-8", "ignore")
+
+
+class Store:
+    """The store of one guard-canary installation."""
+
+    def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None) -> None:
+        self.url = url
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.attribute: Attribution | None = None
+        try:
+            self.engine = self._create_engine(url)
+            self._migrate()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+
+    # -- setup --------------------------------------------------------------
+
+    @staticmethod
+    def _create_engine(url: str) -> Engine:
+        parsed = make_url(url)
+        if parsed.get_backend_name() != "sqlite":
+            return create_engine(url, pool_pre_ping=True)
+        database = parsed.database
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        return engine
+
+    def _migrate(self) -> None:
+        with self.engine.begin() as conn:
+            Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+            row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store at {self.url} has schema version {current}, newer than this "
+                    f"guard-canary knows ({SCHEMA_VERSION}); upgrade guard-canary",
+                    url=self.url,
+                )
+            for step in MIGRATIONS[current:]:
+                step(conn)
+            if current != SCHEMA_VERSION:
+                self.upsert(
+                    conn, Meta, [{"key": "schema_version", "value": str(SCHEMA_VERSION)}],
+                    keys=["key"], set_={"value": str(SCHEMA_VERSION)},
+                )
+
+    def close(self) -> None:
+        """Release every connection."""
+        self.engine.dispose()
+
+    @property
+    def path(self) -> Path | None:
+        """The database file, for SQLite stores."""
+        parsed = make_url(self.url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            return Path(os.path.expanduser(str(parsed.database)))
+        return None
+
+    # -- the collectors' PositionStore ---------------------------------------
+
+    def position(self, key: str) -> FileState | None:
+        """The committed state of a followed file."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(FilePosition).where(col(FilePosition.key) == key)).first()
+        return _state(row) if row else None
+
+    def positions(self) -> list[FileState]:
+        """Every committed file state."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(FilePosition)).all()
+        return [_state(row) for row in rows]
+
+    def forget(self, key: str) -> None:
+        """Drop a file that is gone for good."""
+        with self.engine.begin() as conn:
+            conn.execute(FilePosition.__table__.delete().where(col(FilePosition.key) == key))  # type: ignore[attr-defined]
+
+    def commit(self, batch: Batch) -> None:
+        """Firings, hourly counts, activity and the new position, in one transaction."""
+        now = as_utc(self._clock())
+        firings: list[dict[str, Any]] = []
+        counts: Counter[tuple[str, datetime, str]] = Counter()
+        activity: Counter[datetime] = Counter()
+        for hit in batch.hits:
+            ts = as_utc(hit.ts) if hit.ts is not None else now
+            if hit.activity:
+                activity[hour_floor(ts)] += 1
+            for guard in hit.guards:
+                run_id = self.attribute(guard, hit) if self.attribute is not None else None
+                firings.append(
+                    {
+                        "guard": guard,
+                        "ts": ts,
+                        "ts_from_line": hit.ts is not None,
+                        "read_at": now,
+                        "path": batch.state.path,
+                        "file_key": batch.state.key,
+                        "offset": hit.offset,
+                        "line": _cut(hit.text),
+                        "run_id": run_id,
+                    }
+                )
+                source = "organic" if run_id is None else "canary"
+                counts[(guard, hour_floor(ts), source)] += 1
+        state = batch.state
+        with self.engine.begin() as conn:
+            if firings:
+                conn.execute(insert(Firing), firings)
+            for (guard, hour, source), n in counts.items():
+                self.upsert(
+                    conn, HourlyCount,
+                    [{"guard": guard, "hour": hour, "source": source, "count": n}],
+                    keys=["guard", "hour", "source"],
+                    set_={"count": HourlyCount.__table__.c["count"] + n},  # type: ignore[attr-defined]
+                )
+            read_hour = hour_floor(now)
+            activity.setdefault(read_hour, 0)
+            for hour, n in activity.items():
+                scanned = (batch.lines, batch.bytes) if hour == read_hour else (0, 0)
+                table = HourlyActivity.__table__  # type: ignore[attr-defined]
+                self.upsert(
+                    conn, HourlyActivity,
+                    [{"hour": hour, "activity": n, "lines": scanned[0], "bytes": scanned[1]}],
+                    keys=["hour"],
+                    set_={
+                        "activity": table.c.activity + n,
+                        "lines": table.c.lines + scanned[0],
+                        "bytes": table.c.bytes + scanned[1],
+                    },
+                )
+            self.upsert(
+                conn, FilePosition,
+                [{
+                    "key": state.key, "dev": state.dev, "ino": state.ino, "path": state.path,
+                    "offset": state.offset, "head_len": state.head_len,
+                    "head_hash": state.head_hash, "size": state.size, "lines": batch.lines,
+                    "updated_at": now,
+                }],
+                keys=["key"],
+                set_={
+                    "path": state.path, "offset": state.offset, "head_len": state.head_len,
+                    "head_hash": state.head_hash, "size": state.size, "updated_at": now,
+                    "lines": FilePosition.__table__.c.lines + batch.lines,  # type: ignore[attr-defined]
+                },
+            )
+
+    # -- helpers ------------------------------------------------------------
+
+    def upsert(
+        self,
+        conn: Connection,
+        model: type[SQLModel],
+        rows: Sequence[dict[str, Any]],
+        *,
+        keys: Iterable[str],
+        set_: dict[str, Any],
+    ) -> None:
+        table = model.__table__  # type: ignore[attr-defined]
+        backend = conn.dialect.name
+        if backend in ("sqlite", "postgresql"):
+            dialect_insert = sqlite.insert if backend == "sqlite" else postgresql.insert
+            stmt = dialect_insert(table).values(list(rows))
+            conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=set_))
+            return
+        for row in rows:
+            where = [table.c[k] == row[k] for k in keys]
+            result = conn.execute(update(table).where(*where).values(**set_))
+            if result.rowcount == 0:
+                conn.execute(insert(table).values(**row))
+
+    def count_firings(self) -> int:
+        """How many firing rows the store holds."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(Firing)).scalar_one())
+
+
+def _state(row: Any) -> FileState:
+    pos = row[0] if not isinstance(row, FilePosition) and len(row) == 1 else row
+    return FileState(
+        key=pos.key, dev=pos.dev, ino=pos.ino, path=pos.path, offset=pos.offset,
+        head_len=pos.head_len, head_hash=bytes(pos.head_hash), size=pos.size,
+    )
+
+
+def _run_table() -> Any:
+    return Run.__table__  # type: ignore[attr-defined]
+
+
+class RunLog:
+    """Writes of canary runs: a row when a run starts, its verdict when it ends."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def start(self, *, guard: str, canary: str, variant: int, expect: str, nonce: str,
+              started: datetime, injected_text: str, leak_text: str | None) -> int:
+        """Insert an in-flight run; return its id."""
+        with self.store.engine.begin() as conn:
+            result = conn.execute(
+                insert(_run_table()).values(
+                    guard=guard, canary=canary, variant=variant, expect=expect, nonce=nonce,
+                    started=as_utc(started), injected_text=injected_text, leak_text=leak_text,
+                    trace="{}", firings=0,
+                )
+            )
+            key = result.inserted_primary_key
+            assert key is not None
+            return int(key[0])
+
+    def finish(self, run_id: int, **fields: Any) -> None:
+        """Record a run's verdict and what it saw."""
+        if "finished" in fields and fields["finished"] is not None:
+            fields["finished"] = as_utc(fields["finished"])
+        with self.store.engine.begin() as conn:
+            conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
+
+    def interrupt_in_flight(self, reason: str) -> int:
+        """Mark runs left in flight (by a crash or a stop) as errors; return how many."""
+        table = _run_table()
+        with self.store.engine.begin() as conn:
+            result = conn.execute(
+                update(table).where(table.c.verdict.is_(None)).values(verdict="error", error=reason)
+            )
+            return int(result.rowcount or 0)

@@ -1,0 +1,87 @@
+"""Named queries over the store, shared by the commands, the daemon and the dashboard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, func, select
+from sqlmodel import col
+
+from canary.store.tables import FilePosition, Firing, HourlyActivity, HourlyCount, Run
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    """Firings of one guard in a window, organic and canary apart."""
+
+    guard: str
+    organic: int
+    canary: int
+
+
+def window_counts(engine: Engine, since: datetime) -> dict[str, WindowCounts]:
+    """Firings per guard from the hourly counts, for the hours starting at or after ``since``'s hour."""
+    hour = since.replace(minute=0, second=0, microsecond=0)
+    stmt = (
+        select(col(HourlyCount.guard), col(HourlyCount.source), func.sum(col(HourlyCount.count)))
+        .where(col(HourlyCount.hour) >= hour)
+        .group_by(col(HourlyCount.guard), col(HourlyCount.source))
+    )
+    totals: dict[str, dict[str, int]] = {}
+    with engine.connect() as conn:
+        for guard, source, total in conn.execute(stmt):
+            totals.setdefault(guard, {})[source] = int(total or 0)
+    return {
+        guard: WindowCounts(guard, by.get("organic", 0), by.get("canary", 0))
+        for guard, by in totals.items()
+    }
+
+
+def window_activity(engine: Engine, since: datetime) -> tuple[int, int]:
+    """Activity lines and lines scanned since ``since``'s hour."""
+    hour = since.replace(minute=0, second=0, microsecond=0)
+    stmt = select(
+        func.sum(col(HourlyActivity.activity)), func.sum(col(HourlyActivity.lines))
+    ).where(col(HourlyActivity.hour) >= hour)
+    with engine.connect() as conn:
+        activity, lines = conn.execute(stmt).one()
+    return int(activity or 0), int(lines or 0)
+
+
+def followed_files(engine: Engine) -> list[tuple[str, int, int]]:
+    """(path, offset, size) of every file with a committed read position."""
+    stmt = select(
+        col(FilePosition.path), col(FilePosition.offset), col(FilePosition.size)
+    ).order_by(col(FilePosition.path))
+    with engine.connect() as conn:
+        return [(p, int(o), int(s)) for p, o, s in conn.execute(stmt)]
+
+
+def run_count(engine: Engine, guard: str, canary: str) -> int:
+    """How many runs of one canary the store holds (the next variant is this modulo variants)."""
+    stmt = select(func.count()).select_from(Run).where(col(Run.guard) == guard, col(Run.canary) == canary)
+    with engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def run_firings(engine: Engine, run_id: int) -> list[tuple[datetime, str, bool]]:
+    """(time, line, time came from the line) of every firing that belongs to a run, oldest first."""
+    stmt = (
+        select(col(Firing.ts), col(Firing.line), col(Firing.ts_from_line), col(Firing.guard))
+        .where(col(Firing.run_id) == run_id)
+        .order_by(col(Firing.ts), col(Firing.id))
+    )
+    with engine.connect() as conn:
+        return [(ts, line, bool(from_line)) for ts, line, from_line, _g in conn.execute(stmt)]
+
+
+def run_guard_firings(engine: Engine, run_id: int, guard: str) -> list[tuple[datetime, str]]:
+    """Firings of one guard that belong to a run, oldest first."""
+    stmt = (
+        select(col(Firing.ts), col(Firing.line))
+        .where(col(Firing.run_id) == run_id, col(Firing.guard) == guard)
+        .order_by(col(Firing.ts), col(Firing.id))
+    )
+    with engine.connect() as conn:
+        return [(ts, line) for ts, line in conn.execute(stmt)]

@@ -1,0 +1,167 @@
+"""Every table of the store, in one module.
+
+Times are aware UTC datetimes. The schema's versions are listed in
+``canary.store.engine.MIGRATIONS``; a table added here must be added there too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, Index, LargeBinary
+from sqlmodel import Field, SQLModel
+
+#: Longest line text kept with a firing (bytes of UTF-8).
+LINE_KEEP = 2048
+
+
+class Meta(SQLModel, table=True):
+    """Key-value facts about the store itself (its schema version among them)."""
+
+    __tablename__ = "meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class Firing(SQLModel, table=True):
+    """One log line that says a guard rejected something."""
+
+    __tablename__ = "firings"
+    __table_args__ = (Index("ix_firings_guard_ts", "guard", "ts"),)
+    id: int | None = Field(default=None, primary_key=True)
+    guard: str
+    ts: datetime = Field(index=True)  # the line's own time, else the time it was read
+    ts_from_line: bool = True
+    read_at: datetime
+    path: str
+    file_key: str
+    offset: int
+    line: str
+    run_id: int | None = Field(default=None, index=True)
+
+
+class HourlyCount(SQLModel, table=True):
+    """Firings per guard per hour of the lines' own time, organic and canary apart."""
+
+    __tablename__ = "hourly_counts"
+    guard: str = Field(primary_key=True)
+    hour: datetime = Field(primary_key=True)
+    source: str = Field(primary_key=True)  # "organic" | "canary"
+    count: int = 0
+
+
+class HourlyActivity(SQLModel, table=True):
+    """Per hour: activity lines (by their own time), and lines and bytes scanned (by read time)."""
+
+    __tablename__ = "hourly_activity"
+    hour: datetime = Field(primary_key=True)
+    activity: int = 0
+    lines: int = 0
+    bytes: int = 0
+
+
+class FilePosition(SQLModel, table=True):
+    """How far each followed file has been read, and how to know it again."""
+
+    __tablename__ = "file_positions"
+    key: str = Field(primary_key=True)  # "dev:ino"
+    dev: int
+    ino: int
+    path: str
+    offset: int
+    head_len: int
+    head_hash: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    size: int
+    lines: int = 0
+    updated_at: datetime
+
+
+class Run(SQLModel, table=True):
+    """One execution of a canary; ``verdict`` is null while it is in flight."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_guard_started", "guard", "started"),)
+    id: int | None = Field(default=None, primary_key=True)
+    guard: str
+    canary: str
+    variant: int = 0
+    expect: str = "reject"
+    nonce: str = Field(unique=True)
+    started: datetime
+    finished: datetime | None = None
+    duration_s: float | None = None
+    verdict: str | None = None
+    trace: str = "{}"  # JSON: stage -> seconds after sent, or null
+    leaked: bool | None = None
+    firings: int = 0
+    evidence: str | None = None
+    injected_text: str = ""
+    leak_text: str | None = None
+    answer: str | None = None
+    error: str | None = None
+
+
+class Transition(SQLModel, table=True):
+    """A change of a guard's status, with the reason a person can act on."""
+
+    __tablename__ = "transitions"
+    __table_args__ = (Index("ix_transitions_guard_at", "guard", "at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    guard: str
+    at: datetime
+    status: str
+    previous: str | None = None
+    reason: str
+    evidence: str | None = None
+
+
+class Mute(SQLModel, table=True):
+    """Alerts for a guard paused until a time; a mute always expires."""
+
+    __tablename__ = "mutes"
+    guard: str = Field(primary_key=True)
+    until: datetime
+    reason: str | None = None
+    created: datetime
+
+
+class Delivery(SQLModel, table=True):
+    """One alert for one channel: pending, sent, or failed after its retries."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (Index("ix_deliveries_state_next", "state", "next_try"),)
+    id: int | None = Field(default=None, primary_key=True)
+    transition_id: int = Field(index=True)
+    guard: str
+    kind: str  # "change" | "reminder" | "recovery"
+    channel: str  # "desktop" | "webhook" | "command"
+    state: str = "pending"  # "pending" | "sent" | "failed" | "skipped" | "muted"
+    attempts: int = 0
+    next_try: datetime
+    last_error: str | None = None
+    created: datetime
+    sent_at: datetime | None = None
+
+
+class Schedule(SQLModel, table=True):
+    """When each canary last ran and is next due, so a restart neither stampedes nor forgets."""
+
+    __tablename__ = "schedules"
+    key: str = Field(primary_key=True)  # "guard/canary"
+    last_run: datetime | None = None
+    next_due: datetime | None = None
+
+
+class Heartbeat(SQLModel, table=True):
+    """The daemon's own liveness, one row per store."""
+
+    __tablename__ = "heartbeat"
+    id: int = Field(default=1, primary_key=True)
+    pid: int
+    started: datetime
+    beat: datetime
+    files: int = 0
+    proxy: str | None = None
+    fixtures: str | None = None
+    control: str | None = None
+    stopped: datetime | None = None

@@ -1,0 +1,119 @@
+"""The product's words, written once: verdicts, run stages, statuses, exit codes, UTC times.
+
+Every other module takes these names from here; nothing else spells a verdict
+set, a stage list, an exit code or the ISO-with-Z form of a time.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+
+
+class Verdict(enum.StrEnum):
+    """How one canary run ended (the contract's "Verdicts")."""
+
+    CAUGHT = "caught"
+    FIRED_BUT_LEAKED = "fired_but_leaked"
+    LEAKED = "leaked"
+    UNLOGGED = "unlogged"
+    NOT_INJECTED = "not_injected"
+    ERROR = "error"
+    AMBIGUOUS = "ambiguous"
+    PASSED = "passed"
+    FALSE_REJECTION = "false_rejection"
+
+    @property
+    def conclusive(self) -> bool:
+        """Whether the run proves something (any verdict but error, not_injected, ambiguous)."""
+        return self not in _INCONCLUSIVE
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the run proves the guard did its job (caught, passed)."""
+        return self in _HEALTHY
+
+    @property
+    def failing(self) -> bool:
+        """Whether the run proves the guard failed (leaked, fired_but_leaked, unlogged, false_rejection)."""
+        return self.conclusive and not self.healthy
+
+
+_INCONCLUSIVE = frozenset({Verdict.NOT_INJECTED, Verdict.ERROR, Verdict.AMBIGUOUS})
+_HEALTHY = frozenset({Verdict.CAUGHT, Verdict.PASSED})
+
+#: Verdict values that prove something about the guard, as stored strings.
+CONCLUSIVE: frozenset[str] = frozenset(v.value for v in Verdict if v.conclusive)
+#: Verdict values that prove the guard did its job, as stored strings.
+HEALTHY_VERDICTS: frozenset[str] = frozenset(v.value for v in Verdict if v.healthy)
+#: Verdicts of a canary that expects a rejection and proves the guard failed.
+REJECT_FAILURES: frozenset[str] = frozenset(
+    {Verdict.LEAKED.value, Verdict.FIRED_BUT_LEAKED.value, Verdict.UNLOGGED.value}
+)
+
+
+class Stage(enum.StrEnum):
+    """The stages of a run, in the order they happen; each is a key of the run's trace."""
+
+    SENT = "sent"
+    FIXTURE_FETCHED = "fixture_fetched"
+    INJECTED = "injected"
+    FIRED = "fired"
+    REPAIR_REQUESTED = "repair_requested"
+    ANSWERED = "answered"
+
+
+#: Stage names in order, as they appear in a trace.
+STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
+
+
+class Status(enum.StrEnum):
+    """Every status a guard can have, healthiest last."""
+
+    PAUSED = "paused"
+    ASLEEP = "asleep"
+    DEGRADED = "degraded"
+    INCONCLUSIVE = "inconclusive"
+    ALIVE = "alive"
+    QUIET = "quiet"
+    NEW = "new"
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the guard is proven awake (alive, quiet)."""
+        return self in HEALTHY
+
+    @property
+    def alerting(self) -> bool:
+        """Whether entering this status sends an alert (asleep, degraded, inconclusive)."""
+        return self in ALERTING
+
+
+#: Statuses that send an alert when a guard enters them.
+ALERTING = frozenset({Status.ASLEEP, Status.DEGRADED, Status.INCONCLUSIVE})
+HEALTHY = frozenset({Status.ALIVE, Status.QUIET})
+
+#: Exit codes of every command (the contract's "Exit codes").
+EXIT_OK = 0
+EXIT_UNHEALTHY = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+
+def as_utc(moment: datetime) -> datetime:
+    """A datetime as stored: aware, in UTC (a naive one is taken to be UTC already)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def iso(moment: datetime | None) -> str | None:
+    """ISO 8601 in UTC with a ``Z``, as every JSON document writes times; None stays None."""
+    if moment is None:
+        return None
+    return as_utc(moment).isoformat().replace("+00:00", "Z")
+
+
+def hour_floor(moment: datetime) -> datetime:
+    """The start of the UTC hour a datetime lies in."""
+    return as_utc(moment).replace(minute=0, second=0, microsecond=0)

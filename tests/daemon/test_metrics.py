@@ -1,0 +1,284 @@
+"""Metrics: the exact series rendered from a snapshot, a snapshot read from a real store, the rules file."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import insert
+
+from canary.daemon.metrics import MetricsSnapshot, render, snapshot_from_store
+from canary.locations import package_dir
+from canary.store.engine import RunLog, Store
+from canary.store.tables import Heartbeat
+from canary.vocabulary import Status
+from collectors.scan import Hit
+from collectors.tailer import Batch, FileState
+
+NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples(text: bytes) -> Samples:
+    """Every sample as (name, sorted labels) -> value."""
+    found: Samples = {}
+    for family in text_string_to_metric_families(text.decode("utf-8")):
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            assert key not in found, f"duplicate series {key}"
+            found[key] = sample.value
+    return found
+
+
+def named(found: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: value for (n, labels), value in found.items() if n == name}
+
+
+SNAPSHOT = MetricsSnapshot(
+    guards=["citation", "date"],
+    firings={("citation", "organic"): 38, ("citation", "canary"): 4, ("gone", "organic"): 9},
+    statuses={"citation": "alive", "date": "asleep"},
+    runs={("citation", "fake-url", "caught"): 4, ("date", "fake-date", "leaked"): 2},
+    last_caught={"citation": 1_795_000_000.0},
+    collector_lines={"/logs/agent.log": 182_344},
+    collector_lag={"/logs/agent.log": 512},
+    heartbeat=1_795_000_100.5,
+)
+
+
+def test_firings_have_both_sources_from_zero_for_every_declared_guard() -> None:
+    assert named(samples(render(SNAPSHOT)), "canary_guard_firings_total") == {
+        (("guard", "citation"), ("source", "organic")): 38.0,
+        (("guard", "citation"), ("source", "canary")): 4.0,
+        (("guard", "date"), ("source", "organic")): 0.0,
+        (("guard", "date"), ("source", "canary")): 0.0,
+    }
+
+
+def test_status_is_one_hot_over_every_status() -> None:
+    status = named(samples(render(SNAPSHOT)), "canary_guard_status")
+    assert len(status) == 2 * len(Status)
+    for guard, current in [("citation", "alive"), ("date", "asleep")]:
+        row = {dict(k)["status"]: value for k, value in status.items() if dict(k)["guard"] == guard}
+        assert set(row) == {s.value for s in Status}
+        assert row == {s.value: (1.0 if s.value == current else 0.0) for s in Status}
+
+
+def test_a_guard_without_a_status_counts_as_new() -> None:
+    status = named(samples(render(MetricsSnapshot(guards=["quote"]))), "canary_guard_status")
+    assert [dict(labels)["status"] for labels, value in status.items() if value == 1.0] == ["new"]
+
+
+def test_runs_lines_lag_last_caught_and_heartbeat() -> None:
+    found = samples(render(SNAPSHOT))
+    assert named(found, "canary_runs_total") == {
+        (("canary", "fake-url"), ("guard", "citation"), ("verdict", "caught")): 4.0,
+        (("canary", "fake-date"), ("guard", "date"), ("verdict", "leaked")): 2.0,
+    }
+    # Only guards with a caught run have a last-caught time: no series for "date".
+    assert named(found, "canary_last_caught_timestamp_seconds") == {(("guard", "citation"),): 1_795_000_000.0}
+    assert named(found, "canary_collector_lines_total") == {(("path", "/logs/agent.log"),): 182_344.0}
+    assert named(found, "canary_collector_lag_bytes") == {(("path", "/logs/agent.log"),): 512.0}
+    assert named(found, "canary_daemon_heartbeat_timestamp_seconds") == {(): 1_795_000_100.5}
+
+
+def test_exposition_names_and_types() -> None:
+    text = render(SNAPSHOT).decode()
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.M))
+    assert types == {
+        "canary_guard_firings_total": "counter",
+        "canary_guard_status": "gauge",
+        "canary_last_caught_timestamp_seconds": "gauge",
+        "canary_runs_total": "counter",
+        "canary_collector_lines_total": "counter",
+        "canary_collector_lag_bytes": "gauge",
+        "canary_daemon_heartbeat_timestamp_seconds": "gauge",
+    }
+    assert "_total_total" not in text
+    assert "_created" not in text
+    assert 'guard="gone"' not in text  # only declared guards are exported
+
+
+def test_no_heartbeat_means_no_heartbeat_sample() -> None:
+    found = samples(render(MetricsSnapshot(guards=["citation"])))
+    assert named(found, "canary_daemon_heartbeat_timestamp_seconds") == {}
+
+
+def test_label_values_are_escaped() -> None:
+    path = 'C:\\logs\\a "quoted"\nname.log'
+    found = samples(render(MetricsSnapshot(guards=[], collector_lines={path: 3})))
+    assert named(found, "canary_collector_lines_total") == {(("path", path),): 3.0}
+
+
+def test_an_unknown_status_value_is_an_error() -> None:
+    with pytest.raises(ValueError, match="snoozing"):
+        render(MetricsSnapshot(guards=["citation"], statuses={"citation": "snoozing"}))
+
+
+# -- from the store -----------------------------------------------------------------
+
+
+def file_state(path: str, key: str, offset: int, size: int) -> FileState:
+    ino = int(key.split(":")[1])
+    return FileState(key, 1, ino, path, offset, 10, b"h" * 16, size)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
+    store.attribute = lambda guard, hit: 1 if "nonce" in hit.text else None
+    earlier = NOW - timedelta(days=3)
+    store.commit(Batch(
+        file_state("/logs/a.log", "1:2", 300, 1000),
+        [
+            Hit(0, "CitationGuard rejected", ("citation",), False, NOW),
+            Hit(40, "CitationGuard rejected nonce", ("citation",), False, NOW),
+            Hit(80, "CitationGuard rejected", ("citation",), False, earlier),
+        ],
+        10, 300,
+    ))
+    store.commit(Batch(file_state("/logs/a.log", "1:2", 400, 1000), [], 5, 100))
+    # A rotated file under the same path: summed with the live one, never a duplicate series.
+    store.commit(Batch(file_state("/logs/a.log", "1:9", 50, 50), [], 2, 50))
+    store.commit(Batch(file_state("/logs/b.log", "1:3", 80, 80), [], 4, 80))
+    runs = RunLog(store)
+    rows = [
+        ("citation", "fake-url", "caught", NOW - timedelta(hours=7)),
+        ("citation", "fake-url", "caught", NOW - timedelta(hours=1)),
+        ("citation", "fake-url", "leaked", NOW - timedelta(hours=2)),
+        ("date", "fake-date", "unlogged", NOW - timedelta(hours=1)),
+        ("date", "fake-date", None, NOW),  # in flight: not counted
+    ]
+    for n, (guard, canary, verdict, started) in enumerate(rows):
+        run_id = runs.start(guard=guard, canary=canary, variant=0, expect="reject", nonce=f"n{n}",
+                            started=started, injected_text="x", leak_text=None)
+        if verdict is not None:
+            runs.finish(run_id, verdict=verdict, finished=started + timedelta(seconds=3))
+    with store.engine.begin() as conn:
+        conn.execute(insert(Heartbeat).values(id=1, pid=7, started=NOW - timedelta(hours=1),
+                                              beat=NOW - timedelta(seconds=20)))
+    return store
+
+
+def test_snapshot_from_store(store: Store) -> None:
+    snap = snapshot_from_store(store, ["citation", "date"], {"citation": Status.ALIVE, "date": "asleep"})
+    assert snap.guards == ["citation", "date"]
+    assert snap.firings == {("citation", "organic"): 2, ("citation", "canary"): 1}
+    assert snap.statuses == {"citation": "alive", "date": "asleep"}
+    assert snap.runs == {
+        ("citation", "fake-url", "caught"): 2,
+        ("citation", "fake-url", "leaked"): 1,
+        ("date", "fake-date", "unlogged"): 1,
+    }
+    assert snap.last_caught == {"citation": (NOW - timedelta(hours=1)).timestamp()}
+    assert snap.collector_lines == {"/logs/a.log": 17, "/logs/b.log": 4}
+    assert snap.collector_lag == {"/logs/a.log": 600, "/logs/b.log": 0}
+    assert snap.heartbeat == (NOW - timedelta(seconds=20)).timestamp()
+
+
+def test_given_files_replace_the_stored_positions(store: Store) -> None:
+    files = [("/logs/a.log", 20, 4096), ("/logs/a.log", 1, 0), ("/logs/c.log", 3, 7)]
+    snap = snapshot_from_store(store, ["citation"], {}, files=files)
+    assert snap.collector_lines == {"/logs/a.log": 21, "/logs/c.log": 3}
+    assert snap.collector_lag == {"/logs/a.log": 4096, "/logs/c.log": 7}
+
+
+def test_an_empty_store_renders_zeros_and_no_heartbeat(tmp_path: Path) -> None:
+    empty = Store(f"sqlite:///{tmp_path / 'e.db'}")
+    found = samples(render(snapshot_from_store(empty, ["citation"], {})))
+    assert named(found, "canary_guard_firings_total") == {
+        (("guard", "citation"), ("source", "organic")): 0.0,
+        (("guard", "citation"), ("source", "canary")): 0.0,
+    }
+    assert named(found, "canary_daemon_heartbeat_timestamp_seconds") == {}
+    assert named(found, "canary_runs_total") == {}
+    empty.close()
+
+
+def test_the_store_renders_end_to_end(store: Store) -> None:
+    found = samples(render(snapshot_from_store(store, ["citation", "date"], {"citation": "alive"})))
+    assert found[("canary_guard_firings_total", (("guard", "citation"), ("source", "canary")))] == 1.0
+    caught = (("canary", "fake-url"), ("guard", "citation"), ("verdict", "caught"))
+    assert found[("canary_runs_total", caught)] == 2.0
+    assert found[("canary_guard_status", (("guard", "date"), ("status", "new")))] == 1.0
+
+
+# -- the alerting rules ------------------------------------------------------------------
+
+RULES = package_dir() / "examples" / "prometheus-rules.yml"
+EXPECTED_ALERTS = {
+    "GuardAsleep", "GuardDegraded", "GuardInconclusive", "NoCaughtCanaryForADay",
+    "DaemonHeartbeatAbsent", "CollectorLagging",
+}
+
+
+def rules_outline() -> list[dict[str, str]]:
+    """Each rule's alert, expr, for, severity and annotations, read line by line.
+
+    PyYAML is not a dependency, so this checks the file's shape with the few rules it uses:
+    two-space indentation, no tabs, one-line scalars.
+    """
+    rules: list[dict[str, str]] = []
+    section = ""
+    for number, line in enumerate(RULES.read_text().splitlines(), 1):
+        assert "\t" not in line, f"line {number} has a tab"
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        assert indent % 2 == 0, f"line {number} is indented by {indent}"
+        match = re.fullmatch(r"(- )?([a-z_]+):(?: (.+))?", stripped)
+        assert match, f"line {number} is not a 'key: value' line: {line!r}"
+        _, key, value = match.groups()
+        value = (value or "").strip()
+        if value.startswith('"'):
+            assert value.endswith('"') and len(value) > 1, f"line {number} has an unterminated string"
+            value = value[1:-1]
+        if key == "alert":
+            rules.append({"alert": value})
+        elif rules and indent == 8:
+            section = key
+            rules[-1][key] = value
+        elif rules and indent == 10:
+            rules[-1][f"{section}.{key}"] = value
+    return rules
+
+
+def test_the_rules_file_has_every_alert_with_labels_and_annotations() -> None:
+    text = RULES.read_text()
+    assert text.startswith("#") and "\ngroups:\n  - name: guard-canary\n    rules:\n" in text
+    rules = rules_outline()
+    assert {r["alert"] for r in rules} == EXPECTED_ALERTS
+    for rule in rules:
+        assert rule.get("expr"), rule
+        assert re.fullmatch(r"\d+[smh]", rule.get("for", "")), rule
+        assert rule.get("labels.severity") in {"warning", "critical"}, rule
+        assert rule.get("annotations.summary") and rule.get("annotations.description"), rule
+    by_name = {r["alert"]: r for r in rules}
+    for guard_alert in ("GuardAsleep", "GuardDegraded", "GuardInconclusive", "NoCaughtCanaryForADay"):
+        assert "$labels.guard" in by_name[guard_alert]["annotations.description"]
+    assert by_name["GuardAsleep"]["for"] == "5m"
+    assert by_name["CollectorLagging"]["expr"] == "canary_collector_lag_bytes > 10485760"  # 10 MiB
+
+
+def test_every_rule_expr_uses_a_rendered_metric() -> None:
+    emitted = {name for name, _labels in samples(render(SNAPSHOT))}
+    for rule in rules_outline():
+        used = set(re.findall(r"\bcanary_[a-z_]+", rule["expr"]))
+        assert used, rule
+        assert used <= emitted, (rule["alert"], used - emitted)
+        for status in re.findall(r'status="([a-z]+)"', rule["expr"]):
+            assert status in {s.value for s in Status}
+
+
+def test_the_rules_file_parses_as_yaml() -> None:
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load(RULES.read_text())
+    rules = doc["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} == EXPECTED_ALERTS
+    assert {r["alert"]: r for r in rules_outline()}["GuardAsleep"]["expr"] == next(
+        r["expr"] for r in rules if r["alert"] == "GuardAsleep"
+    )

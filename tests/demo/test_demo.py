@@ -1,0 +1,36 @@
+"""The demo, end to end: the bundled agent, its scripted model, the real proxy and collectors."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from canary.cli.main import main
+
+EXPECTED = {
+    ("citation", "fake-url"): "caught",
+    ("citation", "real-url-control"): "passed",
+    ("quote", "fake-quote"): "caught",
+    ("number", "fake-number"): "caught",
+    ("denial", "empty-page"): "caught",
+    ("version", "fake-version"): "leaked",
+    ("date", "fake-date"): "leaked",
+}
+
+
+def test_demo_headless_json_gives_each_guard_its_verdict() -> None:
+    result = CliRunner().invoke(main, ["demo", "--headless", "--json"])
+    assert result.exit_code == 1, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert {(r["guard"], r["canary"]): r["verdict"] for r in runs} == EXPECTED
+    for r in runs:
+        assert r["trace"]["sent"] == 0.0
+        assert r["trace"]["fixture_fetched"] is not None
+        assert r["trace"]["injected"] is not None
+        if r["verdict"] == "caught":
+            assert r["firings"] >= 1 and r["evidence"] and not r["leaked"]
+            assert r["trace"]["fired"] is not None
+        if r["verdict"] == "leaked":
+            assert r["firings"] == 0 and r["evidence"] is None and r["leaked"]
+        assert len(r["nonce"]) == 20

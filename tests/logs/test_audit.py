@@ -1,0 +1,151 @@
+"""``canary audit`` over real files: rotated and gzipped copies, windows, JSON, exit codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from canary.cli.main import main
+from canary.config.settings import load_config
+from canary.demo.sample import FIRINGS, write_demo
+from canary.logs.audit import audit
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def write_setup(root: Path, *, fmt: str = "text") -> Path:
+    (root / "defs").mkdir()
+    if fmt == "text":
+        (root / "defs" / "citation.toml").write_text(
+            "[guard]\nname = 'citation'\nmatch = 'CitationGuard: rejected'\n"
+        )
+        (root / "defs" / "date.toml").write_text("[guard]\nname = 'date'\nmatch = 'DateGuard: rejected'\n")
+        activity = "activity = 'task finished'"
+    else:
+        (root / "defs" / "citation.toml").write_text(
+            "[guard]\nname = 'citation'\nmatch = { event = 'guard_reject', guard = 'citation' }\n"
+        )
+        (root / "defs" / "date.toml").write_text(
+            "[guard]\nname = 'date'\nmatch = { event = 'guard_reject', guard = 'date' }\n"
+        )
+        activity = "activity = { event = 'task_finished' }"
+    config = root / "canary.toml"
+    config.write_text(
+        f"defs = ['defs/*.toml']\n[logs]\npaths = ['logs/agent.log']\nformat = '{fmt}'\n{activity}\n"
+    )
+    (root / "logs").mkdir()
+    return config
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_audit_reads_live_rotated_and_gzipped_files_once(tmp_path: Path) -> None:
+    config_path = write_setup(tmp_path)
+    logs = tmp_path / "logs"
+    old = NOW - timedelta(hours=30)
+    with gzip.open(logs / "agent.log.2.gz", "wt") as f:
+        f.write(f"{stamp(old)} WARN CitationGuard: rejected a\n" * 4)
+    (logs / "agent.log.1").write_text(f"{stamp(NOW - timedelta(hours=5))} WARN CitationGuard: rejected b\n")
+    (logs / "agent.log").write_text(
+        f"{stamp(NOW - timedelta(hours=1))} INFO task finished\n"
+        f"{stamp(NOW - timedelta(minutes=5))} WARN CitationGuard: rejected c\n"
+        "CitationGuard: rejected with no stamp\n"
+        "a partial last line CitationGuard: rejected"
+    )
+    # A hard link is the same file under another name: read once.
+    os.link(logs / "agent.log.1", logs / "agent.log-20261128")
+    config = load_config(str(config_path))
+    report = audit(config, now=NOW)
+    by = {g.guard: g for g in report.guards}
+    assert by["citation"].firings == 7
+    assert by["citation"].first == old
+    assert by["citation"].last == NOW - timedelta(minutes=5)
+    assert by["date"].firings == 0
+    assert by["date"].flag == "asleep"
+    assert report.activity == 1
+    assert report.lines == 4 + 1 + 3
+
+
+def test_window_uses_the_lines_own_time_and_reports_untimed(tmp_path: Path) -> None:
+    config_path = write_setup(tmp_path)
+    (tmp_path / "logs" / "agent.log").write_text(
+        f"{stamp(NOW - timedelta(hours=30))} WARN CitationGuard: rejected old\n"
+        f"{stamp(NOW - timedelta(hours=2))} WARN CitationGuard: rejected new\n"
+        "CitationGuard: rejected untimed\n"
+        f"{stamp(NOW - timedelta(hours=3))} WARN DateGuard: rejected new\n"
+    )
+    config = load_config(str(config_path))
+    report = audit(config, since=NOW - timedelta(hours=24), now=NOW)
+    by = {g.guard: g for g in report.guards}
+    assert (by["citation"].firings, by["citation"].untimed) == (1, 1)
+    assert by["date"].firings == 1
+    assert report.asleep == []
+
+
+def test_jsonl_logs_with_garbage_lines(tmp_path: Path) -> None:
+    config_path = write_setup(tmp_path, fmt="jsonl")
+    lines = [
+        {"ts": stamp(NOW), "event": "guard_reject", "guard": "citation", "url": "x"},
+        {"ts": stamp(NOW), "event": "task_finished"},
+        {"ts": stamp(NOW), "event": "guard_reject", "guard": "quote"},
+    ]
+    body = "\n".join(json.dumps(x) for x in lines) + "\n{not json guard_reject citation\n"
+    (tmp_path / "logs" / "agent.log").write_bytes(body.encode() + b"\xff\xfe\n")
+    report = audit(load_config(str(config_path)), now=NOW)
+    by = {g.guard: g for g in report.guards}
+    assert by["citation"].firings == 1
+    assert by["date"].firings == 0
+    assert report.activity == 1
+
+
+def test_cli_audit_json_and_exit_codes(tmp_path: Path) -> None:
+    config_path = write_setup(tmp_path)
+    (tmp_path / "logs" / "agent.log").write_text(
+        f"{stamp(NOW)} WARN CitationGuard: rejected\n{stamp(NOW)} WARN DateGuard: rejected\n"
+    )
+    runner = CliRunner()
+    result = runner.invoke(main, ["--config", str(config_path), "audit", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [g["firings"] for g in doc["guards"]] == [1, 1]
+    assert doc["since"] is None and doc["lines"] == 2
+    (tmp_path / "logs" / "agent.log").write_text(f"{stamp(NOW)} WARN CitationGuard: rejected\n")
+    result = runner.invoke(main, ["--config", str(config_path), "audit"])
+    assert result.exit_code == 1
+    assert "ASLEEP" in result.stdout and "date" in result.stdout
+    result = runner.invoke(main, ["--config", str(config_path), "audit", "--since", "yesterday"])
+    assert result.exit_code == 2
+    assert "--since" in result.stderr
+    result = runner.invoke(main, ["--config", str(config_path), "audit", "--since", "1h", "--window", "2h"])
+    assert result.exit_code == 2
+
+
+def test_audit_with_no_readable_log_exits_3(tmp_path: Path) -> None:
+    config_path = write_setup(tmp_path)
+    result = CliRunner().invoke(main, ["--config", str(config_path), "audit"])
+    assert result.exit_code == 3
+    assert "no log file matches" in result.stderr
+
+
+def test_demo_audit_shows_the_sample_counts(tmp_path: Path) -> None:
+    config_path = write_demo(tmp_path / "demo", now=NOW)
+    report = audit(load_config(str(config_path)), now=NOW)
+    assert {g.guard: g.firings for g in report.guards} == FIRINGS
+    assert sorted(report.asleep) == ["date", "version"]
+    assert len(report.files) == 3
+    windowed = audit(load_config(str(config_path)), since=NOW - timedelta(hours=24), now=NOW)
+    assert 0 < sum(g.firings for g in windowed.guards) < sum(FIRINGS.values())
+
+
+def test_demo_command(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--sample-audit", "--json"])
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert {g["guard"]: g["firings"] for g in doc["guards"]} == FIRINGS

@@ -1,0 +1,115 @@
+"""The status table: one row per case, boundary instants included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
+from canary.vocabulary import Status
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+H = timedelta(hours=1)
+EVERY = 6 * H
+GRACE = 1 * H
+WINDOW = 24 * H
+LONG_AGO = NOW - 30 * 24 * H
+
+
+def run(verdict: str, ago: timedelta, *, canary: str = "fake", variant: int = 0, expect: str = "reject") -> RunFact:
+    return RunFact(canary, variant, expect, verdict, NOW - ago)
+
+
+def facts(*runs: RunFact, canaries: tuple[str, ...] = ("fake",), **kw: object) -> GuardFacts:
+    defaults: dict[str, object] = {
+        "organic": 3, "activity": 50, "lines": 1000, "watched_since": LONG_AGO,
+    }
+    defaults.update(kw)
+    facts_ = [
+        CanaryFact(name, EVERY, tuple(sorted((r for r in runs if r.canary == name), key=lambda r: r.at, reverse=True)))
+        for name in canaries
+    ]
+    return GuardFacts("g", WINDOW, GRACE, facts_, **defaults)  # type: ignore[arg-type]
+
+
+CASES = [
+    # nothing at all is known
+    ("new", facts(organic=0, activity=0, lines=0), Status.NEW),
+    # muted: paused even though its canary leaked
+    ("muted", facts(run("leaked", H), muted_until=NOW + H), Status.PAUSED),
+    # the mute has expired at exactly this instant: back to what the facts say
+    ("mute-expired-at-now", facts(run("leaked", H), muted_until=NOW), Status.ASLEEP),
+    # the latest conclusive run leaked
+    ("leaked", facts(run("leaked", H), run("caught", 2 * H)), Status.ASLEEP),
+    ("fired-but-leaked", facts(run("fired_but_leaked", H)), Status.ASLEEP),
+    ("unlogged", facts(run("unlogged", H)), Status.ASLEEP),
+    # an error after a leak does not hide the leak (error is not conclusive)
+    ("error-after-leak", facts(run("error", H), run("leaked", 2 * H)), Status.ASLEEP),
+    # zero firings over a whole window of activity, no canaries
+    ("zero-firings-whole-window", facts(canaries=(), organic=0), Status.ASLEEP),
+    # the same, but the logs have been followed for less than a window: nothing proven yet
+    ("zero-firings-partial-window", facts(canaries=(), organic=0, watched_since=NOW - WINDOW + H), Status.NEW),
+    # followed for exactly one window: a whole window
+    ("zero-firings-exactly-a-window", facts(canaries=(), organic=0, watched_since=NOW - WINDOW), Status.ASLEEP),
+    # zero firings, but the agent did nothing: silence proves nothing
+    ("zero-firings-idle-agent", facts(canaries=(), organic=0, activity=0), Status.NEW),
+    # no activity pattern: lines read stand in for activity
+    ("zero-firings-no-activity-pattern", facts(canaries=(), organic=0, activity=None, lines=10), Status.ASLEEP),
+    # zero organic firings but a canary caught in the window: quiet, not asleep
+    ("quiet", facts(run("caught", H), organic=0), Status.QUIET),
+    ("alive-through-canary", facts(run("caught", H)), Status.ALIVE),
+    ("alive-no-canaries-fired", facts(canaries=(), organic=2), Status.ALIVE),
+    # a control that passed counts like a caught canary
+    ("control-passed", facts(run("caught", H), run("passed", H, canary="ctl", expect="accept"), canaries=("fake", "ctl")), Status.ALIVE),
+    # a control rejected: degraded
+    ("control-false-rejection", facts(run("caught", H), run("false_rejection", H, canary="ctl", expect="accept"), canaries=("fake", "ctl")), Status.DEGRADED),
+    # variants disagree: the latest run is caught, an earlier variant leaked in the window
+    ("variants-disagree", facts(run("caught", H, variant=0), run("leaked", 3 * H, variant=1)), Status.DEGRADED),
+    # a disagreement older than the window is forgotten
+    ("disagreement-outside-window", facts(run("caught", H, variant=0), run("leaked", 25 * H, variant=1)), Status.ALIVE),
+    # only errors and not_injected: inconclusive
+    ("only-errors", facts(run("error", H), run("not_injected", 2 * H)), Status.INCONCLUSIVE),
+    # last conclusive run older than every + grace
+    ("stale-caught", facts(run("caught", EVERY + GRACE + timedelta(seconds=1))), Status.INCONCLUSIVE),
+    # exactly every + grace old: still fresh
+    ("caught-at-the-boundary", facts(run("caught", EVERY + GRACE)), Status.ALIVE),
+    # two canaries, one never ran
+    ("one-canary-never-ran", facts(run("caught", H), canaries=("fake", "other")), Status.INCONCLUSIVE),
+    # the daemon just started: the second canary is not due yet, so nothing is stale (no alert flaps)
+    ("second-canary-pending-after-start", facts(run("caught", H / 6), canaries=("fake", "other"), watched_since=NOW - H), Status.NEW),
+    # ...but once every + grace has passed since the logs are watched, a canary that never ran is stale
+    ("second-canary-overdue", facts(run("caught", H / 6), canaries=("fake", "other"), watched_since=NOW - EVERY - GRACE - H), Status.INCONCLUSIVE),
+    # logs unreadable
+    ("logs-unreadable", facts(run("caught", H), logs_readable=False), Status.INCONCLUSIVE),
+    # has canaries that never ran, and organic firings: nothing proven by a canary yet
+    ("canaries-never-ran", facts(), Status.NEW),
+]
+
+
+@pytest.mark.parametrize(("case", "given", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_status_table(case: str, given: GuardFacts, expected: Status) -> None:
+    result = evaluate(given, now=NOW)
+    assert result.status is expected, result.reason
+    assert result.reason
+
+
+def test_reasons_say_what_to_act_on() -> None:
+    leaked = evaluate(facts(run("leaked", H)), now=NOW)
+    assert "canary fake leaked at" in leaked.reason
+    assert "the answer reached the user; the guard wrote no line" in leaked.reason
+    stale = evaluate(facts(run("error", H), run("caught", 10 * H)), now=NOW)
+    assert "no conclusive run since" in stale.reason and "every 6h + grace 1h" in stale.reason
+    assert "error" in stale.reason
+    zero = evaluate(facts(canaries=(), organic=0), now=NOW)
+    assert "no firing in the last 1d while the agent logged 50 unit(s) of work" in zero.reason
+
+
+def test_kill_rate_counts_conclusive_reject_runs_in_the_window() -> None:
+    result = evaluate(
+        facts(run("caught", H), run("leaked", 2 * H), run("error", 3 * H), run("caught", 30 * H)),
+        now=NOW,
+    )
+    assert result.kill_rate == pytest.approx(0.5)
+    assert result.last_verdict == "caught"
+    assert evaluate(facts(), now=NOW).kill_rate is None

@@ -1,0 +1,92 @@
+"""The store: WAL mode, schema versions, one transaction per batch."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from canary.errors import StoreError
+from canary.store.engine import SCHEMA_VERSION, Store
+from collectors.scan import Hit
+from collectors.tailer import Batch, FileState
+
+NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
+
+
+def state(offset: int) -> FileState:
+    return FileState("1:2", 1, 2, "/logs/a.log", offset, 10, b"h" * 16, offset)
+
+
+def test_sqlite_store_is_wal_and_versioned(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'deep' / 'c.db'}")
+    with store.engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        version = conn.execute(text("SELECT value FROM meta WHERE key='schema_version'")).scalar()
+    assert int(version) == SCHEMA_VERSION
+    store.close()
+    Store(f"sqlite:///{tmp_path / 'deep' / 'c.db'}").close()  # reopening migrates nothing
+
+
+def test_a_newer_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    Store(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="newer"):
+        Store(f"sqlite:///{path}")
+
+
+def test_unopenable_store_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError):
+        Store(f"sqlite:///{blocker / 'c.db'}")
+
+
+def test_commit_writes_firings_counts_activity_and_position_together(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
+    hits = [
+        Hit(0, "g1 and g2", ("g1", "g2"), False, NOW),
+        Hit(20, "x" * 5000, ("g1",), True, None),
+        Hit(40, "activity", (), True, datetime(2026, 11, 29, 9, 5, tzinfo=UTC)),
+    ]
+    store.commit(Batch(state(60), hits, 3, 60))
+    assert store.position("1:2") == state(60)
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT guard, length(line), ts_from_line FROM firings ORDER BY id")).all()
+        counts = conn.execute(text("SELECT guard, source, count FROM hourly_counts ORDER BY guard")).all()
+        activity = conn.execute(text("SELECT activity, lines FROM hourly_activity ORDER BY hour")).all()
+    assert rows == [("g1", 9, 1), ("g2", 9, 1), ("g1", 2048, 0)]
+    assert counts == [("g1", "organic", 2), ("g2", "organic", 1)]
+    assert activity == [(1, 0), (1, 3)]
+
+
+def test_a_failed_commit_leaves_nothing_behind(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
+
+    def boom(guard: str, hit: Hit) -> int | None:
+        if hit.offset == 20:
+            raise RuntimeError("attribution failed")
+        return None
+
+    store.attribute = boom
+    hits = [Hit(0, "a", ("g1",), False, NOW), Hit(20, "b", ("g1",), False, NOW)]
+    with pytest.raises(RuntimeError):
+        store.commit(Batch(state(40), hits, 2, 40))
+    assert store.count_firings() == 0
+    assert store.position("1:2") is None
+
+
+def test_canary_attribution_keeps_counts_apart(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
+    store.attribute = lambda guard, hit: 7 if "nonce123" in hit.text else None
+    hits = [Hit(0, "rejected nonce123", ("g",), False, NOW), Hit(30, "rejected", ("g",), False, NOW)]
+    store.commit(Batch(state(50), hits, 2, 50))
+    from canary.store.queries import window_counts
+
+    counts = window_counts(store.engine, NOW)
+    assert (counts["g"].organic, counts["g"].canary) == (1, 1)
