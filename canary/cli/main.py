@@ -463,8 +463,11 @@ def service_install(ctx: click.Context, dry_run: bool) -> None:
         found = find_config(ctx.obj.get("config"))
     except CanaryError as exc:
         _fail(exc)
+    # The service manager holds the proxy's and fixture server's sockets at the configured addresses.
+    config = _load(ctx) if found else None
+    listens = {"proxy": config.model.listen, "fixtures": config.fixtures.listen} if config else None
     try:
-        report = svc.install(found.resolve() if found else None, dry_run=dry_run)
+        report = svc.install(found.resolve() if found else None, dry_run=dry_run, listens=listens)
     except CanaryError as exc:
         _fail(exc)
     click.echo(svc.render(report))

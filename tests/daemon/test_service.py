@@ -21,6 +21,15 @@ from canary.errors import UsageError
 UID = os.getuid()
 TARGET = f"gui/{UID}/{LABEL}"
 PYTHON = str(Path(sys.executable).absolute())
+PROXY_SOCKET, FIXTURES_SOCKET = "guard-canary-proxy.socket", "guard-canary-fixtures.socket"
+SOCKETS = f"{PROXY_SOCKET} {FIXTURES_SOCKET}"
+LINUX_STEPS = [
+    ["systemctl", "--user", "daemon-reload"],
+    ["systemctl", "--user", "enable", PROXY_SOCKET, FIXTURES_SOCKET, UNIT],
+    ["systemctl", "--user", "stop", UNIT],
+    ["systemctl", "--user", "restart", PROXY_SOCKET, FIXTURES_SOCKET],
+    ["systemctl", "--user", "restart", UNIT],
+]
 SHOW = ["systemctl", "--user", "show", UNIT, "-p", "LoadState,ActiveState,SubState,MainPID,ExecMainStatus"]
 
 
@@ -105,7 +114,7 @@ def test_plist_has_every_key_with_the_right_values(
     job = plistlib.loads(contents)
     logs = state().absolute() / "logs"
     assert job == {
-        "Label": "io.github.guard-canary.daemon.loop",
+        "Label": "io.github.guard-canary.daemon",
         "ProgramArguments": [PYTHON, "-m", "canary.cli.main", "--config", str(config), "daemon"],
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
@@ -122,6 +131,13 @@ def test_plist_has_every_key_with_the_right_values(
         },
         "ProcessType": "Background",
         "ThrottleInterval": 10,
+        # launchd holds the listeners, so connections wait while the daemon restarts
+        "Sockets": {
+            "proxy": {"SockNodeName": "127.0.0.1", "SockServiceName": "11435", "SockType": "stream",
+                      "SockFamily": "IPv4"},
+            "fixtures": {"SockNodeName": "127.0.0.1", "SockServiceName": "11436", "SockType": "stream",
+                         "SockFamily": "IPv4"},
+        },
     }
     assert contents.startswith(b"<?xml")  # XML, not binary: a person can read it
 
@@ -181,12 +197,14 @@ def test_unit_has_the_right_sections_and_keys(home: Path, monkeypatch: pytest.Mo
     text = contents.decode()
     unit = parse_unit(text)
     assert list(unit) == ["Unit", "Service", "Install"]
-    assert one(unit["Unit"], "After") == "default.target"
+    assert one(unit["Unit"], "After") == f"default.target {SOCKETS}"
+    assert one(unit["Unit"], "Requires") == SOCKETS
     assert one(unit["Unit"], "Description")
     svc = unit["Service"]
     assert one(svc, "Type") == "simple"
     assert one(svc, "Restart") == "on-failure"
     assert one(svc, "RestartSec") == "5"
+    assert one(svc, "Sockets") == SOCKETS
     assert one(svc, "WorkingDirectory") == str(state().absolute())
     assert systemd_words(one(svc, "ExecStart")) == [PYTHON, "-m", "canary.cli.main", "daemon"]
     # Environment= values: quoted, `%` doubled, `$` kept (systemd expands no variables there)
@@ -306,7 +324,7 @@ def test_install_darwin_retries_bootstrap_while_the_old_job_is_torn_down(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     naps: list[float] = []
-    monkeypatch.setattr("canary.daemon.service.time.sleep", naps.append)
+    monkeypatch.setattr("canary.daemon.service.launchd.time.sleep", naps.append)
     busy = done(code=5, err="Bootstrap failed: 5: Input/output error\n")
     run = Recorder({("launchctl", "bootstrap"): [busy, done()]})
 
@@ -321,12 +339,10 @@ def test_install_linux(home: Path) -> None:
 
     report = service.install(None, platform="linux", run=run)
 
-    assert run.calls == [
-        ["systemctl", "--user", "daemon-reload"],
-        ["systemctl", "--user", "enable", UNIT],
-        ["systemctl", "--user", "restart", UNIT],
-    ]
+    assert run.calls == LINUX_STEPS
     assert report.ok and report.written and unit_path(home).is_file()
+    assert (unit_path(home).parent / PROXY_SOCKET).is_file()
+    assert (unit_path(home).parent / FIXTURES_SOCKET).is_file()
     assert f"journalctl --user -u {UNIT} -f" in service.render(report)
 
 
@@ -339,7 +355,8 @@ def test_install_twice_is_idempotent(platform: str) -> None:
     assert first.ok and second.ok
     assert second.path.read_bytes() == before
     assert "(unchanged)" in second.messages[0]
-    assert [p.name for p in second.path.parent.iterdir()] == [second.path.name]  # no temp file left
+    written = sorted(p.name for p in second.path.parent.iterdir())  # no temp file left
+    assert written == sorted([second.path.name] + ([PROXY_SOCKET, FIXTURES_SOCKET] if platform == "linux" else []))
 
 
 @pytest.mark.parametrize("platform", ["darwin", "linux"])
@@ -356,8 +373,9 @@ def test_dry_run_writes_nothing_and_runs_nothing(platform: str) -> None:
         ("darwin", f"run by hand: launchctl enable {TARGET} && launchctl bootstrap gui/{UID} "),
         (
             "linux",
-            "run by hand: systemctl --user daemon-reload && systemctl --user enable guard-canary.daemon.service"
-            " && systemctl --user restart guard-canary.daemon.service",
+            "run by hand: systemctl --user daemon-reload && systemctl --user enable "
+            f"{SOCKETS} guard-canary.service && systemctl --user stop guard-canary.service"
+            f" && systemctl --user restart {SOCKETS} && systemctl --user restart guard-canary.service",
         ),
     ],
 )
@@ -384,8 +402,8 @@ def test_systemd_without_a_user_session_explains_and_names_the_remaining_command
     assert "Failed to connect to bus" in text
     assert "containers" in text
     assert (
-        "run by hand: systemctl --user enable guard-canary.daemon.service"
-        " && systemctl --user restart guard-canary.daemon.service" in text
+        f"run by hand: systemctl --user enable {SOCKETS} guard-canary.service"
+        " && systemctl --user stop guard-canary.service" in text
     )
 
 
@@ -418,10 +436,12 @@ def test_uninstall_linux(home: Path) -> None:
     report = service.uninstall(platform="linux", run=run)
 
     assert run.calls == [
-        ["systemctl", "--user", "disable", "--now", UNIT],
+        ["systemctl", "--user", "disable", "--now", UNIT, FIXTURES_SOCKET, PROXY_SOCKET],
         ["systemctl", "--user", "daemon-reload"],
     ]
     assert report.ok and not unit_path(home).exists()
+    assert not (unit_path(home).parent / PROXY_SOCKET).exists()
+    assert not (unit_path(home).parent / FIXTURES_SOCKET).exists()
     assert not wants.is_symlink()
 
 
@@ -454,7 +474,7 @@ def test_uninstall_linux_without_systemctl_removes_the_files_and_names_the_comma
 
     assert not report.ok
     assert not unit_path(home).exists() and not wants.is_symlink()
-    assert "systemctl --user stop guard-canary.daemon.service" in service.render(report)
+    assert "systemctl --user stop guard-canary.service" in service.render(report)
 
 
 def test_uninstall_darwin_when_bootout_fails_names_the_command(home: Path) -> None:

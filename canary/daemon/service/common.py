@@ -1,0 +1,208 @@
+"""What the launchd and systemd services share: paths, the daemon's argv and environment, commands."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import unicodedata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from canary import locations
+from canary.errors import UsageError
+
+#: The launchd label, also the plist's file name.
+LABEL = "io.github.guard-canary.daemon"
+#: The systemd user unit's name.
+UNIT = "guard-canary.service"
+#: The names the service manager gives the sockets it holds, as the daemon asks for them.
+SOCKET_NAMES = ("proxy", "fixtures")
+
+DARWIN = "darwin"
+LINUX = "linux"
+
+#: Environment variables whose values are paths: made absolute, since the service starts elsewhere.
+_PATH_VARS = (locations.ENV_CONFIG, locations.ENV_CONFIG_DIR, locations.ENV_STATE_DIR)
+_COMMAND_TIMEOUT_S = 60.0
+
+Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+
+def run_command(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run one external command, capturing its output; a non-zero exit is returned, not raised."""
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S)
+
+
+@dataclass(frozen=True)
+class ServiceReport:
+    """What `canary service install|uninstall` did: the file, the commands issued, what to tell the user."""
+
+    platform: str
+    path: Path
+    written: bool
+    commands: list[list[str]]
+    messages: list[str]
+    ok: bool
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """What `canary service status` found; ``running`` is None when the service manager could not say."""
+
+    platform: str
+    path: Path
+    installed: bool
+    running: bool | None
+    pid: int | None
+    detail: str
+
+
+def platform_name(platform: str | None) -> str:
+    """``darwin`` or ``linux`` for this machine (or the one named); a UsageError elsewhere."""
+    name = (platform or sys.platform).lower()
+    if name in (DARWIN, "macos"):
+        return DARWIN
+    if name.startswith(LINUX):
+        return LINUX
+    raise UsageError(
+        f"canary service supports macOS (launchd) and Linux (systemd), not {name!r}; "
+        "run `canary daemon` under your own supervisor instead",
+        option="service",
+    )
+
+
+def _is_control(char: str) -> bool:
+    return unicodedata.category(char) == "Cc"
+
+
+def refuse_control(what: str, value: str) -> str:
+    """``value`` unchanged, or a UsageError if it holds a control character (a newline starts a directive)."""
+    bad = sorted({f"\\x{ord(c):02x}" for c in value if _is_control(c)})
+    if bad:
+        raise UsageError(
+            f"{what} contains control characters ({', '.join(bad)}); it cannot be written into a "
+            f"service file: {value.encode('unicode_escape').decode('ascii')}",
+            option="service",
+        )
+    return value
+
+
+def state_directory() -> Path:
+    """The daemon's working directory, absolute, checked for control characters."""
+    path = locations.state_dir().absolute()
+    refuse_control("the state directory", str(path))
+    return path
+
+
+def log_paths() -> tuple[Path, Path]:
+    """The launchd agent's stdout and stderr files, under the state directory's ``logs/``."""
+    logs = state_directory() / "logs"
+    return logs / "daemon.out.log", logs / "daemon.err.log"
+
+
+def _config_arg(config_path: Path | None) -> Path | None:
+    """The config the service is given: the explicit one, else the one `canary check` would find now.
+
+    The service starts in the state directory, so a ``./canary.toml`` found from the current
+    directory would be lost without this; when nothing exists yet, the daemon does its own lookup.
+    """
+    if config_path is not None:
+        return Path(config_path).expanduser().absolute()
+    for candidate, _where in locations.config_candidates(None):
+        if candidate.is_file():
+            return candidate.expanduser().absolute()
+    return None
+
+
+def program_arguments(config_path: Path | None) -> list[str]:
+    """The daemon's argv: this interpreter, ``-m canary.cli.main [--config ABS] daemon``.
+
+    ``sys.executable`` is kept as invoked, not resolved: a virtualenv's ``python`` is a symlink
+    whose location is what selects the environment's packages.
+    """
+    argv = [refuse_control("the Python interpreter's path", str(Path(sys.executable).absolute())),
+            "-m", "canary.cli.main"]
+    config = _config_arg(config_path)
+    if config is not None:
+        argv += ["--config", refuse_control("the config path", str(config))]
+    return [*argv, "daemon"]
+
+
+def service_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """PATH (so osascript, notify-send and the agent's command are found) and every CANARY_* now set."""
+    env = os.environ if environ is None else environ
+    result = {"PATH": refuse_control("$PATH", env.get("PATH") or os.defpath)}
+    for key in sorted(env):
+        if not key.startswith("CANARY_"):
+            continue
+        value = env[key]
+        if key in _PATH_VARS and value:
+            value = str(Path(value).expanduser().absolute())
+        result[key] = refuse_control(f"${key}", value)
+    return result
+
+
+# -- running commands --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One command's result, with a launch failure (binary missing, timeout) folded in."""
+
+    argv: list[str]
+    returncode: int | None  # None: the command could not be run at all
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command ran and exited 0."""
+        return self.returncode == 0
+
+    def describe(self) -> str:
+        """One line saying what failed."""
+        cmd = shlex.join(self.argv)
+        if self.returncode is None:
+            return f"could not run `{cmd}`: {self.stderr}"
+        said = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        tail = f": {said[-1]}" if said else ""
+        return f"`{cmd}` failed (exit {self.returncode}){tail}"
+
+
+def call(run: Runner, argv: list[str], issued: list[list[str]]) -> Outcome:
+    """Run ``argv`` through ``run``, noting it in ``issued``; never raises."""
+    issued.append(list(argv))
+    try:
+        done = run(list(argv))
+    except FileNotFoundError:
+        return Outcome(argv, None, "", f"{argv[0]} was not found on PATH")
+    except subprocess.TimeoutExpired:
+        return Outcome(argv, None, "", "it did not finish in time")
+    except OSError as exc:
+        return Outcome(argv, None, "", str(exc))
+    return Outcome(argv, done.returncode, done.stdout or "", done.stderr or "")
+
+
+def manual(commands: list[list[str]]) -> str:
+    """The sentence naming the commands left for the user to run."""
+    return "run by hand: " + " && ".join(shlex.join(c) for c in commands)
+
+
+def write_private(path: Path, contents: bytes) -> bool:
+    """Write atomically, owner-only (the environment block may hold secrets); True if it changed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    changed = not path.is_file() or path.read_bytes() != contents
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(contents)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return changed

@@ -1,0 +1,253 @@
+"""The systemd user units on Linux: the service, a ``.socket`` unit per listener, systemctl's steps.
+
+The socket units hold the proxy's and the fixture server's listening sockets, so the kernel
+queues the agent's connections while the daemon restarts; the service takes them by name
+(``FileDescriptorName=``, read back from ``$LISTEN_FDNAMES``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from canary.daemon.service.common import (
+    UNIT,
+    Outcome,
+    Runner,
+    call,
+    manual,
+    program_arguments,
+    refuse_control,
+    service_environment,
+    state_directory,
+)
+from canary.errors import UsageError
+
+#: LoadState tells "systemd does not know the unit" apart from "known but stopped".
+SHOW_PROPERTIES = "LoadState,ActiveState,SubState,MainPID,ExecMainStatus"
+_NEEDS_QUOTES = frozenset(" \t\n\r\"'\\;")
+
+
+def unit_dir() -> Path:
+    """``$XDG_CONFIG_HOME/systemd/user`` (``~/.config/systemd/user`` by default)."""
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base / "systemd" / "user"
+
+
+def socket_unit(name: str) -> str:
+    """The socket unit's name for one listener (``proxy`` -> ``guard-canary-proxy.socket``)."""
+    return f"{UNIT.removesuffix('.service')}-{name}.socket"
+
+
+def _escape_specifiers(value: str) -> str:
+    return value.replace("%", "%%")
+
+
+def _c_escape(value: str) -> str:
+    return (
+        value.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\t", "\\t")
+        .replace("\r", "\\r")
+    )
+
+
+def systemd_exec_quote(arg: str, *, executable: bool = False) -> str:
+    """One ExecStart= word for systemd: ``%`` and ``$`` doubled, quoted with C escapes when needed."""
+    # systemd never expands variables in the executable, so a `$$` there would stay doubled.
+    text = _escape_specifiers(arg)
+    if not executable:
+        text = text.replace("$", "$$")
+    if arg and not (_NEEDS_QUOTES & set(arg)):
+        return text
+    return f'"{_c_escape(text)}"'
+
+
+def systemd_env_quote(key: str, value: str) -> str:
+    """One Environment= assignment, double-quoted (no ``$`` expansion happens there, ``%`` does)."""
+    return f'"{_c_escape(_escape_specifiers(f"{key}={value}"))}"'
+
+
+def systemd_path(what: str, path: Path) -> str:
+    """A path for a one-path setting (WorkingDirectory=): control characters refused, ``%`` doubled.
+
+    Such settings take the rest of the line as the path and do not unquote it, so quotes would
+    become part of the path; with no control character allowed, no newline can end the line early.
+    """
+    text = refuse_control(what, str(path))
+    if text != text.strip():
+        raise UsageError(f"{what} begins or ends with white space, which systemd would drop: {text!r}",
+                         option="service")
+    return _escape_specifiers(text)
+
+
+def service_unit(config_path: Path | None, sockets: Mapping[str, str]) -> bytes:
+    """The service unit; it takes the listed socket units' sockets."""
+    argv = program_arguments(config_path)
+    exec_start = " ".join(systemd_exec_quote(a, executable=i == 0) for i, a in enumerate(argv))
+    names = " ".join(socket_unit(n) for n in sockets)
+    lines = [
+        "[Unit]",
+        "Description=guard-canary daemon: proves which of an LLM agent's guards are awake",
+        f"After={' '.join(['default.target', *names.split()])}",
+        *([f"Requires={names}"] if names else []),
+        "",
+        "[Service]",
+        "Type=simple",
+        f"ExecStart={exec_start}",
+        *([f"Sockets={names}"] if names else []),
+        "Restart=on-failure",
+        "RestartSec=5",
+        # SIGTERM drains: requests and streams in flight finish before the daemon exits.
+        "TimeoutStopSec=90",
+        *(f"Environment={systemd_env_quote(k, v)}" for k, v in service_environment().items()),
+        f"WorkingDirectory={systemd_path('the state directory', state_directory())}",
+        "",
+        "[Install]",
+        "WantedBy=default.target",
+        "",
+    ]
+    return "\n".join(lines).encode()
+
+
+def listen_stream(listen: str) -> str:
+    """``127.0.0.1:11435`` or ``[::1]:11435`` as a ListenStream= value (the same text, checked)."""
+    host, sep, port = refuse_control("a listen address", listen).rpartition(":")
+    if not sep or not host or not port.isdigit() or any(c.isspace() for c in listen):
+        raise ValueError(f"{listen!r} is not host:port")
+    return listen
+
+
+def socket_unit_text(name: str, listen: str) -> bytes:
+    """One ``.socket`` unit holding the listener ``name`` for the service."""
+    lines = [
+        "[Unit]",
+        f"Description=guard-canary {name} socket: holds connections while the daemon restarts",
+        "",
+        "[Socket]",
+        f"ListenStream={listen_stream(listen)}",
+        f"FileDescriptorName={name}",
+        f"Service={UNIT}",
+        "NoDelay=true",
+        "",
+        "[Install]",
+        "WantedBy=sockets.target",
+        "",
+    ]
+    return "\n".join(lines).encode()
+
+
+def files(config_path: Path | None, sockets: Mapping[str, str]) -> list[tuple[Path, bytes]]:
+    """Every unit file, the service first."""
+    where = unit_dir()
+    result = [(where / UNIT, service_unit(config_path, sockets))]
+    result += [(where / socket_unit(n), socket_unit_text(n, listen)) for n, listen in sockets.items()]
+    return result
+
+
+def install_steps(sockets: Mapping[str, str]) -> list[list[str]]:
+    """systemctl's steps: reload, enable, free the ports, (re)open the sockets, restart the daemon."""
+    names = [socket_unit(n) for n in sockets]
+    steps = [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", *names, UNIT]]
+    if names:
+        # An older daemon may hold the ports itself, and a socket unit cannot bind them while it does.
+        steps += [["systemctl", "--user", "stop", UNIT], ["systemctl", "--user", "restart", *names]]
+    # restart, not start: a reinstall must replace a daemon still running the old unit.
+    return [*steps, ["systemctl", "--user", "restart", UNIT]]
+
+
+def no_user_manager_hint(outcome: Outcome) -> str | None:
+    """Advice when systemctl found no user session to talk to."""
+    text = outcome.stderr.lower()
+    if outcome.returncode is not None and ("bus" in text or "xdg_runtime_dir" in text):
+        return (
+            "no systemd user session is reachable here (containers and some SSH sessions have none); "
+            "start `canary daemon` in the foreground instead, or log in normally "
+            "(`loginctl enable-linger` keeps user services running after logout)"
+        )
+    return None
+
+
+def install(run: Runner, sockets: Mapping[str, str], issued: list[list[str]], messages: list[str]) -> bool:
+    """Run the install steps; on the first failure, name the rest."""
+    steps = install_steps(sockets)
+    for i, step in enumerate(steps):
+        done = call(run, step, issued)
+        if not done.ok:
+            messages.append(done.describe())
+            hint = no_user_manager_hint(done)
+            if hint:
+                messages.append(hint)
+            messages.append(manual(steps[i:]))
+            return False
+    messages.append(f"enabled and started {UNIT}" + "".join(f", {socket_unit(n)}" for n in sockets))
+    return True
+
+
+def _installed_sockets(where: Path) -> list[Path]:
+    return sorted(where.glob(socket_unit("*")))
+
+
+def uninstall(run: Runner, path: Path, issued: list[list[str]], messages: list[str]) -> bool:
+    """Stop and disable the units and remove their files."""
+    sockets = _installed_sockets(path.parent)
+    if not path.exists() and not sockets:
+        messages.append(f"not installed: no unit at {path}; nothing to do")
+        return True
+    disable = ["systemctl", "--user", "disable", "--now", UNIT, *(s.name for s in sockets)]
+    out = call(run, disable, issued)
+    ok = out.ok
+    if out.ok:
+        messages.append(f"stopped and disabled {' '.join(disable[4:])}")
+    else:
+        messages.append(out.describe())
+        hint = no_user_manager_hint(out)
+        if hint:
+            messages.append(hint)
+    for unit in [path, *sockets]:
+        if unit.exists():
+            unit.unlink()
+            messages.append(f"removed {unit}")
+    # What `disable` would have removed, so no dangling link is left when systemctl could not run.
+    links = [path.parent / "default.target.wants" / UNIT]
+    links += [path.parent / "sockets.target.wants" / s.name for s in sockets]
+    for wants in links:
+        if wants.is_symlink():
+            wants.unlink()
+            messages.append(f"removed {wants}")
+    reload = ["systemctl", "--user", "daemon-reload"]
+    if out.ok:
+        done = call(run, reload, issued)
+        if not done.ok:
+            messages += [done.describe(), manual([reload])]
+            ok = False
+    else:
+        stop = ["systemctl", "--user", "stop", UNIT, *(s.name for s in sockets)]
+        messages.append("if the daemon still runs, " + manual([stop, reload]))
+    return ok
+
+
+def parse_systemctl_show(text: str) -> tuple[bool | None, int | None, str]:
+    """(running, pid, detail) from `systemctl --user show UNIT -p ...` output."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    if props.get("LoadState") == "not-found":
+        return False, None, "not loaded (systemd does not know it; try `systemctl --user daemon-reload`)"
+    active = props.get("ActiveState")
+    if active is None:
+        return None, None, "systemctl printed no ActiveState"
+    sub = props.get("SubState", "")
+    pid_text = props.get("MainPID", "")
+    pid = int(pid_text) if pid_text.isdigit() and int(pid_text) > 0 else None
+    running = active == "active" and sub in ("running", "")
+    detail = f"systemd state: {active}" + (f" ({sub})" if sub else "")
+    code = props.get("ExecMainStatus", "")
+    if not running and code not in ("", "0"):
+        detail += f"; last exit status {code}"
+    return running, pid if running else None, detail
