@@ -35,6 +35,7 @@ from sqlmodel import col
 from canary.alerts.channels import AlertPayload, Sender, default_sender, enabled_channels, excerpt
 from canary.config.settings import AlertsConfig
 from canary.errors import DeliveryError
+from canary.status import upstream
 from canary.store.engine import Store
 from canary.store.tables import Delivery, Meta, Mute, Transition
 from canary.vocabulary import ALERTING, HEALTHY, Status, as_utc
@@ -58,8 +59,9 @@ LEASE = timedelta(minutes=5)
 #: Transitions looked back through to find when a guard entered its status.
 _LOOKBACK = 500
 
-_ALERTING = {s.value for s in ALERTING}
-_HEALTHY = {s.value for s in HEALTHY}
+# The model server's states travel the same way (as the pseudo-guard canary.status.upstream.MODEL_SERVER).
+_ALERTING = {s.value for s in ALERTING} | {upstream.UNREACHABLE}
+_HEALTHY = {s.value for s in HEALTHY} | {upstream.REACHABLE}
 
 
 def alert_kind(previous: str | None, status: str) -> str | None:

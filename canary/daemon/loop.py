@@ -6,9 +6,13 @@ transition, plans and sends the alerts those rows call for, and prunes old
 firing rows. Each step is a small function of its own, callable from a test.
 
 SIGTERM or SIGINT: scheduling stops, a run in flight may finish (or is marked
-interrupted), the collectors read every file to its end once more, and the
-process exits cleanly. After a crash the next start marks runs left in flight
-as interrupted and resumes from the stored read positions.
+interrupted), the collectors read every file to its end once more, the proxy
+and fixture server drain (requests and streams in flight finish), and the
+process exits cleanly. Under a service manager that holds the listening
+sockets (systemd socket units, launchd ``Sockets``), the daemon serves on those
+instead of binding, so connections made while it restarts wait in the queue.
+After a crash the next start marks runs left in flight as interrupted and
+resumes from the stored read positions.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from sqlmodel import col
 
 from canary import locations
 from canary.config.settings import Config
+from canary.daemon.health import upstream_step
 from canary.errors import UnavailableError
 from canary.runs.runner import DEFAULT_GRACE, select_canaries
 from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
@@ -177,6 +182,7 @@ class Daemon:
         self._last_prune: datetime | None = None
         self._alerts_due = threading.Event()
         self._alerts: threading.Thread | None = None
+        self._requests_seen: list[tuple[float, int]] = []  # (monotonic, agent requests) over the last minute
 
     # control API ------------------------------------------------------------
 
@@ -213,7 +219,9 @@ class Daemon:
         files = None
         if self.session and self.session.collection:
             files = [(f.path, f.lines, f.lag) for f in self.session.collection.files()]
-        return render(snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, files))
+        snapshot = snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, files)
+        proxy = self.session.counts.snapshot() if self.session else None
+        return render(snapshot, proxy)
 
     # lifecycle ----------------------------------------------------------------
 
@@ -243,12 +251,27 @@ class Daemon:
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
              addresses=self._addresses())
         decide_statuses(self.store, self.config, now=now, readable=None)
+        if self.session is not None:
+            upstream_step(self.store, self.config, self.session.counts, now=now,
+                          per_minute=self._per_minute(self.session.counts.snapshot().agent_requests))
         self._alerts_due.set()
         if self._last_prune is None or now - self._last_prune >= timedelta(hours=1):
             removed = prune(self.store, older_than=self.config.store.retention, now=now)
             if removed:
                 log.info("pruned %d firing rows older than %s", removed, self.config.store.retention)
             self._last_prune = now
+
+    def _per_minute(self, total: int) -> float:
+        """Agent requests per minute through the proxy, over up to the last minute of ticks."""
+        import time
+
+        now = time.monotonic()
+        seen = [(t, n) for t, n in self._requests_seen if now - t <= 60.0]
+        seen.append((now, total))
+        self._requests_seen = seen
+        first_t, first_n = seen[0]
+        span = now - first_t
+        return round((total - first_n) * 60.0 / span, 1) if span > 0 else 0.0
 
     def _alert_loop(self) -> None:
         """Alerts in their own thread: a slow webhook never delays the heartbeat."""
@@ -263,7 +286,8 @@ class Daemon:
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
         from canary.daemon.control import create_control_app, ensure_token
-        from canary.proxy.serving import BackgroundServer, split_listen
+        from canary.daemon.sockets import LISTENERS, activated_sockets
+        from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
 
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -272,9 +296,12 @@ class Daemon:
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
                 log.warning("marked %d run(s) left in flight as interrupted", interrupted)
+            listeners = activated_sockets(LISTENERS)
+            self._check_listeners(listeners)
             self.session = Session(
                 self.config, self.store, grace=self.grace, start_at_end=False,
                 on_error=lambda path, message: log.warning("%s", message),
+                listeners=listeners, drain=DRAIN,
             ).start()
             try:
                 token = ensure_token()
@@ -303,6 +330,20 @@ class Daemon:
                 self._alerts_due.set()
                 self._shutdown()
         return 0
+
+    def _check_listeners(self, listeners: dict[str, Any]) -> None:
+        from canary.proxy.serving import format_listen
+
+        configured = {"proxy": self.config.model.listen, "fixtures": self.config.fixtures.listen}
+        for name, sock in listeners.items():
+            host, port = sock.getsockname()[:2]
+            held = format_listen(str(host), int(port))
+            log.info("serving the %s on %s, a socket the service manager holds", name, held)
+            if held != configured.get(name):
+                log.warning(
+                    "the service manager holds the %s on %s, but canary.toml says %s; "
+                    "run `canary service install` again to move it", name, held, configured.get(name),
+                )
 
     def _shutdown(self) -> None:
         log.info("stopping")

@@ -17,6 +17,11 @@ Series:
   each followed path and bytes not read yet; rotated files under one path are summed.
 - ``canary_daemon_heartbeat_timestamp_seconds``: the daemon's last heartbeat; absent until the
   first one.
+- ``canary_proxy_requests_total{outcome}``: the agent's requests through the proxy by outcome
+  (every one of ``canary.proxy.health.OUTCOMES``, from zero), and ``canary_proxy_upstream_seconds``,
+  a histogram of the model server's time to its response headers. These two are the exception
+  to the rule above: the proxy counts in memory, so they restart from zero with the daemon, as
+  Prometheus counters may.
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
+from canary.proxy.health import BUCKETS, OUTCOMES, ProxySnapshot
 from canary.store.engine import Store
 from canary.store.tables import FilePosition, Heartbeat, HourlyCount, Run
 from canary.vocabulary import Status
@@ -57,8 +63,9 @@ class MetricsSnapshot:
 class SnapshotCollector(Collector):
     """Yields every guard-canary metric family with values taken from one snapshot."""
 
-    def __init__(self, snapshot: MetricsSnapshot) -> None:
+    def __init__(self, snapshot: MetricsSnapshot, proxy: ProxySnapshot | None = None) -> None:
         self.snapshot = snapshot
+        self.proxy = proxy
 
     def collect(self) -> Iterable[Metric]:
         """The families, in the order of the module docstring."""
@@ -66,6 +73,25 @@ class SnapshotCollector(Collector):
         yield from self._runs()
         yield from self._collectors()
         yield from self._daemon()
+        if self.proxy is not None:
+            yield from self._proxy(self.proxy)
+
+    @staticmethod
+    def _proxy(proxy: ProxySnapshot) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "canary_proxy_requests", "The agent's requests through the proxy, by outcome.", labels=["outcome"]
+        )
+        for outcome in OUTCOMES:
+            requests.add_metric([outcome], proxy.requests.get(outcome, 0))
+        yield requests
+        cumulative, buckets = 0, []
+        for bound, count in zip(BUCKETS, proxy.buckets, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        yield HistogramMetricFamily(
+            "canary_proxy_upstream_seconds", "Seconds the model server took to its response headers.",
+            buckets=buckets, sum_value=proxy.seconds_sum,
+        )
 
     def _guards(self) -> Iterator[Metric]:
         snap = self.snapshot
@@ -127,10 +153,10 @@ class SnapshotCollector(Collector):
         yield beat
 
 
-def render(snapshot: MetricsSnapshot) -> bytes:
-    """The snapshot in the Prometheus text exposition format (version 0.0.4)."""
+def render(snapshot: MetricsSnapshot, proxy: ProxySnapshot | None = None) -> bytes:
+    """The snapshot (and the proxy's counts, when given) in the Prometheus text format (version 0.0.4)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snapshot))
+    registry.register(SnapshotCollector(snapshot, proxy))
     return generate_latest(registry)
 
 

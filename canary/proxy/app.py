@@ -24,6 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from canary.proxy import dialects
 from canary.proxy.dialects import Dialect
+from canary.proxy.health import Recorder
 
 __all__ = [
     "MODEL_PATHS", "Dialect", "Interceptor", "ModelCall", "create_proxy", "model_call", "requested_stream",
@@ -133,6 +134,7 @@ def create_proxy(
     client: httpx.AsyncClient | None = None,
     connect_timeout: float = 5.0,
     read_timeout: float | None = None,
+    recorder: Recorder | None = None,
 ) -> Starlette:
     """The proxy as an ASGI app; with no ``client``, it makes one and closes it on shutdown.
 
@@ -147,7 +149,7 @@ def create_proxy(
             trust_env=False,
         )
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=60.0, pool=30.0)
-    handler = _ProxyHandler(upstream, interceptor, client, timeout)
+    handler = _ProxyHandler(upstream, interceptor, client, timeout, recorder)
     shared = client
 
     @asynccontextmanager
@@ -183,7 +185,9 @@ class _ProxyHandler:
         interceptor: Interceptor | None,
         client: httpx.AsyncClient,
         timeout: httpx.Timeout,
+        recorder: Recorder | None = None,
     ) -> None:
+        self.recorder = recorder
         self.upstream = upstream.rstrip("/") if upstream else None
         self.interceptor = interceptor
         self.client = client
@@ -200,14 +204,26 @@ class _ProxyHandler:
                 text = self._intercept(call)
                 if text is not None:
                     await _send_scripted(send, call.dialect, body, text)
+                    if self.recorder is not None:
+                        self.recorder.counted("scripted")
                     return
         if self.upstream is None:
+            if self.recorder is not None:
+                self.recorder.counted("no_upstream")
             await _send_error(
                 send, path, 503, "upstream_not_configured",
                 "the canary proxy has no upstream model server configured ([model] upstream in canary.toml)",
             )
             return
         await self._relay(scope, receive, send, body)
+
+    def _failed(self, outcome: str, predicate: str, body: bytes) -> None:
+        """Tell the recorder the model server failed a request (``predicate`` follows "the model server")."""
+        if self.recorder is not None:
+            try:
+                self.recorder.failed(outcome, predicate, body)
+            except Exception:
+                log.exception("the proxy's recorder failed; the agent's request is answered anyway")
 
     def _intercept(self, call: ModelCall) -> str | None:
         assert self.interceptor is not None
@@ -265,28 +281,36 @@ class _ProxyHandler:
 
     async def _exchange(self, request: httpx.Request, scope: Scope, send: Send, exchange: _Exchange) -> None:
         path: str = scope["path"]
+        started = time.perf_counter()
         try:
             response = await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             phase = _TIMEOUT_PHASES.get(type(exc), "request")
+            self._failed("timeout", f"did not answer in time ({phase} timeout)", request.content)
             await _send_error(
                 send, path, 504, "upstream_timeout",
                 f"the model server at {self.upstream} did not answer in time ({phase} timeout)",
             )
             return
         except httpx.ConnectError as exc:
+            refused = "refused" in str(exc).lower()
+            self._failed("refused", "refused the connection" if refused else f"could not be reached: {exc}",
+                         request.content)
             await _send_error(
                 send, path, 502, "upstream_unavailable",
                 f"the model server at {self.upstream} is not reachable: {exc or 'connection failed'}",
             )
             return
         except httpx.TransportError as exc:
+            self._failed("broken", "broke off the exchange", request.content)
             await _send_error(
                 send, path, 502, "upstream_error",
                 f"the model server at {self.upstream} broke off the exchange: "
                 f"{exc or type(exc).__name__}",
             )
             return
+        if self.recorder is not None:
+            self.recorder.answered(response.status_code, time.perf_counter() - started)
         try:
             head = scope["method"] == "HEAD" or response.status_code in _NO_BODY_STATUS
             await send({

@@ -39,6 +39,7 @@ class ActiveRun:
     fetched: float | None = None
     injected: float | None = None
     repair_requested: float | None = None
+    upstream_failure: str | None = None  # what the model server did when the proxy answered its own error
     _needles: tuple[bytes, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
@@ -123,6 +124,14 @@ class Registry:
             return run.calls == where
         assert isinstance(where, MatchAt)
         return where.pattern.search(call.body.decode("utf-8", "replace")) is not None
+
+    def upstream_failed(self, body: bytes, sentence: str) -> None:
+        """The proxy answered a model call carrying a run's nonce with its own error: tell that run."""
+        for needle, run in self._needles.items():
+            if needle in body:
+                with self._lock:
+                    run.upstream_failure = sentence
+                return
 
     # -- fixtures -------------------------------------------------------------
 

@@ -189,7 +189,7 @@ class Runner:
             verdict=verdict, nonce=drawn.nonce, started=started_dt, duration_s=duration,
             trace=trace, leaked=leak_in_answer if canary.expect == "reject" else False,
             firings=len(rows), evidence=rows[0][1] if rows else None,
-            answer=answer[:ANSWER_KEEP] if answer is not None else None, error=reply.error,
+            answer=answer[:ANSWER_KEEP] if answer is not None else None, error=_error(reply.error, active),
             run_id=run_id, injected_text=inject_text, leak_text=leak,
         )
         self._runs.finish(
@@ -208,6 +208,13 @@ class Runner:
             if rows or time.monotonic() >= deadline:
                 return rows
             time.sleep(0.05)
+
+
+def _error(error: str | None, active: ActiveRun) -> str | None:
+    """The side that failed: the model server when the proxy answered the run's call with its own error."""
+    if error is None or active.upstream_failure is None:
+        return error
+    return f"{active.upstream_failure} (the proxy answered the agent's model call with an error)"
 
 
 def _since(moment: float | None, start: float) -> float | None:

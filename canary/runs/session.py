@@ -8,6 +8,8 @@ their runs through the registry.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Mapping
 from typing import Any
 
 from canary.config.settings import Config
@@ -15,6 +17,7 @@ from canary.errors import UnavailableError
 from canary.logs.collect import Collection, ErrorSink
 from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
+from canary.proxy.health import ProxyCounts, redact
 from canary.proxy.serving import BackgroundServer, is_loopback, split_listen
 from canary.runs.registry import Registry
 from canary.runs.runner import DEFAULT_GRACE, Runner
@@ -34,6 +37,8 @@ class Session:
         grace: float = DEFAULT_GRACE,
         rescan: float = 1.0,
         start_at_end: bool = True,
+        listeners: Mapping[str, socket.socket] | None = None,
+        drain: float = 0.0,
     ) -> None:
         self.config = config
         self.store = store
@@ -42,27 +47,35 @@ class Session:
         self._grace = grace
         self._rescan = rescan
         self._start_at_end = start_at_end
+        # Sockets the service manager holds ("proxy", "fixtures"), used instead of binding.
+        self._listeners = dict(listeners or {})
+        self._drain = drain
+        # What the proxy saw of the model server; a failure during a run is told to that run.
+        self.counts = ProxyCounts(on_failure=self._upstream_failed)
         self.proxy: BackgroundServer | None = None
         self.fixtures: BackgroundServer | None = None
         self.collection: Collection | None = None
         self.runner: Runner | None = None
 
-    def _server(self, app: Any, listen: str, allow_remote: bool, name: str) -> BackgroundServer:
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
         host, port = split_listen(listen)
+        sock = self._listeners.get(key)
+        if sock is not None:
+            host = str(sock.getsockname()[0])
         if not allow_remote and not is_loopback(host):
             raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
-        return BackgroundServer(app, host, port, name=name).start()
+        return BackgroundServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
 
     def start(self) -> Session:
         """Start the servers and the collectors; stop whatever started if one part fails."""
         try:
             self.proxy = self._server(
-                create_proxy(self.config.model.upstream, self.registry),
-                self.config.model.listen, self.config.model.allow_remote, "model proxy",
+                create_proxy(self.config.model.upstream, self.registry, recorder=self.counts),
+                self.config.model.listen, self.config.model.allow_remote, "model proxy", "proxy",
             )
             self.fixtures = self._server(
                 create_fixture_server(self.registry),
-                self.config.fixtures.listen, self.config.fixtures.allow_remote, "fixture server",
+                self.config.fixtures.listen, self.config.fixtures.allow_remote, "fixture server", "fixtures",
             )
             self.store.attribute = self._attribute
             self.collection = Collection(
@@ -79,6 +92,10 @@ class Session:
             self.stop()
             raise
         return self
+
+    def _upstream_failed(self, outcome: str, predicate: str, body: bytes) -> None:
+        where = redact(self.config.model.upstream)
+        self.registry.upstream_failed(body, f"the model server at {where} {predicate}")
 
     def _attribute(self, guard: str, hit: Hit) -> int | None:
         ts = hit.ts.timestamp() if hit.ts is not None else None

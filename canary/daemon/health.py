@@ -1,0 +1,53 @@
+"""The daemon's step for the model server: the proxy's counts become a stored health and transitions."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from canary.config.settings import Config
+from canary.status import upstream
+from canary.store.engine import Store
+
+log = logging.getLogger("canary.daemon.loop")
+
+
+def reachable(url: str, *, timeout: float = 1.0) -> bool:
+    """Whether a TCP connection to the host and port of ``url`` is accepted."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    if not parts.hostname:
+        return False
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def upstream_step(store: Store, config: Config, counts: Any, *, now: datetime,
+                  per_minute: float) -> dict[str, Any] | None:
+    """Decide the model server's health from the proxy's counts, store it, and return a change."""
+    from canary.proxy.health import redact
+
+    if not config.model.upstream:
+        return None
+    snap = counts.snapshot()
+    if snap.failing_since is not None and snap.last_outcome == "refused" and reachable(config.model.upstream):
+        counts.reachable()  # refused, then accepting again: no agent request needed to see it is back
+        snap = counts.snapshot()
+    health = upstream.decide(
+        redact(config.model.upstream), failing_since=snap.failing_since, failed=snap.failed_since,
+        failure=snap.last_failure, per_minute=per_minute,
+    )
+    change = upstream.record(store, health, now=now)
+    if change is not None:
+        log.warning("%s: %s", upstream.MODEL_SERVER, change["reason"])
+    return change
