@@ -115,6 +115,7 @@ class Overview:
     as_of: datetime  # the instant the statuses were evaluated at
     rows: tuple[GuardRow, ...]
     runs: tuple[RunRow, ...] = ()  # the latest canary runs of every guard, newest first
+    model: str | None = None  # "model server unreachable since 10:02: 37 agent requests failed", while so
 
     @property
     def read_only(self) -> bool:
@@ -173,7 +174,13 @@ def load_overview(
     order = {s: i for i, s in enumerate(ORDER)}
     rows.sort(key=lambda r: order.get(r.status.status, len(order)))
     runs = tuple(latest_runs(store.engine))
-    return Overview(now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows), runs=runs)
+    from canary.status import upstream
+
+    health = upstream.load(store) if info.running and config.model.upstream else None
+    model = upstream.summary(health) if health is not None else None
+    return Overview(
+        now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows), runs=runs, model=model
+    )
 
 
 @dataclass(frozen=True)

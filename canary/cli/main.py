@@ -74,6 +74,35 @@ def check(ctx: click.Context) -> None:
 
     config = _load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(summarize(config))
+    warning = _relay_warning(config)
+    if warning:
+        click.echo(warning, err=True)
+
+
+def _relay_warning(config: Any) -> str | None:
+    """A warning when the agent may point at a proxy that nothing keeps up: no daemon, no service."""
+    import tomllib
+
+    from canary.daemon import service as svc
+    from canary.daemon.control import connect
+
+    try:
+        raw = tomllib.loads(config.path.read_text(encoding="utf-8")) if config.path is not None else {}
+    except (OSError, ValueError):
+        return None
+    model = raw.get("model")
+    if not isinstance(model, dict) or "listen" not in model or svc.installed():
+        return None
+    client = connect(config.daemon.control)
+    if client is not None:
+        client.close()
+        return None
+    return (
+        f"warning: [model] listen = {config.model.listen!r}, but no daemon runs and no service is "
+        "installed: an agent pointed at the proxy fails until `canary daemon` runs. Point it there "
+        "only with `canary service install` done (the service manager then holds the socket), or "
+        "while the daemon runs."
+    )
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
@@ -263,6 +292,12 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
             click.echo(f"error: the daemon could not run them: {exc}", err=True)
             sys.exit(EXIT_UNAVAILABLE)
         sys.exit(_report_runs([_from_json(r) for r in doc.get("runs", [])], as_json))
+    click.echo(
+        f"note: no daemon runs; the model proxy on {config.model.listen} serves only during this run, "
+        "so point the agent's model base URL at it only for the run (or install the service: "
+        "`canary service install`).",
+        err=True,
+    )
     try:
         with Session(config, store, on_error=warn) as session:
             assert session.runner is not None
@@ -368,6 +403,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
     else:
         if not doc["daemon"]["running"]:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
+        from canary.status.upstream import UpstreamHealth, summary
+
+        model_line = summary(UpstreamHealth.from_json(doc["model"])) if doc.get("model") else None
+        if model_line:
+            click.echo(click.style(model_line, fg="red", bold=True))
         click.echo(fmt.status_table(doc))
     bad = [g for g in doc["guards"] if g["status"] in ("asleep", "degraded", "inconclusive")]
     sys.exit(EXIT_ASLEEP if bad else EXIT_OK)

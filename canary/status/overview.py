@@ -212,8 +212,13 @@ def status_document(
                 ),
             }
         )
+    from canary.status import upstream
+
+    health = upstream.load(store) if info.running and config.model.upstream else None
     return {
         "daemon": {"running": info.running, "since": _iso(info.since) if info.running else None,
                    "files": info.files if info.running else 0, "heartbeat": _iso(info.beat)},
         "guards": guards,
+        # the model server as the running daemon's proxy sees it; null without a daemon or upstream
+        "model": health.to_json() if health is not None else None,
     }

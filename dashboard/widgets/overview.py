@@ -52,6 +52,7 @@ class DaemonBar(Static):
 
     def watch_overview(self, overview: Overview | None) -> None:
         self.set_class(overview is not None and overview.read_only, "-read-only")
+        self.set_class(overview is not None and bool(overview.model), "-model-down")
 
     def render(self) -> RenderableType:
         overview = self.overview
@@ -89,6 +90,8 @@ class DaemonBar(Static):
             f"proxy {_address(info.proxy)} · fixtures {_address(info.fixtures)} · ", (window, "bold"), " · ",
             summary,
         )
+        if overview.model:
+            return Group(first, second_line, Text(f"● {overview.model}", style="bold red"))
         return Group(first, second_line)
 
 
