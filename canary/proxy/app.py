@@ -293,9 +293,7 @@ class _ProxyHandler:
             )
             return
         except httpx.ConnectError as exc:
-            refused = "refused" in str(exc).lower()
-            self._failed("refused", "refused the connection" if refused else f"could not be reached: {exc}",
-                         request.content)
+            self._failed("refused", _connect_failure(exc), request.content)
             await _send_error(
                 send, path, 502, "upstream_unavailable",
                 f"the model server at {self.upstream} is not reachable: {exc or 'connection failed'}",
@@ -340,6 +338,16 @@ class _ProxyHandler:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await response.aclose()
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """What a failed connection to the model server was, after "the model server at URL"."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return "refused the connection"
+        seen = seen.__cause__ or seen.__context__
+    return f"could not be reached ({exc or type(exc).__name__})"
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -49,6 +49,7 @@ def spawn(
     *,
     env: Mapping[str, str] | None = None,
     stderr: Path | None = None,
+    stdout: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` with ``sockets`` passed the systemd way (in order, named by their keys)."""
     fds = [s.fileno() for s in sockets.values()]
@@ -56,13 +57,15 @@ def spawn(
     environ["LISTEN_FDS"] = str(len(fds))
     environ["LISTEN_FDNAMES"] = ":".join(sockets)
     environ.pop("LISTEN_PID", None)
-    sink = stderr.open("ab") if stderr is not None else None
+    err = stderr.open("ab") if stderr is not None else None
+    out = stdout.open("ab") if stdout is not None else None
     try:
         return subprocess.Popen(
             [sys.executable, "-c", _WRAPPER, ",".join(map(str, fds)), *argv],
-            pass_fds=fds, env=environ, stdout=subprocess.DEVNULL,
-            stderr=sink if sink is not None else subprocess.DEVNULL,
+            pass_fds=fds, env=environ, stdout=out if out is not None else subprocess.DEVNULL,
+            stderr=err if err is not None else subprocess.DEVNULL,
         )
     finally:
-        if sink is not None:
-            sink.close()
+        for sink in (err, out):
+            if sink is not None:
+                sink.close()

@@ -282,3 +282,29 @@ def test_the_rules_file_parses_as_yaml() -> None:
     assert {r["alert"]: r for r in rules_outline()}["GuardAsleep"]["expr"] == next(
         r["expr"] for r in rules if r["alert"] == "GuardAsleep"
     )
+
+
+def test_proxy_requests_by_outcome_and_the_upstream_latency_histogram() -> None:
+    from canary.proxy.health import OUTCOMES, ProxyCounts
+
+    counts = ProxyCounts()
+    counts.answered(200, 0.004)
+    counts.answered(200, 0.3)
+    counts.answered(503, 0.02)
+    counts.failed("refused", "refused the connection", b"")
+    text = render(MetricsSnapshot(guards=[]), counts.snapshot())
+    families = {f.name: f for f in text_string_to_metric_families(text.decode())}
+
+    requests = {s.labels["outcome"]: s.value for s in families["canary_proxy_requests"].samples}
+    assert requests == {o: {"ok": 2.0, "upstream_5xx": 1.0, "refused": 1.0}.get(o, 0.0) for o in OUTCOMES}
+    hist = {(s.name, s.labels.get("le")): s.value for s in families["canary_proxy_upstream_seconds"].samples}
+    assert hist[("canary_proxy_upstream_seconds_bucket", "0.005")] == 1.0
+    assert hist[("canary_proxy_upstream_seconds_bucket", "0.025")] == 2.0
+    assert hist[("canary_proxy_upstream_seconds_bucket", "0.5")] == 3.0
+    assert hist[("canary_proxy_upstream_seconds_bucket", "+Inf")] == 3.0
+    assert hist[("canary_proxy_upstream_seconds_count", None)] == 3.0
+    assert hist[("canary_proxy_upstream_seconds_sum", None)] == pytest.approx(0.324)
+
+
+def test_without_a_proxy_snapshot_there_is_no_proxy_series() -> None:
+    assert b"canary_proxy" not in render(MetricsSnapshot(guards=[]))

@@ -1,0 +1,189 @@
+"""Daemon restarts under organic load: refused and failed agent requests, and the latency they add.
+
+    uv run python tests/bench/bench_restart.py                 # 20 restarts, SIGTERM
+    uv run python tests/bench/bench_restart.py --restarts 5    # quicker
+    uv run python tests/bench/bench_restart.py --signal kill   # crashes instead of clean stops
+
+This process plays systemd: it holds the proxy's and fixture server's listening sockets and
+starts each ``canary daemon`` with them (``LISTEN_FDS``, as ``tests/daemon/activation.py``
+does). An agent process (``tests/daemon/organic_agent.py``) sends chat completions through the
+proxy at ``--rate`` per second (open loop, keep-alive, no retry) to a fake model server on
+loopback. First the reference: the same load for the same time with no restart. Then the
+daemon is stopped and started ``--restarts`` times under that load. Latency is measured from
+the moment a request was due to its full answer, so time spent queued in the kernel counts.
+
+Printed: requests, refused (connection refused), failed (anything else), p50 and p99 of each
+phase, p99 of the requests due while a restart was under way, and the added p99 against the
+reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from canary.demo.live import free_port  # noqa: E402
+from canary.demo.model import create_model_server  # noqa: E402
+from canary.proxy.serving import BackgroundServer  # noqa: E402
+from tests.daemon import activation  # noqa: E402
+
+AGENT = ROOT / "tests" / "daemon" / "organic_agent.py"
+
+
+def config_text(root: Path, proxy: str, fixtures: str, upstream: str) -> str:
+    return f"""defs = []
+[model]
+listen = "{proxy}"
+upstream = "{upstream}"
+[fixtures]
+listen = "{fixtures}"
+[daemon]
+control = "127.0.0.1:{free_port()}"
+[store]
+url = "sqlite:///{root / 'canary.db'}"
+[alerts]
+desktop = false
+"""
+
+
+class Harness:
+    """The sockets, the model server, and one daemon at a time."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.model = BackgroundServer(create_model_server(), name="model").start()
+        self.sockets = {"proxy": activation.listener(), "fixtures": activation.listener()}
+        self.config = root / "canary.toml"
+        self.config.write_text(config_text(
+            root, activation.address(self.sockets["proxy"]), activation.address(self.sockets["fixtures"]),
+            self.model.url,
+        ))
+        self.url = f"http://{activation.address(self.sockets['proxy'])}/v1/chat/completions"
+        self.n = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        err = self.root / f"daemon{self.n}.err"
+        self.n += 1
+        argv = [sys.executable, "-m", "canary.cli.main", "--config", str(self.config), "daemon", "--tick", "1"]
+        self.proc = activation.spawn(argv, self.sockets, stderr=err)
+        deadline = time.monotonic() + 120
+        while "daemon up" not in err.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the daemon did not come up:\n{err.read_text(errors='replace')}")
+            time.sleep(0.02)
+
+    def stop(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(120)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop(signal.SIGTERM)
+        self.model.stop()
+        for sock in self.sockets.values():
+            sock.close()
+
+
+def load(harness: Harness, rate: float, tag: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    stop, out = harness.root / f"{tag}.stop", harness.root / f"{tag}.json"
+    proc = subprocess.Popen([sys.executable, str(AGENT), harness.url, str(rate), str(stop), str(out)])
+    return proc, stop, out
+
+
+def finish(agent: tuple[subprocess.Popen[bytes], Path, Path]) -> list[list[Any]]:
+    proc, stop, out = agent
+    stop.touch()
+    proc.wait(300)
+    results: list[list[Any]] = json.loads(out.read_text())
+    return results
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary(results: list[list[Any]]) -> dict[str, Any]:
+    ok = [r[1] for r in results if r[2] == "ok"]
+    return {
+        "requests": len(results),
+        "refused": sum(r[2] == "refused" for r in results),
+        "failed": sum(r[2] == "failed" for r in results),
+        "p50_ms": round(pct(ok, 0.50) * 1000, 1),
+        "p99_ms": round(pct(ok, 0.99) * 1000, 1),
+        "max_ms": round(max(ok, default=float("nan")) * 1000, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--restarts", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--serve", type=float, default=1.0, help="seconds each daemon serves before its stop")
+    parser.add_argument("--signal", choices=["term", "kill"], default="term")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    sig = signal.SIGTERM if args.signal == "term" else signal.SIGKILL
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
+        os.environ["CANARY_STATE_DIR"] = str(Path(tmp) / "state")
+        harness = Harness(Path(tmp))
+        try:
+            harness.start()
+            windows: list[tuple[float, float]] = []
+            began = time.time()
+            agent = load(harness, args.rate, "restarts")
+            for _ in range(args.restarts):
+                time.sleep(args.serve)
+                down = time.time()
+                harness.stop(sig)
+                harness.start()
+                windows.append((down, time.time()))
+            time.sleep(args.serve)
+            restarts = finish(agent)
+            span = time.time() - began
+            agent = load(harness, args.rate, "reference")
+            time.sleep(span)  # the same load for as long, no restart
+            reference = finish(agent)
+        finally:
+            harness.close()
+    during = [r for r in restarts if any(a <= r[0] <= b for a, b in windows)]
+    figures = {
+        "reference": summary(reference),
+        "restarts": summary(restarts),
+        "during_restarts": summary(during),
+        "restart_s": round(statistics.median(b - a for a, b in windows), 2) if windows else None,
+    }
+    ref_p99 = figures["reference"]["p99_ms"]
+    print(f"{args.restarts} restarts ({args.signal}), {args.rate:g} req/s, median restart "
+          f"{figures['restart_s']} s (stop signal to the next daemon serving)")
+    print(f"{'phase':<18}{'requests':>9}{'refused':>9}{'failed':>8}{'p50 ms':>9}{'p99 ms':>10}{'max ms':>10}")
+    for name in ("reference", "restarts", "during_restarts"):
+        f = figures[name]
+        print(f"{name:<18}{f['requests']:>9}{f['refused']:>9}{f['failed']:>8}{f['p50_ms']:>9}{f['p99_ms']:>10}"
+              f"{f['max_ms']:>10}")
+    print(f"added p99: {figures['restarts']['p99_ms'] - ref_p99:.1f} ms over all requests, "
+          f"{figures['during_restarts']['p99_ms'] - ref_p99:.1f} ms over those due during a restart")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.json:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
