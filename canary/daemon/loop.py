@@ -292,6 +292,9 @@ class Daemon:
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.stop_event.set())
+            # A SIGHUP (a closed terminal, a reload by habit) must not take the proxy down with it.
+            if signal.getsignal(signal.SIGHUP) in (signal.SIG_DFL, None):
+                signal.signal(signal.SIGHUP, lambda *_: log.info("SIGHUP: the daemon keeps serving"))
         with store_lock(self.store):
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:

@@ -53,7 +53,12 @@ async def main(url: str, rate: float, stop: Path, out: Path, stream: bool) -> No
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(client, url, scheduled, stream)))
             n += 1
-        results = await asyncio.gather(*tasks)
+        done, pending = await asyncio.wait(tasks, timeout=90)
+        results = [t.result() for t in tasks if t in done]
+        # a call still unanswered 90 s after the stop is a failure, named as such
+        results += [[0.0, 90.0, "failed", "no answer 90 s after the agent stopped"] for _ in pending]
+        for task in pending:
+            task.cancel()
     out.write_text(json.dumps(results))
 
 
