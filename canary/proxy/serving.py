@@ -2,9 +2,10 @@
 
 A server may be given a listening socket instead of an address: one the service manager holds,
 so connections made while the daemon restarts wait in the kernel's queue. Stopping a server
-with a ``drain`` closes its listener at once, then lets what is in flight finish: a connection
-busy with a request is closed after its response, a request arriving on an idle connection is
-answered with ``Connection: close``, and a connection still idle after ``IDLE_GRACE`` is closed.
+with a ``drain`` closes its listener at once, then lets what is in flight finish: every response
+started from then on says ``Connection: close`` (so a request in flight or arriving on an idle
+connection is answered, and the client knows not to reuse the connection), and a connection
+still idle after ``IDLE_GRACE`` is closed.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def format_listen(host: str, port: int) -> str:
 
 
 class _Drain:
-    """Whether the server is draining; read at the start of every request."""
+    """Whether the server is draining; read as every response starts."""
 
     __slots__ = ("active",)
 
@@ -61,12 +62,14 @@ def _closing(app: Any, drain: _Drain) -> Any:
     """The app, answering with ``Connection: close`` while the server drains."""
 
     async def closing_app(scope: Any, receive: Any, send: Any) -> None:
-        if not drain.active or scope["type"] != "http":
+        if scope["type"] != "http":
             await app(scope, receive, send)
             return
 
+        # Read when the response starts, not when the request came: a request already in flight
+        # when the drain begins must tell the client too, or it would reuse a connection being closed.
         async def send_closing(message: Any) -> None:
-            if message["type"] == "http.response.start":
+            if drain.active and message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", []) if h[0].lower() != b"connection"]
                 message = {**message, "headers": [*headers, (b"connection", b"close")]}
             await send(message)

@@ -142,7 +142,12 @@ def _app(release: threading.Event) -> Starlette:
 
         return StreamingResponse(body())
 
-    return Starlette(routes=[Route("/quick", quick), Route("/stream", stream)])
+    async def slow(request: Request) -> Response:
+        while not release.is_set():
+            await __import__("asyncio").sleep(0.01)
+        return PlainTextResponse("late")
+
+    return Starlette(routes=[Route("/quick", quick), Route("/stream", stream), Route("/slow", slow)])
 
 
 def test_a_server_given_a_socket_serves_on_it_and_leaves_the_queue_to_the_next() -> None:
@@ -191,3 +196,22 @@ def test_draining_finishes_a_stream_in_flight_and_closes_keep_alive_connections(
         reader.join(30)
         stopper.join(30)
     assert b"".join(chunks) == b"first last"  # the stream was not cut
+
+
+def test_a_request_in_flight_when_the_drain_begins_is_answered_with_connection_close() -> None:
+    """Else the client would put the connection back in its pool just as the server closes it."""
+    release = threading.Event()
+    server = BackgroundServer(_app(release), drain=10.0).start()
+    answers: list[httpx.Response] = []
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        asker = threading.Thread(target=lambda: answers.append(client.get("/slow")))
+        asker.start()
+        time.sleep(0.3)  # the request is in flight
+        stopper = threading.Thread(target=server.stop)
+        stopper.start()
+        time.sleep(0.3)  # draining
+        release.set()
+        asker.join(30)
+        stopper.join(30)
+    assert answers[0].text == "late"
+    assert answers[0].headers["connection"] == "close"
