@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete
+from sqlalchemy import Connection, delete, select
 from sqlmodel import col
 
 from canary.errors import UsageError
@@ -34,3 +34,16 @@ def unmute(store: Store, guard: str) -> bool:
     with store.engine.begin() as conn:
         result = conn.execute(delete(Mute).where(col(Mute.guard) == guard))
         return bool(result.rowcount)
+
+
+def is_muted(until: datetime | None, now: datetime) -> bool:
+    """Whether a mute that ends at ``until`` still holds at ``now`` (it ends at that very instant)."""
+    return until is not None and now < until
+
+
+def active_mutes(conn: Connection, now: datetime) -> dict[str, tuple[datetime, str | None]]:
+    """Guard -> (end, reason) of every mute that holds at ``now`` (``is_muted``, in SQL)."""
+    rows = conn.execute(
+        select(col(Mute.guard), col(Mute.until), col(Mute.reason)).where(col(Mute.until) > now)
+    )
+    return {str(guard): (until, reason) for guard, until, reason in rows}

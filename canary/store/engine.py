@@ -282,7 +282,7 @@ class RunLog:
             result = conn.execute(
                 insert(_run_table()).values(
                     guard=guard, canary=canary, variant=variant, expect=expect, nonce=nonce,
-                    started=as_utc(started), injected_text=injected_text, leak_text=leak_text,
+                    started=started, injected_text=injected_text, leak_text=leak_text,
                     trace="{}", firings=0,
                 )
             )
@@ -292,8 +292,6 @@ class RunLog:
 
     def finish(self, run_id: int, **fields: Any) -> None:
         """Record a run's verdict and what it saw."""
-        if "finished" in fields and fields["finished"] is not None:
-            fields["finished"] = as_utc(fields["finished"])
         with self.store.engine.begin() as conn:
             conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
 
