@@ -33,7 +33,7 @@ from sqlmodel import col
 
 from canary.store.engine import Store
 from canary.store.tables import FilePosition, Heartbeat, HourlyCount, Run
-from canary.vocabulary import Status
+from canary.vocabulary import Status, Verdict
 
 __all__ = ["SOURCES", "MetricsSnapshot", "render", "snapshot_from_store"]
 
@@ -166,7 +166,7 @@ def last_caught(engine: Engine) -> dict[str, float]:
     """guard -> unix time the latest caught run started."""
     stmt = (
         select(col(Run.guard), func.max(col(Run.started)))
-        .where(col(Run.verdict) == "caught")
+        .where(col(Run.verdict) == Verdict.CAUGHT)
         .group_by(col(Run.guard))
     )
     with engine.connect() as conn:

@@ -35,7 +35,7 @@ from canary.store.tables import (
     Schedule,
     Transition,
 )
-from canary.vocabulary import as_utc, hour_floor
+from canary.vocabulary import Verdict, as_utc, hour_floor
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
 
@@ -300,6 +300,6 @@ class RunLog:
         table = _run_table()
         with self.store.engine.begin() as conn:
             result = conn.execute(
-                update(table).where(table.c.verdict.is_(None)).values(verdict="error", error=reason)
+                update(table).where(table.c.verdict.is_(None)).values(verdict=Verdict.ERROR, error=reason)
             )
             return int(result.rowcount or 0)
