@@ -73,11 +73,11 @@ def _control_rejected(d: Decision, v: View) -> str:
 
 def _variants_disagree(d: Decision, v: View) -> str:
     rate = v.kill_rate
-    rated = f" (kill rate {rate:.0%} in {format_duration(v.facts.window)})" if rate is not None else ""
+    rated = f"; kill rate {rate:.0%} in {format_duration(v.facts.window)}" if rate is not None else ""
     caught = [r for r in v.runs("reject") if r.healthy]
     return (
-        f"canaries disagree{rated}: failing {', '.join(_variant(r, v.now) for r in d.runs)}; "
-        f"{', '.join(_variant(r, v.now) for r in caught)}"
+        f"canaries disagree: {', '.join(_variant(r, v.now) for r in d.runs)}; "
+        f"{', '.join(_variant(r, v.now) for r in caught)}{rated}"
     )
 
 
