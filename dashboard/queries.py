@@ -107,12 +107,12 @@ def _cell_index(column: Any, dialect: str, start: datetime, cell: timedelta) -> 
     """SQL for the index of the cell a time falls in (whole seconds, so no float rounding), where known."""
     if dialect != "sqlite":
         return None
-    seconds = cast(func.strftime("%s", column), Integer) - int(as_utc(start).timestamp())
+    seconds = cast(func.strftime("%s", column), Integer) - int(start.timestamp())
     return cast(seconds / int(cell.total_seconds()), Integer)
 
 
 def _index(moment: datetime, start: datetime, cell: timedelta) -> int:
-    return int((as_utc(moment) - start) // cell)
+    return int((moment - start) // cell)
 
 
 def firing_cells(
@@ -126,7 +126,7 @@ def firing_cells(
     start = as_utc(start)
     ts = col(Firing.ts)
     organic = col(Firing.run_id).is_(None)
-    where = (ts >= start, ts < as_utc(until))
+    where = (ts >= start, ts < until)
     index = _cell_index(ts, engine.dialect.name, start, cell) if in_sql else None
     with engine.connect() as conn:
         if index is not None:

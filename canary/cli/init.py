@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import click
 
 from canary.locations import bundled_defs_dir
-from canary.vocabulary import EXIT_USAGE
+from canary.vocabulary import EXIT_OK, EXIT_USAGE
 from collectors.files import open_log
 from collectors.rules import parse_json_line
 
@@ -875,7 +875,7 @@ def run_init(
     click.echo("\n$ canary audit")
     click.echo(audit_table(audit(config, now=datetime.now(UTC))))
     click.echo("\n" + _next_steps(config, settings))
-    return 0
+    return EXIT_OK
 
 
 def _next_steps(config: Config, settings: InitSettings) -> str:

@@ -23,7 +23,7 @@ def mute(
     if duration > MAX_MUTE:
         raise UsageError(f"a mute lasts at most {MAX_MUTE.days}d; got {duration}", option="--for")
     until = as_utc(now + duration)
-    row = {"guard": guard, "until": until, "reason": reason, "created": as_utc(now)}
+    row = {"guard": guard, "until": until, "reason": reason, "created": now}
     with store.engine.begin() as conn:
         store.upsert(conn, Mute, [row], keys=["guard"], set_=row)
     return until
