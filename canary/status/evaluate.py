@@ -65,6 +65,7 @@ class GuardFacts:
     activity: int | None = None  # activity lines in the window; None when no pattern is set
     lines: int = 0  # log lines read in the window
     watched_since: datetime | None = None  # since when the logs have been followed
+    daemon_since: datetime | None = None  # since when the daemon that runs the canaries is up
     logs_readable: bool = True
     last_firing: datetime | None = None
     last_organic_line: str | None = None  # the line of the latest organic firing
@@ -201,14 +202,14 @@ def logs_unreadable(v: View) -> Decision | None:
 
 
 def _overdue(v: View) -> tuple[list[CanaryFact], list[CanaryFact]]:
-    """Canaries with no conclusive run within every + grace: (stale, pending since the logs are watched)."""
+    """Canaries with no conclusive run within every + grace: (stale, not due yet since watching began)."""
     stale, pending = [], []
     for canary in v.facts.canaries:
         deadline = v.now - (canary.period + v.facts.grace)
         run = v.latest[canary.name]
         if run is not None and run.at >= deadline:
             continue
-        started = v.facts.watched_since
+        started = min((t for t in (v.facts.watched_since, v.facts.daemon_since) if t), default=None)
         if not canary.runs and (started is None or started > deadline):
             pending.append(canary)  # not due yet since the logs have been watched
         else:

@@ -18,7 +18,7 @@ from canary.status.evaluate import CanaryFact, GuardFacts, RunFact
 from canary.status.mutes import active_mutes
 from canary.store.engine import Store
 from canary.store.queries import WindowCounts, window_activity, window_counts
-from canary.store.tables import Firing, HourlyActivity, Run
+from canary.store.tables import Firing, Heartbeat, HourlyActivity, Run
 from collectors.files import expand
 
 #: Runs looked at per guard: enough for every canary's latest and the window's kill rate.
@@ -88,6 +88,7 @@ def gather(store: Store, config: Config, *, now: datetime, readable: bool | None
         watched_since = conn.execute(
             select(func.min(col(HourlyActivity.hour))).where(col(HourlyActivity.lines) > 0)
         ).scalar()
+        daemon_since = conn.execute(select(col(Heartbeat.started))).scalar()
     cache: dict[timedelta, Any] = {}
     facts = []
     for guard in config.guards:
@@ -107,6 +108,7 @@ def gather(store: Store, config: Config, *, now: datetime, readable: bool | None
                 activity=activity if config.logs.activity is not None else None,
                 lines=lines,
                 watched_since=watched_since,
+                daemon_since=daemon_since,
                 logs_readable=readable,
                 last_firing=last_firing,
                 last_organic_line=organic_line,

@@ -87,6 +87,12 @@ CASES = [
     ("canaries-never-ran", facts(), Status.INCONCLUSIVE),
     # the same with nothing at all in the logs
     ("canaries-never-ran-idle", facts(organic=0, activity=0, lines=0), Status.INCONCLUSIVE),
+    # no log line read yet, but the daemon has been up for longer than every + grace: the canary is overdue
+    ("canary-never-ran-empty-logs", facts(organic=0, activity=0, lines=0, watched_since=None, daemon_since=LONG_AGO),
+     Status.INCONCLUSIVE),
+    # ...and not yet when the daemon started within every + grace
+    ("canary-not-due-after-daemon-start",
+     facts(organic=0, activity=0, lines=0, watched_since=None, daemon_since=NOW - EVERY), Status.NEW),
     # ambiguous proves nothing, like error
     ("only-ambiguous", facts(run("ambiguous", H), run("ambiguous", 2 * H)), Status.INCONCLUSIVE),
     ("ambiguous-after-leak", facts(run("ambiguous", H), run("leaked", 2 * H)), Status.ASLEEP),
