@@ -9,7 +9,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, bindparam, func, select
 from sqlmodel import col
 
 from canary.config.definitions import CanaryDef, GuardDef
@@ -49,27 +49,32 @@ def logs_readable(config: Config) -> bool:
     return all(os.access(p, os.R_OK) for p in paths)
 
 
+_RUNS = (
+    select(col(Run.canary), col(Run.variant), col(Run.expect), col(Run.verdict), col(Run.started),
+           col(Run.evidence))
+    .where(col(Run.guard) == bindparam("guard"), col(Run.verdict).is_not(None))
+    .order_by(col(Run.started).desc(), col(Run.id).desc())
+    .limit(RUNS_PER_GUARD)
+)
+_LAST_FIRING = select(func.max(col(Firing.ts))).where(col(Firing.guard) == bindparam("guard"))
+_LAST_ORGANIC_LINE = (
+    select(col(Firing.line))
+    .where(col(Firing.guard) == bindparam("guard"), col(Firing.run_id).is_(None))
+    .order_by(col(Firing.ts).desc(), col(Firing.id).desc())
+    .limit(1)
+)
+
+
 def _runs(conn: Connection, guard: str) -> list[RunFact]:
     """The guard's latest finished runs, newest first."""
-    rows = conn.execute(
-        select(col(Run.canary), col(Run.variant), col(Run.expect), col(Run.verdict), col(Run.started),
-               col(Run.evidence))
-        .where(col(Run.guard) == guard, col(Run.verdict).is_not(None))
-        .order_by(col(Run.started).desc(), col(Run.id).desc())
-        .limit(RUNS_PER_GUARD)
-    ).all()
+    rows = conn.execute(_RUNS, {"guard": guard}).all()
     return [RunFact(r[0], r[1], r[2], str(r[3]), r[4], r[5]) for r in rows]
 
 
 def _last_firings(conn: Connection, guard: str) -> tuple[datetime | None, str | None]:
     """When the guard last fired (any source), and the line of its latest organic firing."""
-    last = conn.execute(select(func.max(col(Firing.ts))).where(col(Firing.guard) == guard)).scalar()
-    line = conn.execute(
-        select(col(Firing.line))
-        .where(col(Firing.guard) == guard, col(Firing.run_id).is_(None))
-        .order_by(col(Firing.ts).desc(), col(Firing.id).desc())
-        .limit(1)
-    ).scalar()
+    last = conn.execute(_LAST_FIRING, {"guard": guard}).scalar()
+    line = conn.execute(_LAST_ORGANIC_LINE, {"guard": guard}).scalar()
     return last, line
 
 
