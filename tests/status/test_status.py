@@ -139,6 +139,10 @@ def test_reasons_say_what_to_act_on() -> None:
     stale = evaluate(facts(run("error", H), run("caught", 10 * H)), now=NOW)
     assert "no conclusive run since" in stale.reason and "every 6h + grace 1h" in stale.reason
     assert "error" in stale.reason
+    unmarked = evaluate(facts(run("ambiguous", H), run("caught", 10 * H)), now=NOW)
+    assert unmarked.status is Status.INCONCLUSIVE
+    assert "its last run ended ambiguous at" in unmarked.reason
+    assert "the only firings carried no mark of the run while the agent did other work" in unmarked.reason
     zero = evaluate(facts(canaries=(), organic=0), now=NOW)
     assert "no firing in the last 1d while the agent logged 50 unit(s) of work" in zero.reason
 
