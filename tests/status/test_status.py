@@ -6,6 +6,8 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
 from canary.vocabulary import Status
@@ -205,3 +207,36 @@ def test_evidence_is_the_deciding_runs_line_or_the_last_organic_firing() -> None
     assert fired.status is Status.ALIVE and fired.evidence == "CitationGuard: rejected organic"
     never = evaluate(facts(last_organic_line="CitationGuard: rejected organic"), now=NOW)
     assert never.status is Status.INCONCLUSIVE and never.evidence == "CitationGuard: rejected organic"
+
+
+
+FAILED_VERDICTS = ("leaked", "fired_but_leaked", "unlogged")
+INCONCLUSIVE_VERDICTS = ("error", "not_injected", "ambiguous")
+VARIANT = st.integers(0, 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    finals=st.lists(st.sampled_from(("caught", *FAILED_VERDICTS)), min_size=1, max_size=4),
+    history=st.lists(st.tuples(VARIANT, st.sampled_from(("caught", *FAILED_VERDICTS, *INCONCLUSIVE_VERDICTS)))),
+    trailing=st.lists(st.tuples(VARIANT, st.sampled_from(INCONCLUSIVE_VERDICTS))),
+    data=st.data(),
+)
+def test_status_is_a_function_of_each_variants_latest_conclusive_verdict(
+    finals: list[str], history: list[tuple[int, str]], trailing: list[tuple[int, str]], data: st.DataObject
+) -> None:
+    """Whatever ran before or after, and whichever variant ran last, only each variant's last proof counts."""
+    minute = timedelta(minutes=1)
+    runs = [run(verdict, 3 * H - k * minute, variant=v) for k, (v, verdict) in enumerate(history)]
+    order = data.draw(st.permutations(range(len(finals))))  # the variants' last proofs, in any order
+    runs += [run(finals[v], 2 * H - k * minute, variant=v) for k, v in enumerate(order)]
+    runs += [run(verdict, H - k * minute, variant=v) for k, (v, verdict) in enumerate(trailing)]
+    runs = [r for r in runs if r.variant < len(finals)]
+    result = evaluate(facts(*runs), now=NOW)
+    if all(v == "caught" for v in finals):
+        expected = Status.ALIVE
+    elif "caught" not in finals:
+        expected = Status.ASLEEP
+    else:
+        expected = Status.DEGRADED
+    assert result.status is expected, result.reason
