@@ -116,3 +116,15 @@ def test_transitions_and_alerts_carry_the_deciding_runs_line(tmp_path: Path) -> 
         payload = build_payload(conn, delivery.transition_id, "change", now=T0 + 2 * EVERY)
     assert payload is not None and payload["evidence"] == LINE.format(n=9)
     store.close()
+
+
+def test_a_mute_ends_at_its_instant_in_sql_as_in_the_status(tmp_path: Path) -> None:
+    from canary.status.mutes import active_mutes, is_muted, mute
+
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    until = mute(store, "denial", timedelta(hours=1), now=T0, reason="deploy")
+    for now, held in [(until - timedelta(microseconds=1), True), (until, False)]:
+        with store.engine.connect() as conn:
+            assert ("denial" in active_mutes(conn, now)) is held
+        assert is_muted(until, now) is held
+    store.close()
