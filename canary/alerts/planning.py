@@ -36,6 +36,7 @@ from canary.alerts.channels import AlertPayload, Sender, default_sender, enabled
 from canary.config.settings import AlertsConfig
 from canary.errors import DeliveryError
 from canary.status.mutes import active_mutes
+from canary.status.reasons import clock_time
 from canary.store.engine import Store
 from canary.store.tables import Delivery, Meta, Transition
 from canary.vocabulary import ALERTING, HEALTHY, Status, as_utc, iso
@@ -78,12 +79,6 @@ def alert_kind(previous: str | None, status: str) -> str | None:
 def backoff(attempts: int) -> timedelta:
     """The wait before the next try after ``attempts`` failed attempts (1 or more)."""
     return BACKOFF[min(max(attempts, 1), len(BACKOFF)) - 1]
-
-
-def clock_time(moment: datetime, now: datetime) -> str:
-    """``10:02`` for a time on ``now``'s day (local time), ``2026-11-28 10:02`` otherwise."""
-    local, today = moment.astimezone(), now.astimezone()
-    return local.strftime("%H:%M" if local.date() == today.date() else "%Y-%m-%d %H:%M")
 
 
 def alert_text(kind: str, guard: str, status: str, reason: str, since: datetime, *, now: datetime) -> str:
