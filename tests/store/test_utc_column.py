@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import DateTime, func, insert, select
 from sqlmodel import SQLModel, col
 
 from canary.store.engine import Store
@@ -81,7 +81,7 @@ def test_the_schema_on_disk_keeps_its_datetime_columns(old_store: Path, tmp_path
         (table.name, column.name)
         for table in SQLModel.metadata.sorted_tables
         for column in table.columns
-        if column.type.python_type is datetime
+        if isinstance(column.type, DateTime) or isinstance(getattr(column.type, "impl", None), DateTime)
     }
     assert times == _utc_columns()
 
