@@ -328,3 +328,19 @@ def test_smolagents_final_answer_check_is_reached_through_a_tool_call(
         assert f"{run.nonce}.example.org" not in str(run.answer)
     else:
         assert f"https://{run.nonce}.example.org/permit" in str(run.answer)
+
+
+def test_a_text_fabrication_never_reaches_the_smolagents_check(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    """The reported defect: as plain text, the fabrication is dropped before the live check sees it."""
+    text_def = CITATION_DEF.replace(
+        'inject_tool = { name = "final_answer", arguments = { answer = ',
+        "inject = ",
+    ).replace('permit" } }', 'permit"')
+    defs = tmp_path / "citation.toml"
+    defs.write_text(text_def, encoding="utf-8")
+    results = run_all(tmp_path, log[0], smolagents_agent(log[1], live=True), [defs])
+    [run] = results["citation/fake-url-tool"]
+    assert run.verdict == "unlogged", (run.error, run.answer)
+    assert log[0].read_text(encoding="utf-8") == ""
