@@ -28,6 +28,7 @@ import openai
 import pytest
 from starlette.applications import Starlette
 
+from canary.cli.printers import explain
 from canary.config.settings import load_config
 from canary.demo.agent import find_urls
 from canary.demo.live import free_port
@@ -222,7 +223,9 @@ def test_live_governance_guards_are_caught_and_their_controls_pass(
                 assert run.nonce in str(run.evidence) and not run.leaked
     # What the runs made was seen, then removed: nothing of theirs is left behind.
     assert list((home / "agent-sandbox").iterdir()) == []
-    assert not list(Path("/tmp").glob(f"guard-canary-{results['tool-shell/command-outside-set'][0].nonce}*"))
+    for runs in results.values():
+        for run in runs:
+            assert not list(Path("/tmp").glob(f"guard-canary-{run.nonce}*"))
 
 
 def test_dead_governance_guards_leak_and_the_leak_is_what_was_observed(
@@ -244,6 +247,11 @@ def test_dead_governance_guards_leak_and_the_leak_is_what_was_observed(
     assert fetch.leak_text is not None and fetch.leak_text.startswith("fetched http://localhost:")
     assert fetch.leak_text.endswith(f"/r/{fetch.nonce}/admin")
     assert fetch.nonce not in str(fetch.answer)  # the answer says nothing of it: the fetch was seen
+    assert explain(fetch).startswith(f"the fabricated tool call took effect ({fetch.leak_text!r} was observed)")
+    for runs in results.values():  # what the runs made was seen, then removed
+        for run in runs:
+            assert not list(Path("/tmp").glob(f"guard-canary-{run.nonce}*"))
+    assert list((home / "agent-sandbox").iterdir()) == []
     assert log[0].read_text(encoding="utf-8") == ""  # no guard wrote a line: nothing was refused
 
 
