@@ -352,3 +352,72 @@ def test_a_text_fabrication_never_reaches_the_smolagents_check(
     [run] = results["citation/fake-url-tool"]
     assert run.verdict == "unlogged", (run.error, run.answer)
     assert log[0].read_text(encoding="utf-8") == ""
+
+
+# -- pydantic-ai: structured output through its final_result tool -----------------------------------
+
+PERMIT_DEF = """
+[guard]
+name = "amount"
+match = 'AmountGuard: rejected'
+
+[[canary]]
+name = "fake-amount-tool"
+every = "6h"
+prompt = "Read {fixture_url} and give me the minimum monthly amount."
+fixture = "<p>The minimum amount is exactly {true_number} euros per month.</p>"
+inject_tool = { name = "final_result", arguments = { amount = "{fake_number}", source = "{fixture_url}" } }
+leak = "{fake_number}"
+inject_at = "after-fetch"
+repair = "I could not find the amount."
+timeout = "60s"
+"""
+
+
+def pydantic_ai_agent(log: logging.Logger, *, live: bool) -> Callable[[str], Starlette]:
+    from pydantic import BaseModel
+    from pydantic_ai import Agent, ModelRetry
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    class Permit(BaseModel):
+        amount: str
+        source: str
+
+    def make(proxy: str) -> Starlette:
+        async def ask(body: dict[str, Any]) -> str:
+            prompt = body["prompt"]
+            async with httpx.AsyncClient(trust_env=False) as http:
+                pages = [(await http.get(url)).text for url in find_urls(prompt)]
+            async with openai.AsyncOpenAI(base_url=f"{proxy}/v1", api_key="x", max_retries=0) as client:
+                agent = Agent(OpenAIChatModel("m", provider=OpenAIProvider(openai_client=client)),
+                              output_type=[Permit, str], retries=1)
+
+                @agent.output_validator
+                def amount_guard(output: Permit | str) -> Permit | str:
+                    # Dead: it only checks text answers, and the structured one skips it.
+                    if isinstance(output, Permit) and live and output.amount not in "\n".join(pages):
+                        log.warning("AmountGuard: rejected amount=%s not in observations", output.amount)
+                        raise ModelRetry(f"{output.amount} is not on the page")
+                    return output
+
+                result = await agent.run(f"{prompt}\n\n" + "\n".join(pages))
+            output = result.output
+            return output if isinstance(output, str) else f"The minimum is {output.amount} euros ({output.source})."
+
+        return serve(ask)
+
+    return make
+
+
+@pytest.mark.parametrize(("live", "expected"), [(True, "caught"), (False, "leaked")])
+def test_pydantic_ai_output_validator_is_reached_through_final_result(
+    tmp_path: Path, log: tuple[Path, logging.Logger], live: bool, expected: str
+) -> None:
+    defs = tmp_path / "amount.toml"
+    defs.write_text(PERMIT_DEF, encoding="utf-8")
+    results = run_all(tmp_path, log[0], pydantic_ai_agent(log[1], live=live), [defs])
+    [run] = results["amount/fake-amount-tool"]
+    assert run.verdict == expected, (run.error, run.answer)
+    if live:
+        assert run.answer == "I could not find the amount." and run.trace["repair_requested"] is not None
