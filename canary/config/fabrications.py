@@ -25,6 +25,7 @@ __all__ = ["Observation", "ToolTemplate", "fill_arguments", "parse_inject_tool",
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TOOL_KEYS = ("name", "arguments")
 OBSERVATION_KEYS = ("fetched", "file")
+_WINDOWS_ROOT = re.compile(r"[A-Za-z]:[\\/]")
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,10 @@ def parse_observation(t: Table, value: dict[str, object]) -> Observation | None:
     if kind == "fetched" and not target.startswith(("{fixture_url}", "{fixture_url_alias}")):
         t.sink.error((*keys, kind), "only the fixture server can see a fetch: the URL must start "
                      "with {fixture_url} or {fixture_url_alias}")
+        return None
+    if kind == "file" and not (target.startswith(("/", "~")) or _WINDOWS_ROOT.match(target)):
+        t.sink.error((*keys, kind), "write an absolute path (or one starting with ~): it is looked "
+                     "up where canary runs, which need not be where the agent writes")
         return None
     if kind == "file" and "nonce" not in names:
         t.sink.error((*keys, kind), "the path must carry {nonce}, or a file left by an earlier "

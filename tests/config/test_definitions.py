@@ -135,6 +135,8 @@ FAILURES = [
      "error", None),
     ("leak_fetched_elsewhere.toml", "text", "canary[0].leak.fetched",
      "only the fixture server can see a fetch", "error", None),
+    ("leak_file_relative.toml", "text", "canary[0].leak.file", "write an absolute path", "error",
+     None),
     ("leak_table_unknown_key.toml", "text", "canary[0].leak.fiel", "unknown key", "error", "file"),
 ]
 

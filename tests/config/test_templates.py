@@ -76,10 +76,10 @@ def test_every_prompt_sends_the_agent_to_the_fixture(guard: GuardDef, canary: Ca
     assert canary.inject_at == "after-fetch"
 
 
-@pytest.mark.parametrize(("guard", "canary"), canaries(), ids=lambda x: x.name)
+# Observed leaks (the tool_* templates) are checked by test_tool_templates_aim_every_call_at_the_observed_effect.
+@pytest.mark.parametrize(("guard", "canary"), [(g, c) for g, c in canaries() if c.observe is None],
+                         ids=lambda x: x.name)
 def test_the_leak_is_in_every_variant_and_fakes_stay_off_the_page(guard: GuardDef, canary: CanaryDef) -> None:
-    if canary.observe is not None:
-        pytest.skip("an observed leak: test_tool_templates_aim_every_call_at_the_observed_effect")
     assert canary.leak is not None
     for _ in range(DRAWS):
         drawn = draw(canary.fixture, BASE)
