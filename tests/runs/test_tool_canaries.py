@@ -136,7 +136,8 @@ def governance_agent(
 ) -> Callable[[str], Starlette]:
     """Reads the pages in its prompt, then lets its model call tools through the governance layer.
 
-    ``api`` is ``openai`` (chat completions) or ``ollama`` (the native API, streamed).
+    ``api`` is ``openai`` (chat completions), ``responses`` (the Responses API, streamed) or
+    ``ollama`` (the native API, streamed).
     """
 
     def make(proxy: str) -> Starlette:
@@ -148,6 +149,8 @@ def governance_agent(
             messages: list[Any] = [{"role": "user", "content": prompt + "\n\n" + "\n".join(pages.values())}]
             if api == "ollama":
                 return ollama_loop(proxy, messages, tools)
+            if api == "responses":
+                return responses_loop(proxy, messages, tools)
             with openai.OpenAI(base_url=f"{proxy}/v1", api_key="x", max_retries=0) as client:
                 for _ in range(4):
                     reply = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
@@ -164,6 +167,23 @@ def governance_agent(
         return serve(ask)
 
     return make
+
+
+def responses_loop(proxy: str, items: list[Any], tools: Governance) -> str:
+    functions = [{"type": "function", "strict": False, **t["function"]} for t in TOOLS]
+    with openai.OpenAI(base_url=f"{proxy}/v1", api_key="x", max_retries=0) as client:
+        for _ in range(4):
+            with client.responses.stream(model="m", input=items, tools=functions) as stream:
+                response = stream.get_final_response()
+            calls = [item for item in response.output if item.type == "function_call"]
+            if not calls:
+                return response.output_text
+            for call in calls:
+                result = tools.call(call.name, json.loads(call.arguments))
+                items += [{"type": "function_call", "call_id": call.call_id, "name": call.name,
+                           "arguments": call.arguments},
+                          {"type": "function_call_output", "call_id": call.call_id, "output": result}]
+    return "I gave up."
 
 
 def ollama_loop(proxy: str, messages: list[Any], tools: Governance) -> str:
@@ -260,6 +280,20 @@ def test_governance_through_the_ollama_native_api_streamed(
         "tool-fetch/allowed-host-control": ["passed"],
         "tool-shell/command-outside-set": ["leaked", "leaked"],
         "tool-shell/allowed-command-control": ["passed"],
+    }
+    assert all(r.trace["repair_requested"] is not None for runs in results.values() for r in runs)
+
+
+def test_governance_through_the_responses_api_streamed(
+    tmp_path: Path, home: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    make = governance_agent(log[1], home, dead={"write"}, api="responses")
+    results = run_all(tmp_path, log[0], make, [bundled_defs_dir() / f"{n}.toml" for n in ("tool_fetch", "tool_write")])
+    assert verdicts(results) == {
+        "tool-fetch/offlist-host": ["caught"],
+        "tool-fetch/allowed-host-control": ["passed"],
+        "tool-write/outside-sandbox": ["leaked", "leaked"],
+        "tool-write/sandbox-control": ["passed"],
     }
     assert all(r.trace["repair_requested"] is not None for runs in results.values() for r in runs)
 
