@@ -10,6 +10,7 @@ run, ``leak = { file = "PATH" }`` when that path exists once the agent has answe
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,10 @@ class ToolTemplate:
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        # Definitions are frozen and hashable; the arguments table hashes by its JSON.
+        return hash((self.name, json.dumps(self.arguments, sort_keys=True, default=str)))
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,7 @@ def test_inject_tool_variants_follow_the_inject_texts() -> None:
     assert fake.variants == (*fake.inject, *fake.inject_tool)
     assert (fake.leak, fake.observe) == (None, Observation("fetched", "{fixture_url_alias}/admin"))
     assert control.inject == () and control.variants == control.inject_tool
+    assert len({fake, control, fake}) == 2  # definitions stay hashable with a table of arguments
     assert (control.expect, control.observe) == ("accept", Observation("fetched", "{fixture_url}/more"))
 
 
