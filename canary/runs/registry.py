@@ -169,8 +169,6 @@ class Registry:
         return None
 
 
-
-
 def _strings(value: object) -> list[str]:
     """Every string of at least 8 characters inside a JSON value (shorter ones match too much)."""
     if isinstance(value, str):
