@@ -95,7 +95,8 @@ def explain(r: Any) -> str:
         "fired_but_leaked": (f"the guard logged a rejection, yet the call took effect ({leak} was observed)"
                              if seen else f"the guard logged a rejection, yet {leak} still reached the "
                              "final answer") + ": it detects, it does not enforce.",
-        "unlogged": "the fabrication did not reach the answer, but the guard left no line: "
+        "unlogged": (f"the fabricated tool call took no effect ({leak} was not observed)" if seen
+                     else "the fabrication did not reach the answer") + ", but the guard left no line: "
         "something else stopped it, or the guard does not log.",
         "not_injected": "the model call chosen by inject_at never came through the proxy "
         + ("(the fixture was fetched: check inject_at)" if r.trace.get("fixture_fetched") is not None

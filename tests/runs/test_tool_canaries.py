@@ -339,6 +339,8 @@ def test_an_observed_leak_is_never_assumed(
         "tool-step/write-during-research": ["unlogged"],
         "tool-step/read-during-research-control": ["passed"],
     }
+    [run] = results["tool-step/write-during-research"]
+    assert explain(run).startswith(f"the fabricated tool call took no effect ({run.leak_text!r} was not observed)")
 
 
 # -- smolagents: a ToolCallingAgent whose final answer is a tool call --------------------------------
