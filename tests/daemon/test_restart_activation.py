@@ -172,9 +172,11 @@ def test_sigkill_refuses_no_connection(world: World) -> None:
 
     refused = [r for r in results if r[2] == "refused"]
     assert refused == [], refused[:5]
+    # What a killed daemon had accepted is cut (a daemon just started has accepted the whole
+    # queue, so that can be many); what the next one serves arrives whole.
     cut = [r for r in results if r[2] == "failed"]
-    # only requests the killed daemon had accepted; a daemon just started has accepted the backlog
-    assert len(cut) <= len(results) // 10, cut[:5]
+    assert all("ReadError" in r[3] or "RemoteProtocolError" in r[3] for r in cut), cut[:5]
+    assert sum(r[2] == "ok" for r in results) > FEW * 0.3 * RATE
 
 
 @pytest.mark.timeout(600)
