@@ -107,7 +107,12 @@ def load(harness: Harness, rate: float, tag: str) -> tuple[subprocess.Popen[byte
 def finish(agent: tuple[subprocess.Popen[bytes], Path, Path]) -> list[list[Any]]:
     proc, stop, out = agent
     stop.touch()
-    proc.wait(300)
+    try:
+        proc.wait(300)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # an agent starved of CPU falls behind its schedule; never leave it running
+        proc.wait()
+        raise SystemExit("the agent did not finish within 300 s of its stop; try a lower --rate") from None
     results: list[list[Any]] = json.loads(out.read_text())
     return results
 
