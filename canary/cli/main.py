@@ -354,16 +354,13 @@ def _demo_audit(where: Path, as_json: bool) -> int:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
-    from canary.status.overview import status_document
-    from canary.store.engine import Store
+    from canary.status.overview import status_for
 
     config = _load(ctx)
     try:
-        store = Store(config.store.url)
+        doc = status_for(config, now=datetime.now(UTC))
     except CanaryError as exc:
         _fail(exc)
-    doc = status_document(store, config, now=datetime.now(UTC))
-    store.close()
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
