@@ -44,9 +44,9 @@ def _parse_time(value: Any) -> datetime | None:
 class Reader:
     """Runs the named queries on one open connection."""
 
-    def __init__(self, execute: Execute, *, text_times: bool) -> None:
+    def __init__(self, execute: Execute, *, sqlite: bool) -> None:
         self._execute = execute
-        self._text_times = text_times
+        self.sqlite = sqlite  # times are kept as text, and SQLite's own SQL may be used
 
     @classmethod
     def over(cls, conn: Connection) -> Reader:
@@ -56,7 +56,7 @@ class Reader:
         def execute(sql: str, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
             return conn.execute(text(sql), params).all()
 
-        return cls(execute, text_times=conn.dialect.name == "sqlite")
+        return cls(execute, sqlite=conn.dialect.name == "sqlite")
 
     def rows(self, sql: str, **params: Any) -> Sequence[Sequence[Any]]:
         """The rows of ``sql``; datetime parameters are bound as the store keeps times."""
@@ -65,7 +65,7 @@ class Reader:
 
     def _time(self, moment: datetime) -> Any:
         utc = as_utc(moment)
-        return utc.strftime(_SQLITE_TIME) if self._text_times else utc
+        return utc.strftime(_SQLITE_TIME) if self.sqlite else utc
 
     time = staticmethod(_parse_time)
 
@@ -97,7 +97,7 @@ def open_sqlite(url: str) -> Iterator[Reader | None]:
         return
     try:
         conn.execute("PRAGMA busy_timeout=30000")
-        reader = Reader(lambda sql, params: conn.execute(sql, params).fetchall(), text_times=True)
+        reader = Reader(lambda sql, params: conn.execute(sql, params).fetchall(), sqlite=True)
         try:
             version = reader.rows("SELECT value FROM meta WHERE key = 'schema_version'")
         except sqlite3.Error:
@@ -124,7 +124,8 @@ class RunRow:
 
 
 #: The runs a status can rest on: each (canary, variant)'s latest conclusive run, each canary's
-#: latest run of any verdict, and every run since ``since``; newest first.
+#: latest run of any verdict, and every run since ``since``; newest first. Ties on ``started``
+#: go to the higher variant, then the higher id, as ``canary.status.evaluate`` breaks them.
 _RUNS = f"""
 SELECT guard, canary, variant, expect, verdict, started, evidence FROM (
   SELECT id, guard, canary, variant, expect, verdict, started, evidence,
@@ -136,12 +137,25 @@ SELECT guard, canary, variant, expect, verdict, started, evidence FROM (
 WHERE (pair_rank = 1 AND verdict IN ({_CONCLUSIVE})) OR newest = 1 OR started >= :since
 ORDER BY started DESC, id DESC
 """
+#: The same rows on SQLite, where a bare column of a ``MAX`` aggregate comes from the row that holds
+#: the maximum: two grouped passes instead of two window sorts, about half the time.
+_RUNS_SQLITE = f"""
+SELECT guard, canary, variant, expect, verdict, started, evidence FROM runs WHERE id IN (
+  SELECT id FROM (SELECT MAX(started || printf('%012d', id)), id FROM runs
+                  WHERE verdict IN ({_CONCLUSIVE}) GROUP BY guard, canary, variant)
+  UNION ALL
+  SELECT id FROM (SELECT MAX(started || printf('%06d%012d', variant, id)), id FROM runs
+                  WHERE verdict IS NOT NULL GROUP BY guard, canary)
+) OR (started >= :since AND verdict IS NOT NULL)
+ORDER BY started DESC, id DESC
+"""
 
 
 def status_runs(reader: Reader, since: datetime) -> dict[str, list[RunRow]]:
     """Guard -> the runs its status can rest on (see ``_RUNS``), newest first."""
     out: dict[str, list[RunRow]] = {}
-    for g, c, v, e, verdict, started, ev in reader.rows(_RUNS, since=since):
+    sql = _RUNS_SQLITE if reader.sqlite else _RUNS
+    for g, c, v, e, verdict, started, ev in reader.rows(sql, since=since):
         at = reader.time(started)
         assert at is not None
         out.setdefault(str(g), []).append(RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev))
@@ -174,8 +188,9 @@ def last_firing(reader: Reader, guard: str) -> datetime | None:
 
 def last_organic_line(reader: Reader, guard: str) -> str | None:
     """The line of the guard's latest organic firing."""
+    # ``+run_id`` keeps the planner off the run_id index (every organic row) and on (guard, ts).
     rows = reader.rows(
-        "SELECT line FROM firings WHERE guard = :guard AND run_id IS NULL ORDER BY ts DESC, id DESC LIMIT 1",
+        "SELECT line FROM firings WHERE guard = :guard AND +run_id IS NULL ORDER BY ts DESC, id DESC LIMIT 1",
         guard=guard,
     )
     return str(rows[0][0]) if rows else None

@@ -66,6 +66,7 @@ def _prepare(directory: Path, firings: int) -> dict[str, str]:
     env["XDG_STATE_HOME"] = str(directory / "state")
     env["XDG_CONFIG_HOME"] = str(directory / "config")
     env.pop("CANARY_WEBHOOK", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: modules load from their bytecode cache
     return env
 
 

@@ -157,3 +157,19 @@ def test_canary_status_answers_without_importing_sqlalchemy(tmp_path: Path) -> N
     assert [(g["guard"], g["status"], g["reason"]) for g in doc["guards"]] == [
         (g["guard"], g["status"], g["reason"]) for g in expected["guards"]
     ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_portable_window_query_reads_the_same_runs(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(tmp_path)
+    store = Store(config.store.url)
+    seed_runs(store, random.Random(seed), 300)
+    with reads.open_sqlite(config.store.url) as reader:
+        assert reader is not None
+        grouped = reads.status_runs(reader, NOW - timedelta(days=1))
+        monkeypatch.setattr(reads, "_RUNS_SQLITE", reads._RUNS)
+        windowed = reads.status_runs(reader, NOW - timedelta(days=1))
+    assert grouped == windowed
+    assert sum(map(len, grouped.values())) > 20
