@@ -48,16 +48,14 @@ def gather(
     """The facts ``evaluate`` needs for every declared guard, read with lean SQL.
 
     Only the runs a status can rest on are read (``reads.status_runs``), never a guard's whole
-    history: the latest conclusive run of each (canary, variant), each canary's latest run and
-    the runs of the longest window.
+    history: each (canary, variant)'s latest conclusive and latest finished run, and the
+    window's runs.
     """
     readable = logs_readable(config) if readable is None else readable
     mutes = reads.active_mutes(reader, now)
     since_watched = reads.watched_since(reader)
     beat = reads.heartbeat(reader)
     daemon_since = beat.started if beat is not None else None
-    longest = max((g.window for g in config.guards), default=timedelta(0))
-    runs = reads.status_runs(reader, now - longest)
     activity_of: dict[datetime, tuple[int, int]] = {}
     facts = []
     for guard in config.guards:
@@ -72,7 +70,7 @@ def gather(
                 guard=guard.name,
                 window=guard.window,
                 grace=guard.grace,
-                canaries=_canaries(guard, runs.get(guard.name, []), now),
+                canaries=_canaries(guard, reader, now),
                 organic=organic,
                 canary_firings=canary_firings,
                 activity=activity if config.logs.activity is not None else None,
@@ -89,7 +87,9 @@ def gather(
     return facts
 
 
-def _canaries(guard: GuardDef, runs: list[reads.RunRow], now: datetime) -> list[CanaryFact]:
+def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact]:
+    names = [c.name for c in guard.canaries]
+    runs = reads.status_runs(reader, guard.name, names, now - guard.window) if names else []
     return [
         CanaryFact(
             c.name,

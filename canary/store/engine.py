@@ -59,8 +59,15 @@ def _v3(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
 
 
+def _v4(conn: Connection) -> None:
+    """An index of runs by (guard, canary, variant, started), so a status reads a few rows per pair."""
+    for index in Run.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name == "ix_runs_pair_started":
+            index.create(conn, checkfirst=True)
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

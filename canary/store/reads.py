@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 #: The schema version these queries read; ``canary.store.engine.SCHEMA_VERSION`` (a test holds them equal).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 Execute = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]
 
@@ -123,43 +123,55 @@ class RunRow:
     evidence: str | None
 
 
-#: The runs a status can rest on: each (canary, variant)'s latest conclusive run, each canary's
-#: latest run of any verdict, and every run since ``since``; newest first. Ties on ``started``
-#: go to the higher variant, then the higher id, as ``canary.status.evaluate`` breaks them.
-_RUNS = f"""
-SELECT guard, canary, variant, expect, verdict, started, evidence FROM (
-  SELECT id, guard, canary, variant, expect, verdict, started, evidence,
-    ROW_NUMBER() OVER (PARTITION BY guard, canary, variant, verdict IN ({_CONCLUSIVE})
-                       ORDER BY started DESC, id DESC) AS pair_rank,
-    ROW_NUMBER() OVER (PARTITION BY guard, canary ORDER BY started DESC, variant DESC, id DESC) AS newest
-  FROM runs WHERE verdict IS NOT NULL
-) AS ranked
-WHERE (pair_rank = 1 AND verdict IN ({_CONCLUSIVE})) OR newest = 1 OR started >= :since
-ORDER BY started DESC, id DESC
-"""
-#: The same rows on SQLite, where a bare column of a ``MAX`` aggregate comes from the row that holds
-#: the maximum: two grouped passes instead of two window sorts, about half the time.
-_RUNS_SQLITE = f"""
-SELECT guard, canary, variant, expect, verdict, started, evidence FROM runs WHERE id IN (
-  SELECT id FROM (SELECT MAX(started || printf('%012d', id)), id FROM runs
-                  WHERE verdict IN ({_CONCLUSIVE}) GROUP BY guard, canary, variant)
+_RUN_COLUMNS = "id, guard, canary, variant, expect, verdict, started, evidence"
+#: The variants a canary has run, walked on the (guard, canary, variant, started) index.
+_VARIANTS = """
+WITH RECURSIVE v(x) AS (
+  SELECT MIN(variant) FROM runs WHERE guard = :guard AND canary = :canary
   UNION ALL
-  SELECT id FROM (SELECT MAX(started || printf('%06d%012d', variant, id)), id FROM runs
-                  WHERE verdict IS NOT NULL GROUP BY guard, canary)
-) OR (started >= :since AND verdict IS NOT NULL)
-ORDER BY started DESC, id DESC
+  SELECT (SELECT MIN(variant) FROM runs WHERE guard = :guard AND canary = :canary AND variant > v.x)
+  FROM v WHERE v.x IS NOT NULL
+)
+SELECT x FROM v WHERE x IS NOT NULL
+"""
+#: One (canary, variant)'s latest conclusive run, and its latest finished run of any verdict.
+_PAIR = f"""
+SELECT * FROM (SELECT {_RUN_COLUMNS} FROM runs
+  WHERE guard = :guard AND canary = :canary AND variant = :variant AND verdict IN ({_CONCLUSIVE})
+  ORDER BY started DESC, id DESC LIMIT 1) AS conclusive
+UNION ALL
+SELECT * FROM (SELECT {_RUN_COLUMNS} FROM runs
+  WHERE guard = :guard AND canary = :canary AND variant = :variant AND verdict IS NOT NULL
+  ORDER BY started DESC, id DESC LIMIT 1) AS finished
+"""
+_WINDOW = f"""
+SELECT {_RUN_COLUMNS} FROM runs WHERE guard = :guard AND started >= :since AND verdict IS NOT NULL
 """
 
 
-def status_runs(reader: Reader, since: datetime) -> dict[str, list[RunRow]]:
-    """Guard -> the runs its status can rest on (see ``_RUNS``), newest first."""
-    out: dict[str, list[RunRow]] = {}
-    sql = _RUNS_SQLITE if reader.sqlite else _RUNS
-    for g, c, v, e, verdict, started, ev in reader.rows(sql, since=since):
+def status_runs(reader: Reader, guard: str, canaries: Sequence[str], since: datetime) -> list[RunRow]:
+    """The runs of a guard's canaries its status can rest on, newest first.
+
+    Each (canary, variant)'s latest conclusive run and latest finished run, and every finished
+    run since ``since``: what ``canary.status.evaluate`` reads of a canary's history, found
+    through the indexes in a few rows each, never the whole history.
+    """
+    by_id: dict[int, Sequence[Any]] = {}
+    for canary in canaries:
+        for (variant,) in reader.rows(_VARIANTS, guard=guard, canary=canary):
+            for row in reader.rows(_PAIR, guard=guard, canary=canary, variant=variant):
+                by_id[int(row[0])] = row
+    wanted = set(canaries)
+    for row in reader.rows(_WINDOW, guard=guard, since=since):
+        if row[2] in wanted:
+            by_id[int(row[0])] = row
+    runs = []
+    for rid, g, c, v, e, verdict, started, ev in by_id.values():
         at = reader.time(started)
         assert at is not None
-        out.setdefault(str(g), []).append(RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev))
-    return out
+        runs.append((at, int(rid), RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev)))
+    runs.sort(key=lambda t: (t[0], t[1]), reverse=True)
+    return [r for _at, _id, r in runs]
 
 
 def window_counts(reader: Reader, guard: str, hour: datetime) -> tuple[int, int]:
