@@ -51,12 +51,18 @@ class Reader:
     @classmethod
     def over(cls, conn: Connection) -> Reader:
         """A reader on an open SQLAlchemy connection (any backend)."""
+        if conn.dialect.name == "sqlite":
+            # The pooled sqlite3 connection itself: SQLAlchemy's per-statement cost would be
+            # most of a status's time (thousands of tiny indexed queries at 100 guards).
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            return cls(lambda sql, params: raw.execute(sql, params).fetchall(), sqlite=True)
         from sqlalchemy import text
 
         def execute(sql: str, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
             return conn.execute(text(sql), params).all()
 
-        return cls(execute, sqlite=conn.dialect.name == "sqlite")
+        return cls(execute, sqlite=False)
 
     def rows(self, sql: str, **params: Any) -> Sequence[Sequence[Any]]:
         """The rows of ``sql``; datetime parameters are bound as the store keeps times."""

@@ -216,9 +216,10 @@ def raw_facts(config: object) -> object:
     guards = config.guards  # type: ignore[attr-defined]
     with reads.open_sqlite(config.store.url) as reader:  # type: ignore[attr-defined]
         assert reader is not None
-        out = [reads.status_runs(reader, NOW - timedelta(days=1)), reads.window_activity(reader, NOW)]
+        out: list[object] = [reads.window_activity(reader, NOW), reads.heartbeat(reader)]
         for g in guards:
-            out += [reads.window_counts(reader, g.name, NOW - g.window), reads.last_firing(reader, g.name),
+            out += [reads.status_runs(reader, g.name, [c.name for c in g.canaries], NOW - g.window),
+                    reads.window_counts(reader, g.name, NOW - g.window), reads.last_firing(reader, g.name),
                     reads.last_organic_line(reader, g.name)]
     return out
 
