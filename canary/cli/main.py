@@ -73,8 +73,11 @@ def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.config.settings import summarize
 
+    from canary.alerts.trial import channels_summary
+
     config = _load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(summarize(config))
+    click.echo(channels_summary(config.alerts))
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
@@ -506,9 +509,11 @@ def dashboard(ctx: click.Context) -> None:
 
 
 def _add_init() -> None:
+    from canary.cli.alerts_cmd import alerts_group
     from canary.cli.init import init_command
 
     main.add_command(init_command, "init")
+    main.add_command(alerts_group, "alerts")
 
 
 _add_init()
