@@ -71,9 +71,8 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 @click.pass_context
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
-    from canary.config.settings import summarize
-
     from canary.alerts.trial import channels_summary
+    from canary.config.settings import summarize
 
     config = _load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(summarize(config))
