@@ -3,7 +3,9 @@
 ``plan_alerts`` turns transitions into delivery rows, one per enabled channel:
 a *change* when a guard enters ``asleep``, ``degraded`` or ``inconclusive``, a
 *recovery* when it goes from one of those to ``alive`` or ``quiet``, and a
-*reminder* every ``repeat`` while it stays in one and is not muted. The id of
+*reminder* every ``repeat`` while it stays in one and is not muted. A channel
+with no delivery of a guard's current alerting spell (one added since) gets a
+*change* for it once, so it learns the present state. The id of
 the last transition planned is kept in ``meta`` under ``alerts.planned_through``
 and moves in the same transaction as the rows it produced, so a crash plans a
 transition either fully or not at all, never twice.

@@ -120,6 +120,8 @@ class AlertsConfig:
     webhook: str | None = None
     command: tuple[str, ...] | None = None
     repeat: timedelta = timedelta(hours=6)
+    #: ``desktop`` was written in canary.toml, not only defaulted (a missing notifier warns only then).
+    desktop_set: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -366,7 +368,7 @@ def _alerts(t: Table) -> AlertsConfig:
     for i, arg in enumerate(command or ()):
         check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
     repeat = t.duration("repeat", AlertsConfig.repeat) or AlertsConfig.repeat
-    return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat)
+    return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat, t.has("desktop"))
 
 
 def summarize(config: Config) -> str:

@@ -666,7 +666,7 @@ def test_a_missing_notifier_is_skipped_with_one_warning(
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    config = AlertsConfig(desktop=True, repeat=REPEAT)
+    config = AlertsConfig(desktop=True, repeat=REPEAT, desktop_set=True)  # `desktop = true` written
     add(store, "alive", "asleep")
     add(store, "alive", "degraded", guard="other")
     plan_alerts(store, config, now=T0)

@@ -73,3 +73,23 @@ def test_a_guard_that_recovered_is_not_told_to_a_new_channel(store: Store) -> No
     before = rows(store)
     assert plan_alerts(store, COMMAND_AND_WEBHOOK, now=T0 + timedelta(minutes=5)) == 0
     assert rows(store) == before
+
+
+@pytest.mark.parametrize(("toml", "warned"), [("", False), ("desktop = true\n", True)])
+def test_desktop_alerts_never_enabled_give_no_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, toml: str, warned: bool
+) -> None:
+    from canary.alerts import channels
+    from canary.config.settings import load_config
+
+    monkeypatch.setattr(channels, "_warned_missing", set())
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "g.toml").write_text("[guard]\nname = 'g'\nmatch = 'G: rejected'\n")
+    (tmp_path / "canary.toml").write_text(f"defs = ['defs/*.toml']\n[logs]\npaths = []\n[alerts]\n{toml}")
+    config = load_config(str(tmp_path / "canary.toml"))
+    send = channels.default_sender(config.alerts, platform="win32")  # a platform with no notifier
+    with caplog.at_level("WARNING"):
+        note = send("desktop", {"guard": "g", "status": "asleep", "previous": None, "reason": "r",
+                                "since": "", "evidence": None, "kind": "change", "text": "t"})
+    assert note is not None  # skipped, and the delivery row says why
+    assert any("desktop alerts are skipped" in r.getMessage() for r in caplog.records) is warned
