@@ -20,14 +20,14 @@ from typing import TypedDict
 
 import httpx
 
+from canary.alerts.trial import CHANNELS, enabled_channels
 from canary.config.placeholders import fill
 from canary.config.settings import AlertsConfig
 from canary.errors import DeliveryError
 
 log = logging.getLogger("canary.alerts.planning")
 
-#: The channels, in the order their deliveries are created.
-CHANNELS = ("desktop", "webhook", "command")
+__all__ = ["CHANNELS", "AlertPayload", "Sender", "default_sender", "desktop", "enabled_channels", "webhook"]
 
 #: Seconds to wait for a webhook's TCP connection, and for the whole exchange.
 WEBHOOK_CONNECT_TIMEOUT = 5.0
@@ -60,12 +60,6 @@ class AlertPayload(TypedDict):
 #: Sends one payload on one channel: returns None when sent, a note when skipped on purpose,
 #: raises DeliveryError when it should be retried.
 Sender = Callable[[str, AlertPayload], str | None]
-
-
-def enabled_channels(config: AlertsConfig) -> tuple[str, ...]:
-    """The channels the config turns on, in ``CHANNELS`` order."""
-    on = {"desktop": config.desktop, "webhook": config.webhook is not None, "command": bool(config.command)}
-    return tuple(name for name in CHANNELS if on[name])
 
 
 def excerpt(text: str, limit: int = _EXCERPT) -> str:

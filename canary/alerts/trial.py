@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from canary.alerts.channels import AlertPayload, Sender, default_sender, enabled_channels
 from canary.config.settings import AlertsConfig
-from canary.errors import DeliveryError
-from canary.status.transitions import clean_line
 from canary.vocabulary import iso
+
+if TYPE_CHECKING:
+    from canary.alerts.channels import AlertPayload, Sender
+
+#: The channels, in the order their deliveries are created (``canary.alerts.channels.CHANNELS``).
+CHANNELS = ("desktop", "webhook", "command")
+
+
+def enabled_channels(config: AlertsConfig) -> tuple[str, ...]:
+    """The channels the config turns on, in ``CHANNELS`` order (no HTTP client imported)."""
+    on = {"desktop": config.desktop, "webhook": config.webhook is not None, "command": bool(config.command)}
+    return tuple(name for name in CHANNELS if on[name])
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,8 @@ class TestDelivery:
 def test_payload(guard: str | None, *, now: datetime) -> AlertPayload:
     """The test notification: marked as a test in every field a person reads."""
     name = guard or "guard-canary"
+    from canary.alerts.channels import AlertPayload
+
     return AlertPayload(
         guard=name,
         status="test",
@@ -61,6 +73,10 @@ def send_test(
     config: AlertsConfig, guard: str | None, *, now: datetime, sender: Sender | None = None
 ) -> list[TestDelivery]:
     """Send the test notification once through every enabled channel, in channel order."""
+    from canary.alerts.channels import default_sender
+    from canary.errors import DeliveryError
+    from canary.status.transitions import clean_line
+
     send = sender or default_sender(config)
     payload = test_payload(guard, now=now)
     results = []

@@ -100,3 +100,24 @@ def test_check_lists_the_channels_without_the_webhook_secret(tmp_path: Path) -> 
     assert "alerts   3 channels" in text
     assert "  desktop" in text and "  webhook   https://hooks.example.org" in text and "  command   notify-me" in text
     assert "s3cret" not in text
+
+
+@pytest.mark.slow
+def test_listing_the_channels_keeps_check_free_of_http_and_sql_imports(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write(tmp_path, "desktop = false\nwebhook = 'https://hooks.example.org/x'")
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['canary', '--config', sys.argv[1], 'check']\n"
+        "try:\n"
+        "    runpy.run_module('canary.cli.main', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    print('EXIT', exc.code, sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlalchemy', 'sqlmodel', 'httpx')), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "canary.toml")], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert "EXIT 0 []" in out.stderr, out.stderr
+    assert "alerts   1 channel" in out.stdout

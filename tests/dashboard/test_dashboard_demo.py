@@ -43,7 +43,7 @@ def test_the_demo_dashboard_shows_the_dead_guards_asleep_and_the_live_ones_awake
     inbox = tmp_path / "demo" / ALERTS_FILE
 
     def alerted() -> bool:
-        return DEAD <= {str(a["guard"]) for a in received(inbox) if a.get("status") == "asleep"}
+        return {str(a["guard"]) for a in received(inbox) if a.get("status") == "asleep"} >= DEAD
 
     async def watch(pilot: Pilot[Any]) -> None:
         app = pilot.app
