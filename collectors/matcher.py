@@ -1,25 +1,34 @@
-"""Turning buffers of log bytes into hits: which lines fired which guard.
+"""Which complete lines of a buffer fire which guard: find candidate lines, confirm each.
 
-Pure functions and small state machines, no I/O: the tailer and the audit
-feed them bytes as they read them. Lines are ``\\n``-terminated; a trailing
-``\\r`` is dropped, a UTF-8 BOM at the very start of a file is ignored, and
-invalid UTF-8 is decoded with replacement characters.
+Candidates come from one Hyperscan pass over the buffer for every rule at once
+(``collectors.engine``), or, where the native engine is missing, from literal
+prefilters and whole-buffer searches in Python. Either way each candidate line
+is decoded and confirmed rule by rule with Python-compatible semantics, under a
+time budget per line, so both engines give the same hits. Lines are
+``\\n``-terminated; a trailing ``\\r`` is dropped, a UTF-8 BOM at the very start of a
+file is ignored, and invalid UTF-8 is decoded with replacement characters.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from collectors.rules import Rule, parse_json_line
+import regex as _regex
+
+from collectors import engine as native
+from collectors.patterns import prefilter
+from collectors.rules import LINE_BUDGET, Rule, parse_json_line
 from collectors.timestamps import TimestampParser
 
+#: Called with the file offset of a line and what went wrong with it.
+Warn = Callable[[int, str], None]
+Engine = Literal["auto", "hyperscan", "python"]
+
 BOM = b"\xef\xbb\xbf"
-#: Longest line kept for matching; the rest of a longer line is consumed and dropped.
-MAX_LINE = 1 << 20
 #: Characters of a matched line kept in a hit.
 KEEP_CHARS = 4096
 #: Shortest substring shared by several literals that is searched once for all of them.
@@ -39,15 +48,6 @@ class Hit:
     ts: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class FeedResult:
-    """What one ``LineScanner.feed`` consumed: hits, complete lines, bytes of complete lines."""
-
-    hits: list[Hit]
-    lines: int
-    consumed: int
-
-
 class Matcher:
     """Matches buffers of complete lines against every guard rule and the activity rule."""
 
@@ -57,23 +57,62 @@ class Matcher:
         activity: Rule | None = None,
         *,
         timestamps: TimestampParser | None = None,
+        engine: Engine = "auto",
+        budget: float = LINE_BUDGET,
     ) -> None:
+        """``engine``: "hyperscan" (an error where it is missing), "python", or "auto" (either)."""
         self.rules = list(rules)
         self.activity = activity
+        self.budget = budget
         self._all: list[Rule] = [*self.rules, *([activity] if activity else [])]
         self._timestamps = timestamps or TimestampParser()
         self._needs_json = any(r.fields is not None for r in self._all)
+        self._native: native.NativeSet | None = None
+        self._every_line: list[int] = []
+        if engine == "hyperscan" and not native.available():
+            raise RuntimeError("the hyperscan package is not installed")
+        if engine != "python" and native.available():
+            self._native, self._every_line = _native_set(self._all)
+            return
         fast = [(i, r) for i, r in enumerate(self._all) if r.literal is not None]
         self._groups, self._fast = _anchor_groups(fast)
         self._slow = [(i, r) for i, r in enumerate(self._all) if r.literal is None]
-        self._slow_multiline: dict[int, re.Pattern[str] | None] = {
+        self._slow_multiline: dict[int, Any] = {
             i: _multiline(r.pattern) for i, r in self._slow if r.pattern is not None
         }
 
-    def scan(self, buf: bytes, base: int, lo: int = 0, hi: int | None = None) -> list[Hit]:
-        """Hits in the complete lines ``buf[lo:hi]``, at offsets ``base`` + index, in file order."""
+    @property
+    def engine(self) -> str:
+        """The engine that finds candidate lines: "hyperscan" or "python"."""
+        return "python" if self._native is None else "hyperscan"
+
+    def scan(
+        self, buf: bytes, base: int, lo: int = 0, hi: int | None = None, *, warn: Warn | None = None
+    ) -> list[Hit]:
+        """Hits in the complete lines ``buf[lo:hi]``, at offsets ``base`` + index, in file order.
+
+        A line on which a pattern spends more than the budget is not counted for that
+        pattern, and ``warn`` hears of it.
+        """
         if hi is None:
             hi = len(buf)
+        if self._native is not None:
+            first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
+            candidates = self._native.lines(buf, first, hi)
+            if first != lo and first in candidates:
+                candidates[lo] = candidates.pop(first)
+            if self._every_line:
+                _mark_every_line(buf, lo, hi, self._every_line, candidates)
+        else:
+            candidates = self._python_candidates(buf, lo, hi)
+        if not candidates:
+            return []
+        confirmed = (
+            self._confirm(buf, base, start, candidates[start], warn) for start in sorted(candidates)
+        )
+        return [hit for hit in confirmed if hit is not None]
+
+    def _python_candidates(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
         candidates: dict[int, set[int]] = {}
         lowered: bytes | None = None
         for anchor, members in self._groups:
@@ -111,44 +150,31 @@ class Matcher:
                     candidates.setdefault(lo + start, set()).update(indexes)
             else:
                 self._slow_candidates(buf, candidates)
-        if not candidates:
-            return []
-        confirmed = (self._confirm(buf, base, start, candidates[start]) for start in sorted(candidates))
-        return [hit for hit in confirmed if hit is not None]
+        return candidates
 
     def _slow_candidates(self, buf: bytes, candidates: dict[int, set[int]]) -> None:
+        """Lines of rules without a literal: one multiline search of the buffer where the
+        buffer is plain ASCII (so a line's text is its bytes), else every line."""
         chunk_ok = buf.isascii() and b"\r" not in buf
         text = buf.decode("ascii") if chunk_ok else None
         every_line: list[int] = []
-        for index, rule in self._slow:
+        for index, _rule in self._slow:
             multiline = self._slow_multiline.get(index)
-            if text is None or multiline is None or rule.pattern is None:
+            if text is None or multiline is None:
                 every_line.append(index)
                 continue
-            pos = 0
-            while (m := multiline.search(text, pos)) is not None:
-                start = text.rfind("\n", 0, m.start()) + 1
-                end = text.find("\n", m.start())
-                if end < 0:
-                    end = len(text)
-                if rule.pattern.search(text, start, end) is not None:
+            try:
+                for m in multiline.finditer(text, timeout=self.budget * 20):
+                    start = text.rfind("\n", 0, m.start()) + 1
                     candidates.setdefault(start, set()).add(index)
-                    pos = end + 1
-                else:
-                    pos = m.start() + 1
-                if pos > len(text):
-                    break
+            except TimeoutError:  # slow on this buffer: leave it to the per-line budget
+                every_line.append(index)
         if every_line:
-            start = 0
-            size = len(buf)
-            while start < size:
-                end = buf.find(b"\n", start)
-                if end < 0:
-                    end = size
-                candidates.setdefault(start, set()).update(every_line)
-                start = end + 1
+            _mark_every_line(buf, 0, len(buf), every_line, candidates)
 
-    def _confirm(self, buf: bytes, base: int, start: int, indexes: set[int]) -> Hit | None:
+    def _confirm(
+        self, buf: bytes, base: int, start: int, indexes: set[int], warn: Warn | None
+    ) -> Hit | None:
         end = buf.find(b"\n", start)
         raw = buf[start : end if end >= 0 else len(buf)]
         if raw.endswith(b"\r"):
@@ -161,7 +187,13 @@ class Matcher:
         activity = False
         for index in sorted(indexes):
             rule = self._all[index]
-            if not rule.matches(text, obj):
+            found = rule.search(text, obj, self.budget)
+            if found is None:
+                if warn is not None:
+                    warn(base + start, f"the pattern of {rule.name!r} took over {self.budget:g} s "
+                         "on this line; the line is not counted for it")
+                continue
+            if not found:
                 continue
             if rule is self.activity:
                 activity = True
@@ -171,6 +203,64 @@ class Matcher:
             return None
         ts = self._timestamps.parse(raw, obj)
         return Hit(base + start, text[:KEEP_CHARS], tuple(guards), activity, ts)
+
+
+def _native_set(rules: list[Rule]) -> tuple[native.NativeSet, list[int]]:
+    """The native set for ``rules``, and the rules it cannot prefilter (checked on every line)."""
+    expressions: list[tuple[int, bytes]] = []
+    for index, rule in enumerate(rules):
+        expression = _native_expression(rule)
+        if expression is not None:
+            expressions.append((index, expression))
+    try:
+        return native.NativeSet(expressions), _left_out(rules, expressions)
+    except native.NativeError:  # find the expressions Hyperscan refuses; keep the others
+        kept: list[tuple[int, bytes]] = []
+        for index, expression in expressions:
+            for candidate in (expression, _literal_expression(rules[index])):
+                if candidate is not None and native.compiles(candidate) is None:
+                    kept.append((index, candidate))
+                    break
+        return native.NativeSet(kept), _left_out(rules, kept)
+
+
+def _left_out(rules: list[Rule], expressions: list[tuple[int, bytes]]) -> list[int]:
+    taken = {i for i, _ in expressions}
+    return [i for i in range(len(rules)) if i not in taken]
+
+
+def _native_expression(rule: Rule) -> bytes | None:
+    if rule.pattern is not None:
+        try:
+            return prefilter(rule.pattern).expression
+        except (ValueError, re.error):
+            return _literal_expression(rule)
+    return _literal_expression(rule)
+
+
+def _literal_expression(rule: Rule) -> bytes | None:
+    """A prefilter from the rule's required literal alone (Hyperscan refused the full one)."""
+    lit = rule.literal
+    if lit is None:
+        return None
+    if lit.icase:
+        return b"".join(
+            b"[\\x%02x\\x%02x]" % (c, ord(chr(c).upper())) if chr(c).isalpha() else b"\\x%02x" % c
+            for c in lit.text
+        ) + b"|[\\x80-\\xff]"  # a non-ASCII character may case-fold into the literal
+    return b"".join(b"\\x%02x" % c for c in lit.text)
+
+
+def _mark_every_line(
+    buf: bytes, lo: int, hi: int, indexes: list[int], candidates: dict[int, set[int]]
+) -> None:
+    start = lo
+    while start < hi:
+        end = buf.find(b"\n", start, hi)
+        if end < 0:
+            end = hi
+        candidates.setdefault(start, set()).update(indexes)
+        start = end + 1
 
 
 def _find_lines(
@@ -217,81 +307,11 @@ def _anchor_groups(
     return groups, [(i, r) for i, r in fast if i not in grouped]
 
 
-def _multiline(pattern: re.Pattern[str] | None) -> re.Pattern[str] | None:
+def _multiline(pattern: re.Pattern[str] | None) -> Any:
     """The pattern with MULTILINE, for whole-buffer search; None where that changes its meaning."""
     if pattern is None or "\\A" in pattern.pattern or "\\Z" in pattern.pattern:
         return None
-    return re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
-
-
-class LineScanner:
-    """Splits a stream of bytes into lines and matches the complete ones.
-
-    ``offset`` is always the end of the last complete line consumed: the only
-    position it is safe to commit, since a partial last line is never counted.
-    A line longer than ``max_line`` keeps its first ``max_line`` bytes for
-    matching; the rest is consumed and dropped up to its newline.
-    """
-
-    def __init__(self, matcher: Matcher, offset: int = 0, *, max_line: int = MAX_LINE) -> None:
-        self.matcher = matcher
-        self.offset = offset
-        self.max_line = max_line
-        self.oversize = 0
-        self._pending = b""
-        self._head: bytes | None = None
-        self._skipped = 0
-
-    @property
-    def read_pos(self) -> int:
-        """Where the next byte of the file is to be read from."""
-        if self._head is not None:
-            return self.offset + len(self._head) + self._skipped
-        return self.offset + len(self._pending)
-
-    def feed(self, data: bytes) -> FeedResult:
-        """Consume the next bytes of the file; return the hits of the lines they completed."""
-        hits: list[Hit] = []
-        lines = 0
-        before = self.offset
-        if self._head is not None:
-            newline = data.find(b"\n")
-            if newline < 0:
-                self._skipped += len(data)
-                return FeedResult(hits, 0, 0)
-            hits.extend(self.matcher.scan(self._head + b"\n", self.offset))
-            self.offset += len(self._head) + self._skipped + newline + 1
-            self.oversize += 1
-            lines += 1
-            self._head = None
-            self._skipped = 0
-            data = data[newline + 1 :]
-        start = 0
-        if self._pending:
-            # Finish the pending line on its own, so the new bytes are never copied.
-            newline = data.find(b"\n")
-            if newline < 0:
-                rest = self._pending + data
-            else:
-                first = self._pending + data[: newline + 1]
-                hits.extend(self.matcher.scan(first, self.offset))
-                lines += 1
-                self.offset += len(first)
-                self._pending = b""
-                start = newline + 1
-        if not self._pending:
-            last = data.rfind(b"\n", start)
-            if last >= 0:
-                hits.extend(self.matcher.scan(data, self.offset - start, start, last + 1))
-                lines += data.count(b"\n", start, last + 1)
-                self.offset += last + 1 - start
-                rest = data[last + 1 :]
-            else:
-                rest = data[start:]
-        if len(rest) > self.max_line:
-            self._head = rest[: self.max_line]
-            self._skipped = len(rest) - self.max_line
-            self._pending = b""
-        else:
-            self._pending = rest
-        return FeedResult(hits, lines, self.offset - before)
+    try:
+        return _regex.compile(pattern.pattern, pattern.flags | re.MULTILINE | _regex.VERSION0)
+    except (_regex.error, ValueError):  # pragma: no cover - re accepted it
+        return None

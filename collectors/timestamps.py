@@ -94,11 +94,10 @@ class TimestampParser:
         """The line's time as an aware UTC datetime, or None when it has no recognisable stamp.
 
         ``fields`` is the line's already-decoded JSON object, if any: its ``ts``, ``time`` or
-        ``timestamp`` field wins. ``now`` dates year-less (syslog) stamps; default: the clock.
+        ``timestamp`` field wins. ``now`` dates year-less (syslog) stamps; default: the clock,
+        read only for such a stamp.
         """
-        if now is None:
-            now = datetime.now(UTC)
-        elif now.tzinfo is None:
+        if now is not None and now.tzinfo is None:
             now = now.replace(tzinfo=UTC)
         try:
             if fields is not None:
@@ -115,7 +114,7 @@ class TimestampParser:
             # Out-of-range dates (month 13, year 0) and platform limits of the local zone.
             return None
 
-    def _from_fields(self, fields: Mapping[str, object], now: datetime) -> datetime | None:
+    def _from_fields(self, fields: Mapping[str, object], now: datetime | None) -> datetime | None:
         for key in _FIELDS:
             value = fields.get(key)
             found: datetime | None = None
@@ -130,7 +129,7 @@ class TimestampParser:
                 return found
         return None
 
-    def _from_json_line(self, line: bytes, now: datetime) -> datetime | None:
+    def _from_json_line(self, line: bytes, now: datetime | None) -> datetime | None:
         body = line.lstrip()
         if body.startswith(_BOM):
             body = body[len(_BOM) :].lstrip()
@@ -144,7 +143,7 @@ class TimestampParser:
             return None
         return self._from_fields(decoded, now)
 
-    def _from_custom(self, line: bytes, now: datetime) -> datetime | None:
+    def _from_custom(self, line: bytes, now: datetime | None) -> datetime | None:
         assert self._custom is not None
         match = self._custom.search(line)
         if match is None:
@@ -166,7 +165,7 @@ class TimestampParser:
 
         return self._with_inferred_year(build, now)
 
-    def _from_stamp(self, raw: bytes, now: datetime) -> datetime | None:
+    def _from_stamp(self, raw: bytes, now: datetime | None) -> datetime | None:
         """A stamp on its own (a JSON field, a custom ``ts`` group): any auto form, or epoch."""
         found = self._from_text(raw, now)
         if found is not None:
@@ -177,7 +176,7 @@ class TimestampParser:
         digits = number.group(1)
         return _from_epoch(float(digits) if b"." in digits else int(digits))
 
-    def _from_text(self, line: bytes, now: datetime) -> datetime | None:
+    def _from_text(self, line: bytes, now: datetime | None) -> datetime | None:
         match = _AUTO.match(line)
         if match is None:
             return None
@@ -196,7 +195,7 @@ class TimestampParser:
             text += "+00:00" if offset in {"Z", "z", "UTC", "GMT"} else offset
         return self._to_utc(datetime.fromisoformat(text))
 
-    def _from_syslog(self, match: re.Match[bytes], now: datetime) -> datetime | None:
+    def _from_syslog(self, match: re.Match[bytes], now: datetime | None) -> datetime | None:
         month = _MONTHS.get(match.group("mon").lower())
         if month is None:
             return None
@@ -228,9 +227,11 @@ class TimestampParser:
         return stamp.replace(tzinfo=timezone(offset)).astimezone(UTC)
 
     def _with_inferred_year(
-        self, build: Callable[[int], datetime], now: datetime
+        self, build: Callable[[int], datetime], now: datetime | None
     ) -> datetime | None:
         """This year's stamp, or last year's if this year's is over a day ahead of ``now``."""
+        if now is None:
+            now = datetime.now(UTC)
         year = now.astimezone(self._tz).year if self._tz is not None else now.astimezone().year
         try:
             stamp = self._to_utc(build(year))

@@ -1,0 +1,155 @@
+"""Splitting a stream of log bytes into lines and matching the complete ones.
+
+Pure state machines, no I/O: the tailer and the audit feed them bytes as they
+read them, in whatever sizes they read. A line is matched on its first
+``max_line`` bytes however it arrived, so live counting and the audit agree; a
+longer line is cut there and reported as a warning naming the file and offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from collectors.matcher import BOM, KEEP_CHARS, Hit, Matcher
+from collectors.rules import Rule
+
+__all__ = [
+    "BOM", "KEEP_CHARS", "MAX_LINE", "FeedResult", "Hit", "LineScanner", "Matcher", "Rule",
+    "ScanWarning",
+]
+
+#: Longest line kept for matching; the rest of a longer line is consumed and dropped.
+MAX_LINE = 1 << 20
+#: Warnings one scanner keeps; later ones are only counted.
+MAX_WARNINGS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FeedResult:
+    """What one ``LineScanner.feed`` consumed: hits, complete lines, bytes of complete lines."""
+
+    hits: list[Hit]
+    lines: int
+    consumed: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScanWarning:
+    """A line that could not be matched whole: cut at ``max_line``, or a pattern over budget."""
+
+    source: str
+    offset: int
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class LineScanner:
+    """Splits a stream of bytes into lines and matches the complete ones.
+
+    ``offset`` is always the end of the last complete line consumed: the only
+    position it is safe to commit, since a partial last line is never counted.
+    A line longer than ``max_line`` keeps its first ``max_line`` bytes for
+    matching; the rest is consumed and dropped up to its newline. Warnings are
+    kept in ``warnings`` (the first ``MAX_WARNINGS``; ``warnings_dropped`` counts
+    the rest) and handed to ``on_warning`` as they happen.
+    """
+
+    def __init__(
+        self,
+        matcher: Matcher,
+        offset: int = 0,
+        *,
+        max_line: int = MAX_LINE,
+        source: str = "",
+        on_warning: Callable[[ScanWarning], None] | None = None,
+    ) -> None:
+        self.matcher = matcher
+        self.offset = offset
+        self.max_line = max_line
+        self.source = source
+        self.oversize = 0
+        self.warnings: list[ScanWarning] = []
+        self.warnings_dropped = 0
+        self._on_warning = on_warning
+        self._pending = b""
+        self._skipped = 0
+
+    @property
+    def read_pos(self) -> int:
+        """Where the next byte of the file is to be read from."""
+        return self.offset + len(self._pending) + self._skipped
+
+    def feed(self, data: bytes) -> FeedResult:
+        """Consume the next bytes of the file; return the hits of the lines they completed."""
+        hits: list[Hit] = []
+        lines = 0
+        before = self.offset
+        start = 0
+        if self._pending or self._skipped:
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._keep(data)
+                return FeedResult(hits, 0, 0)
+            self._keep(data[:newline])
+            hits.extend(self._scan_line(self._pending + b"\n", self.offset, cut=self._skipped > 0))
+            self.offset += len(self._pending) + self._skipped + 1
+            lines += 1
+            self._pending = b""
+            self._skipped = 0
+            start = newline + 1
+        last = data.rfind(b"\n", start)
+        if last >= 0:
+            hits.extend(self._scan_region(data, self.offset - start, start, last + 1))
+            lines += data.count(b"\n", start, last + 1)
+            self.offset += last + 1 - start
+            start = last + 1
+        if start < len(data):
+            self._keep(data[start:] if start else data)
+        return FeedResult(hits, lines, self.offset - before)
+
+    def _keep(self, chunk: bytes) -> None:
+        """Add bytes to the partial line, keeping at most ``max_line`` of them."""
+        room = self.max_line - len(self._pending)
+        if len(chunk) <= room:
+            self._pending += chunk
+        else:
+            self._pending += chunk[: max(room, 0)]
+            self._skipped += len(chunk) - max(room, 0)
+
+    def _scan_region(self, data: bytes, base: int, lo: int, hi: int) -> list[Hit]:
+        """Hits in the complete lines ``data[lo:hi]``, lines over ``max_line`` cut first."""
+        hits: list[Hit] = []
+        pos = segment = lo
+        limit = self.max_line
+        while hi - pos > limit:  # a line longer than the limit may start at pos or later
+            newline = data.rfind(b"\n", pos, pos + limit + 1)
+            if newline >= 0:
+                pos = newline + 1
+                continue
+            end = data.find(b"\n", pos + limit + 1, hi)
+            if segment < pos:
+                hits.extend(self.matcher.scan(data, base, segment, pos, warn=self._warn))
+            hits.extend(self._scan_line(data[pos : pos + limit] + b"\n", base + pos, cut=True))
+            pos = segment = end + 1
+        if segment < hi:
+            hits.extend(self.matcher.scan(data, base, segment, hi, warn=self._warn))
+        return hits
+
+    def _scan_line(self, line: bytes, offset: int, *, cut: bool) -> list[Hit]:
+        if cut:
+            self.oversize += 1
+            self._warn(offset, f"the line is longer than {self.max_line} bytes; only its first "
+                       f"{self.max_line} bytes are matched")
+        return self.matcher.scan(line, offset, warn=self._warn)
+
+    def _warn(self, offset: int, message: str) -> None:
+        warning = ScanWarning(self.source, offset, f"{self.source or 'log'}: offset {offset}: {message}")
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(warning)
+        else:
+            self.warnings_dropped += 1
+        if self._on_warning is not None:
+            self._on_warning(warning)
