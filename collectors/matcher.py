@@ -165,6 +165,8 @@ class Matcher:
                 continue
             try:
                 for m in multiline.finditer(text, timeout=self.budget * 20):
+                    if m.start() >= len(text):
+                        break  # the empty "line" after the final newline
                     start = text.rfind("\n", 0, m.start()) + 1
                     candidates.setdefault(start, set()).add(index)
             except TimeoutError:  # slow on this buffer: leave it to the per-line budget
