@@ -47,6 +47,7 @@ class FileAudit:
     lines: int = 0
     bytes: int = 0
     error: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,7 +90,8 @@ class AuditReport:
                 for g in self.guards
             ],
             "files": [
-                {"path": f.path, "lines": f.lines, "bytes": f.bytes, "error": f.error}
+                {"path": f.path, "lines": f.lines, "bytes": f.bytes, "error": f.error,
+                 "warnings": f.warnings}
                 for f in self.files
             ],
         }
@@ -144,7 +146,7 @@ def audit(
     for path in audit_files(config):
         file_audit = FileAudit(str(path))
         report.files.append(file_audit)
-        scanner = LineScanner(matcher)
+        scanner = LineScanner(matcher, source=str(path))
         try:
             with open_log(path) as stream:
                 while True:
@@ -158,6 +160,9 @@ def audit(
                         _count(report, by_name, hit.guards, hit.activity, hit.ts, since, end)
         except (OSError, EOFError, ValueError) as exc:
             file_audit.error = f"{type(exc).__name__}: {exc}"
+        file_audit.warnings = [w.message for w in scanner.warnings]
+        if scanner.warnings_dropped:
+            file_audit.warnings.append(f"{path}: {scanner.warnings_dropped} more warnings")
     return report
 
 
