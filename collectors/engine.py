@@ -8,8 +8,11 @@ package ``available()`` is False and the scanner uses its pure-Python path.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 _hs: Any
@@ -53,11 +56,18 @@ def _flags() -> int:
 class NativeSet:
     """A compiled set of line prefilters; ``lines`` tells which of them each line matches."""
 
-    def __init__(self, expressions: Sequence[tuple[int, bytes]]) -> None:
+    def __init__(
+        self, expressions: Sequence[tuple[int, bytes]], *, cache_dir: Path | None = None
+    ) -> None:
+        """Compile ``(id, expression)`` pairs; with ``cache_dir``, reuse a database compiled before."""
         assert _hs is not None, "check available() first"
         self._local = threading.local()
         self._db: Any = None
         if not expressions:
+            return
+        cached = _cache_path(cache_dir, expressions)
+        self._db = _load(cached) if cached is not None else None
+        if self._db is not None:
             return
         db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         try:
@@ -70,6 +80,8 @@ class NativeSet:
         except _hs.error as exc:
             raise NativeError(str(exc)) from exc
         self._db = db
+        if cached is not None:
+            _store(cached, db)
 
     def lines(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
         """Line start (an index into ``buf``) -> prefilter ids, for the complete lines in [lo, hi)."""
@@ -99,3 +111,31 @@ class NativeSet:
                 start = rfind(b"\n", lo, lo + end) + 1 or lo
             found.setdefault(start, set()).add(index)
         return found
+
+
+def _cache_path(cache_dir: Path | None, expressions: Sequence[tuple[int, bytes]]) -> Path | None:
+    if cache_dir is None:
+        return None
+    digest = hashlib.sha256(repr((_hs.__version__, _flags(), list(expressions))).encode())
+    return cache_dir / f"{digest.hexdigest()[:32]}.hsdb"
+
+
+def _load(path: Path) -> Any:
+    """A database serialised earlier, or None if it is missing or does not load here."""
+    try:
+        return _hs.loadb(path.read_bytes(), mode=_hs.HS_MODE_BLOCK)
+    except (OSError, _hs.error, TypeError, ValueError):
+        return None
+
+
+def _store(path: Path, db: Any) -> None:
+    """Serialise ``db`` for the next start; a cache that cannot be written is only slower."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(_hs.dumpb(db))
+        os.replace(tmp, path)
+    except (OSError, _hs.error):
+        pass

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 import regex as _regex
@@ -59,8 +60,12 @@ class Matcher:
         timestamps: TimestampParser | None = None,
         engine: Engine = "auto",
         budget: float = LINE_BUDGET,
+        cache_dir: Path | None = None,
     ) -> None:
-        """``engine``: "hyperscan" (an error where it is missing), "python", or "auto" (either)."""
+        """``engine``: "hyperscan" (an error where it is missing), "python", or "auto" (either).
+
+        ``cache_dir`` keeps compiled native databases between runs.
+        """
         self.rules = list(rules)
         self.activity = activity
         self.budget = budget
@@ -69,10 +74,16 @@ class Matcher:
         self._needs_json = any(r.fields is not None for r in self._all)
         self._native: native.NativeSet | None = None
         self._every_line: list[int] = []
+        #: Rules whose native report on an ASCII line without a trailing \r is the answer.
+        self._trusted: frozenset[int] = frozenset()
         if engine == "hyperscan" and not native.available():
             raise RuntimeError("the hyperscan package is not installed")
         if engine != "python" and native.available():
-            self._native, self._every_line = _native_set(self._all)
+            self._native, self._every_line = _native_set(self._all, cache_dir)
+            self._trusted = frozenset(
+                i for i, r in enumerate(self._all)
+                if r.pattern is not None and i not in self._every_line and _exact_ascii(r.pattern)
+            )
             return
         fast = [(i, r) for i, r in enumerate(self._all) if r.literal is not None]
         self._groups, self._fast = _anchor_groups(fast)
@@ -179,17 +190,20 @@ class Matcher:
     ) -> Hit | None:
         end = buf.find(b"\n", start)
         raw = buf[start : end if end >= 0 else len(buf)]
+        plain = raw.isascii()
         if raw.endswith(b"\r"):
             raw = raw[:-1]
+            plain = False
         if base + start == 0 and raw.startswith(BOM):
             raw = raw[len(BOM) :]
         text = raw.decode("utf-8", "replace")
+        trusted = self._trusted if plain else frozenset()
         obj: dict[str, Any] | None = parse_json_line(text) if self._needs_json else None
         guards: list[str] = []
         activity = False
         for index in sorted(indexes):
             rule = self._all[index]
-            found = rule.search(text, obj, self.budget)
+            found = True if index in trusted else rule.search(text, obj, self.budget)
             if found is None:
                 if warn is not None:
                     warn(base + start, f"the pattern of {rule.name!r} took over {self.budget:g} s "
@@ -207,7 +221,9 @@ class Matcher:
         return Hit(base + start, text[:KEEP_CHARS], tuple(guards), activity, ts)
 
 
-def _native_set(rules: list[Rule]) -> tuple[native.NativeSet, list[int]]:
+def _native_set(
+    rules: list[Rule], cache_dir: Path | None
+) -> tuple[native.NativeSet, list[int]]:
     """The native set for ``rules``, and the rules it cannot prefilter (checked on every line)."""
     expressions: list[tuple[int, bytes]] = []
     for index, rule in enumerate(rules):
@@ -215,7 +231,7 @@ def _native_set(rules: list[Rule]) -> tuple[native.NativeSet, list[int]]:
         if expression is not None:
             expressions.append((index, expression))
     try:
-        return native.NativeSet(expressions), _left_out(rules, expressions)
+        return native.NativeSet(expressions, cache_dir=cache_dir), _left_out(rules, expressions)
     except native.NativeError:  # find the expressions Hyperscan refuses; keep the others
         kept: list[tuple[int, bytes]] = []
         for index, expression in expressions:
@@ -223,7 +239,14 @@ def _native_set(rules: list[Rule]) -> tuple[native.NativeSet, list[int]]:
                 if candidate is not None and native.compiles(candidate) is None:
                     kept.append((index, candidate))
                     break
-        return native.NativeSet(kept), _left_out(rules, kept)
+        return native.NativeSet(kept, cache_dir=cache_dir), _left_out(rules, kept)
+
+
+def _exact_ascii(pattern: re.Pattern[str]) -> bool:
+    try:
+        return prefilter(pattern).exact_ascii
+    except ValueError:
+        return False
 
 
 def _left_out(rules: list[Rule], expressions: list[tuple[int, bytes]]) -> list[int]:

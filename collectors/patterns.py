@@ -13,6 +13,7 @@ and the pattern is marked inexact so ``canary check`` can say so.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from dataclasses import dataclass, field
@@ -42,11 +43,19 @@ class Prefilter:
 
     expression: bytes
     widened: list[str] = field(default_factory=list)
+    #: Whether the pattern has a ``\\b`` or ``\\B`` (dropped, or maybe trimmed away).
+    loose: bool = False
 
     @property
     def exact(self) -> bool:
         """Whether nothing had to be widened beyond non-ASCII text."""
         return not self.widened
+
+    @property
+    def exact_ascii(self) -> bool:
+        """Whether, on an ASCII line without a trailing ``\\r``, a match is exactly a match of
+        the pattern, so the line needs no confirming."""
+        return not self.widened and not self.loose
 
 
 def prefilter(pattern: re.Pattern[str]) -> Prefilter:
@@ -57,10 +66,47 @@ def prefilter(pattern: re.Pattern[str]) -> Prefilter:
     the full pattern, and Hyperscan then reports each occurrence once rather than at every
     place a longer match could end. An empty expression means every line may match.
     """
-    parsed = _sre.parse(pattern.pattern, pattern.flags)
+    return _prefilter(pattern.pattern, pattern.flags)
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefilter(source: str, flags: int) -> Prefilter:
+    parsed = _sre.parse(source, flags)
     out = Prefilter(b"")
-    out.expression = _seq(_trim(list(parsed.data)), parsed.state.flags, out.widened)
+    items = list(parsed.data)
+    trimmed = _trim(items)
+    out.expression = _seq(trimmed, parsed.state.flags, out.widened)
+    boundaries = (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY)
+    # Kept only in ASCII mode, and then maybe trimmed: confirm every pattern that has one.
+    out.loose = _has(items, lambda op, av: op is _c.AT and av in boundaries)
     return out
+
+
+def _has(items: list[tuple[Any, Any]], test: Any) -> bool:
+    """Whether any node of the tree under ``items`` passes ``test(op, av)``."""
+    for op, av in items:
+        if test(op, av):
+            return True
+        for child in _children(op, av):
+            if _has(list(child.data), test):
+                return True
+    return False
+
+
+def _children(op: Any, av: Any) -> list[Any]:
+    if op is _c.BRANCH:
+        return list(av[1])
+    if op is _c.SUBPATTERN:
+        return [av[3]]
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+        return [av[2]]
+    if op is _c.ATOMIC_GROUP:
+        return [av]
+    if op in (_c.ASSERT, _c.ASSERT_NOT):
+        return [av[1]]
+    if op is _c.GROUPREF_EXISTS:
+        return [x for x in av[1:] if x is not None]
+    return []
 
 
 def _trim(items: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
@@ -226,6 +272,7 @@ def _char_source(op: Any, av: Any, flags: int) -> tuple[str, bool]:
 # -- catastrophic shapes --------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1024)
 def catastrophic(pattern: str, flags: int = 0) -> str | None:
     """Why ``pattern`` can take exponential time in a backtracking engine, or None.
 
