@@ -11,9 +11,10 @@ file is ignored, and invalid UTF-8 is decoded with replacement characters.
 
 from __future__ import annotations
 
+import importlib
 import re
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +28,7 @@ from collectors.timestamps import TimestampParser
 
 #: Called with the file offset of a line and what went wrong with it.
 Warn = Callable[[int, str], None]
+_sre_parse: Any = importlib.import_module("re._parser").parse
 Engine = Literal["auto", "hyperscan", "python"]
 
 BOM = b"\xef\xbb\xbf"
@@ -38,15 +40,70 @@ MIN_ANCHOR = 8
 ANCHOR_DENSITY = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A line that fired at least one guard or counts as agent activity."""
+_UNSET: Any = object()
 
-    offset: int
-    text: str
-    guards: tuple[str, ...]
-    activity: bool
-    ts: datetime | None
+
+class Hit:
+    """A line that fired at least one guard or counts as agent activity.
+
+    ``text`` and ``ts`` are worked out from the line's bytes the first time they are
+    read: most hits of an audit are activity lines whose time no window asks for.
+    """
+
+    __slots__ = ("_obj", "_parser", "_raw", "_text", "_ts", "activity", "guards", "offset")
+
+    def __init__(
+        self, offset: int, text: str, guards: tuple[str, ...], activity: bool,
+        ts: datetime | None,
+    ) -> None:
+        self.offset = offset
+        self.guards = guards
+        self.activity = activity
+        self._text: str | None = text
+        self._ts: datetime | None = ts
+        self._raw = b""
+        self._obj: dict[str, Any] | None = None
+        self._parser: TimestampParser | None = None
+
+    @classmethod
+    def of_line(  # noqa: PLR0917
+        cls, offset: int, raw: bytes, text: str | None, guards: tuple[str, ...], activity: bool,
+        parser: TimestampParser, obj: dict[str, Any] | None,
+    ) -> Hit:
+        """A hit whose text (if not given) and time are read from ``raw`` when first asked for."""
+        hit = cls(offset, "", guards, activity, None)
+        hit._text = text[:KEEP_CHARS] if text is not None else None
+        hit._ts = _UNSET
+        hit._raw, hit._parser, hit._obj = raw, parser, obj
+        return hit
+
+    @property
+    def text(self) -> str:
+        """The line (its first KEEP_CHARS characters), decoded with replacement characters."""
+        if self._text is None:
+            self._text = self._raw.decode("utf-8", "replace")[:KEEP_CHARS]
+        return self._text
+
+    @property
+    def ts(self) -> datetime | None:
+        """The time written on the line, or None."""
+        if self._ts is _UNSET:
+            assert self._parser is not None
+            self._ts = self._parser.parse(self._raw, self._obj)
+        return self._ts
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.offset, self.text, self.guards, self.activity, self.ts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hit) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"Hit(offset={self.offset}, text={self.text!r}, guards={self.guards}, "
+                f"activity={self.activity}, ts={self.ts!r})")
 
 
 class Matcher:
@@ -79,10 +136,10 @@ class Matcher:
         if engine == "hyperscan" and not native.available():
             raise RuntimeError("the hyperscan package is not installed")
         if engine != "python" and native.available():
-            self._native, self._every_line = _native_set(self._all, cache_dir)
+            self._native, self._every_line, full = _native_set(self._all, cache_dir)
             self._trusted = frozenset(
-                i for i, r in enumerate(self._all)
-                if r.pattern is not None and i not in self._every_line and _exact_ascii(r.pattern)
+                i for i in full
+                if (pattern := self._all[i].pattern) is not None and _exact_ascii(pattern)
             )
             return
         fast = [(i, r) for i, r in enumerate(self._all) if r.literal is not None]
@@ -174,14 +231,8 @@ class Matcher:
             if text is None or multiline is None:
                 every_line.append(index)
                 continue
-            try:
-                for m in multiline.finditer(text, timeout=self.budget * 20):
-                    if m.start() >= len(text):
-                        break  # the empty "line" after the final newline
-                    start = text.rfind("\n", 0, m.start()) + 1
-                    candidates.setdefault(start, set()).add(index)
-            except TimeoutError:  # slow on this buffer: leave it to the per-line budget
-                every_line.append(index)
+            if not _search_lines(multiline, text, index, candidates, self.budget * 20):
+                every_line.append(index)  # slow on this buffer: leave it to the per-line budget
         if every_line:
             _mark_every_line(buf, 0, len(buf), every_line, candidates)
 
@@ -196,14 +247,19 @@ class Matcher:
             plain = False
         if base + start == 0 and raw.startswith(BOM):
             raw = raw[len(BOM) :]
-        text = raw.decode("utf-8", "replace")
         trusted = self._trusted if plain else frozenset()
-        obj: dict[str, Any] | None = parse_json_line(text) if self._needs_json else None
+        text: str | None = None
+        if self._needs_json or not trusted.issuperset(indexes):
+            text = raw.decode("utf-8", "replace")
+        obj: dict[str, Any] | None = None
+        if self._needs_json:
+            assert text is not None
+            obj = parse_json_line(text)
         guards: list[str] = []
         activity = False
         for index in sorted(indexes):
             rule = self._all[index]
-            found = True if index in trusted else rule.search(text, obj, self.budget)
+            found = True if index in trusted else rule.search(text or "", obj, self.budget)
             if found is None:
                 if warn is not None:
                     warn(base + start, f"the pattern of {rule.name!r} took over {self.budget:g} s "
@@ -217,29 +273,38 @@ class Matcher:
                 guards.append(rule.name)
         if not guards and not activity:
             return None
-        ts = self._timestamps.parse(raw, obj)
-        return Hit(base + start, text[:KEEP_CHARS], tuple(guards), activity, ts)
+        return Hit.of_line(base + start, raw, text, tuple(guards), activity, self._timestamps, obj)
 
 
 def _native_set(
     rules: list[Rule], cache_dir: Path | None
-) -> tuple[native.NativeSet, list[int]]:
-    """The native set for ``rules``, and the rules it cannot prefilter (checked on every line)."""
+) -> tuple[native.NativeSet, list[int], set[int]]:
+    """The native set for ``rules``, the rules it cannot prefilter (checked on every line),
+    and those it prefilters with their whole pattern (not a literal of it)."""
     expressions: list[tuple[int, bytes]] = []
+    full: set[int] = set()
     for index, rule in enumerate(rules):
-        expression = _native_expression(rule)
+        expression = _prefilter_expression(rule)
+        if expression is not None:
+            full.add(index)
+        else:
+            expression = _literal_expression(rule)
         if expression is not None:
             expressions.append((index, expression))
     try:
-        return native.NativeSet(expressions, cache_dir=cache_dir), _left_out(rules, expressions)
+        built = native.NativeSet(expressions, cache_dir=cache_dir)
+        return built, _left_out(rules, expressions), full
     except native.NativeError:  # find the expressions Hyperscan refuses; keep the others
         kept: list[tuple[int, bytes]] = []
         for index, expression in expressions:
-            for candidate in (expression, _literal_expression(rules[index])):
-                if candidate is not None and native.compiles(candidate) is None:
-                    kept.append((index, candidate))
-                    break
-        return native.NativeSet(kept, cache_dir=cache_dir), _left_out(rules, kept)
+            if native.compiles(expression) is None:
+                kept.append((index, expression))
+                continue
+            full.discard(index)
+            literal = _literal_expression(rules[index])
+            if literal is not None and native.compiles(literal) is None:
+                kept.append((index, literal))
+        return native.NativeSet(kept, cache_dir=cache_dir), _left_out(rules, kept), full
 
 
 def _exact_ascii(pattern: re.Pattern[str]) -> bool:
@@ -254,13 +319,19 @@ def _left_out(rules: list[Rule], expressions: list[tuple[int, bytes]]) -> list[i
     return [i for i in range(len(rules)) if i not in taken]
 
 
-def _native_expression(rule: Rule) -> bytes | None:
-    if rule.pattern is not None:
-        try:
-            return prefilter(rule.pattern).expression
-        except (ValueError, re.error):
-            return _literal_expression(rule)
-    return _literal_expression(rule)
+def _prefilter_expression(rule: Rule) -> bytes | None:
+    """The rule's native prefilter; None for a pattern that can match empty text (Hyperscan
+    would report it at every byte), which is then checked on every line."""
+    if rule.pattern is None or _min_width(rule.pattern) == 0:
+        return None
+    try:
+        return prefilter(rule.pattern).expression or None
+    except (ValueError, re.error):
+        return None
+
+
+def _min_width(pattern: re.Pattern[str]) -> int:
+    return int(_sre_parse(pattern.pattern, pattern.flags).getwidth()[0])
 
 
 def _literal_expression(rule: Rule) -> bytes | None:
@@ -274,6 +345,34 @@ def _literal_expression(rule: Rule) -> bytes | None:
             for c in lit.text
         ) + b"|[\\x80-\\xff]"  # a non-ASCII character may case-fold into the literal
     return b"".join(b"\\x%02x" % c for c in lit.text)
+
+
+def _search_lines(
+    multiline: Any, text: str, index: int, candidates: dict[int, set[int]], budget: float
+) -> bool:
+    """Mark each line where a whole-text search finds a match start; False if over budget.
+
+    A match may run on past its line (``[^x]+`` crosses newlines), so each search starts
+    again at the line after the one the last match started in.
+    """
+    deadline = time.monotonic() + budget
+    pos = 0
+    size = len(text)
+    while pos < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            m = multiline.search(text, pos, timeout=left)
+        except TimeoutError:
+            return False
+        if m is None or m.start() >= size:
+            return True
+        start = text.rfind("\n", 0, m.start()) + 1
+        candidates.setdefault(start, set()).add(index)
+        newline = text.find("\n", m.start())
+        pos = newline + 1 if newline >= 0 else size
+    return True
 
 
 def _mark_every_line(
@@ -334,7 +433,9 @@ def _anchor_groups(
 
 def _multiline(pattern: re.Pattern[str] | None) -> Any:
     """The pattern with MULTILINE, for whole-buffer search; None where that changes its meaning."""
-    if pattern is None or "\\A" in pattern.pattern or "\\Z" in pattern.pattern:
+    source = pattern.pattern if pattern is not None else ""
+    # Anchors to the whole text, and lookaround, see past a line's ends in a whole-text search.
+    if pattern is None or any(x in source for x in ("\\A", "\\Z", "(?=", "(?!", "(?<=", "(?<!")):
         return None
     try:
         return _regex.compile(pattern.pattern, pattern.flags | re.MULTILINE | _regex.VERSION0)

@@ -18,7 +18,7 @@ from typing import Any
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
 from collectors.files import expand, open_log, rotated_siblings
-from collectors.scan import LineScanner
+from collectors.scan import Hit, LineScanner
 
 READ = 8 << 20
 
@@ -157,7 +157,7 @@ def audit(
                     result = scanner.feed(data)
                     file_audit.lines += result.lines
                     for hit in result.hits:
-                        _count(report, by_name, hit.guards, hit.activity, hit.ts, since, end)
+                        _count(report, by_name, hit, since, end)
         except (OSError, EOFError, ValueError) as exc:
             file_audit.error = f"{type(exc).__name__}: {exc}"
         file_audit.warnings = [w.message for w in scanner.warnings]
@@ -166,20 +166,22 @@ def audit(
     return report
 
 
-def _count(  # noqa: PLR0917
+def _count(
     report: AuditReport,
     by_name: dict[str, GuardAudit],
-    guards: tuple[str, ...],
-    activity: bool,
-    ts: datetime | None,
+    hit: Hit,
     since: datetime | None,
     until: datetime,
 ) -> None:
     windowed = since is not None
+    if not windowed and not hit.guards:
+        report.activity += hit.activity  # no window and no guard: the line's time is not needed
+        return
+    ts = hit.ts
     in_window = since is None or (ts is not None and since <= ts <= until)
-    if activity and in_window:
+    if hit.activity and in_window:
         report.activity += 1
-    for name in guards:
+    for name in hit.guards:
         entry = by_name[name]
         if ts is None and windowed:
             # Without its own time a line cannot be placed in the window.
