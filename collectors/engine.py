@@ -85,8 +85,15 @@ class NativeSet:
 
     def lines(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
         """Line start (an index into ``buf``) -> prefilter ids, for the complete lines in [lo, hi)."""
+        return self.lines_apart(buf, lo, hi, -1)[0]
+
+    def lines_apart(
+        self, buf: bytes, lo: int, hi: int, apart: int
+    ) -> tuple[dict[int, set[int]], set[int]]:
+        """Like ``lines``, but the lines of prefilter ``apart`` come back as a set of starts."""
+        kept: set[int] = set()
         if self._db is None:
-            return {}
+            return {}, kept
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             assert _hs is not None
@@ -109,8 +116,11 @@ class NativeSet:
             if end != last_end:
                 last_end = end
                 start = rfind(b"\n", lo, lo + end) + 1 or lo
-            found.setdefault(start, set()).add(index)
-        return found
+            if index == apart:
+                kept.add(start)
+            else:
+                found.setdefault(start, set()).add(index)
+        return found, kept
 
 
 def _cache_path(cache_dir: Path | None, expressions: Sequence[tuple[int, bytes]]) -> Path | None:

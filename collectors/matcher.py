@@ -162,23 +162,50 @@ class Matcher:
         A line on which a pattern spends more than the budget is not counted for that
         pattern, and ``warn`` hears of it.
         """
+        return self.scan_counted(buf, base, lo, hi, warn=warn, count_activity=False)[0]
+
+    def scan_counted(
+        self, buf: bytes, base: int, lo: int = 0, hi: int | None = None, *,
+        warn: Warn | None = None, count_activity: bool = True,
+    ) -> tuple[list[Hit], int]:
+        """Like ``scan``; with ``count_activity``, lines that are only activity are counted,
+        not returned (an audit without a window needs no more of them)."""
         if hi is None:
             hi = len(buf)
+        counted = 0
+        act = len(self._all) - 1 if self.activity is not None else -1
         if self._native is not None:
             first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
-            candidates = self._native.lines(buf, first, hi)
-            if first != lo and first in candidates:
-                candidates[lo] = candidates.pop(first)
+            apart = act if count_activity and act in self._trusted else -1
+            candidates, activity_lines = self._native.lines_apart(buf, first, hi, apart)
+            if first != lo:
+                if first in candidates:
+                    candidates[lo] = candidates.pop(first)
+                if first in activity_lines:
+                    activity_lines.discard(first)
+                    activity_lines.add(lo)
             if self._every_line:
                 _mark_every_line(buf, lo, hi, self._every_line, candidates)
+            if activity_lines:
+                if buf.find(b"\r", lo, hi) < 0 and buf[lo:hi].isascii():
+                    # Plain lines: the native report is the answer, and no line needs reading.
+                    counted = len(activity_lines.difference(candidates))
+                    activity_lines.intersection_update(candidates)
+                for start in activity_lines:
+                    candidates.setdefault(start, set()).add(act)
         else:
             candidates = self._python_candidates(buf, lo, hi)
         if not candidates:
-            return []
+            return [], counted
         confirmed = (
             self._confirm(buf, base, start, candidates[start], warn) for start in sorted(candidates)
         )
-        return [hit for hit in confirmed if hit is not None]
+        hits = [hit for hit in confirmed if hit is not None]
+        if count_activity:
+            kept = [hit for hit in hits if hit.guards]
+            counted += len(hits) - len(kept)
+            hits = kept
+        return hits, counted
 
     def _python_candidates(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
         candidates: dict[int, set[int]] = {}

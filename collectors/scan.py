@@ -32,6 +32,8 @@ class FeedResult:
     hits: list[Hit]
     lines: int
     consumed: int
+    #: Lines that were only activity, counted instead of returned (``feed(count_activity=True)``).
+    activity: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +78,21 @@ class LineScanner:
         self._on_warning = on_warning
         self._pending = b""
         self._skipped = 0
+        self._count_activity = False
+        self._counted = 0
 
     @property
     def read_pos(self) -> int:
         """Where the next byte of the file is to be read from."""
         return self.offset + len(self._pending) + self._skipped
 
-    def feed(self, data: bytes) -> FeedResult:
-        """Consume the next bytes of the file; return the hits of the lines they completed."""
+    def feed(self, data: bytes, *, count_activity: bool = False) -> FeedResult:
+        """Consume the next bytes of the file; return the hits of the lines they completed.
+
+        With ``count_activity``, lines that are only activity are counted, not returned.
+        """
+        self._count_activity = count_activity
+        self._counted = 0
         hits: list[Hit] = []
         lines = 0
         before = self.offset
@@ -92,7 +101,7 @@ class LineScanner:
             newline = data.find(b"\n")
             if newline < 0:
                 self._keep(data)
-                return FeedResult(hits, 0, 0)
+                return FeedResult(hits, 0, 0, 0)
             self._keep(data[:newline])
             hits.extend(self._scan_line(self._pending + b"\n", self.offset, cut=self._skipped > 0))
             self.offset += len(self._pending) + self._skipped + 1
@@ -108,7 +117,7 @@ class LineScanner:
             start = last + 1
         if start < len(data):
             self._keep(data[start:] if start else data)
-        return FeedResult(hits, lines, self.offset - before)
+        return FeedResult(hits, lines, self.offset - before, self._counted)
 
     def _keep(self, chunk: bytes) -> None:
         """Add bytes to the partial line, keeping at most ``max_line`` of them."""
@@ -131,11 +140,18 @@ class LineScanner:
                 continue
             end = data.find(b"\n", pos + limit + 1, hi)
             if segment < pos:
-                hits.extend(self.matcher.scan(data, base, segment, pos, warn=self._warn))
+                hits.extend(self._match(data, base, segment, pos))
             hits.extend(self._scan_line(data[pos : pos + limit] + b"\n", base + pos, cut=True))
             pos = segment = end + 1
         if segment < hi:
-            hits.extend(self.matcher.scan(data, base, segment, hi, warn=self._warn))
+            hits.extend(self._match(data, base, segment, hi))
+        return hits
+
+    def _match(self, data: bytes, base: int, lo: int, hi: int) -> list[Hit]:
+        hits, counted = self.matcher.scan_counted(
+            data, base, lo, hi, warn=self._warn, count_activity=self._count_activity
+        )
+        self._counted += counted
         return hits
 
     def _scan_line(self, line: bytes, offset: int, *, cut: bool) -> list[Hit]:
@@ -143,7 +159,7 @@ class LineScanner:
             self.oversize += 1
             self._warn(offset, f"the line is longer than {self.max_line} bytes; only its first "
                        f"{self.max_line} bytes are matched")
-        return self.matcher.scan(line, offset, warn=self._warn)
+        return self._match(line, offset, 0, len(line))
 
     def _warn(self, offset: int, message: str) -> None:
         warning = ScanWarning(self.source, offset, f"{self.source or 'log'}: offset {offset}: {message}")

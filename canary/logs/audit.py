@@ -154,8 +154,9 @@ def audit(
                     if not data:
                         break
                     file_audit.bytes += len(data)
-                    result = scanner.feed(data)
+                    result = scanner.feed(data, count_activity=since is None)
                     file_audit.lines += result.lines
+                    report.activity += result.activity
                     for hit in result.hits:
                         _count(report, by_name, hit, since, end)
         except (OSError, EOFError, ValueError) as exc:

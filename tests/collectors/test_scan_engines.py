@@ -189,3 +189,40 @@ def test_a_line_over_budget_is_skipped_with_a_warning_and_counting_goes_on() -> 
     assert warning.offset == 0
     assert "redos" in warning.message
     assert "agent.log" in warning.message
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pats=st.lists(patterns(), min_size=2, max_size=4),
+    lines=lines_st,
+    cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=20),
+)
+def test_counting_activity_lines_agrees_with_per_line_re_search(
+    engine: str, pats: list[str], lines: list[bytes], cuts: list[int]
+) -> None:
+    try:
+        compiled = [re.compile(p) for p in pats]
+    except re.error:
+        return
+    guards = [Rule.regex(str(i), p) for i, p in enumerate(compiled[1:])]
+    matcher = Matcher(guards, Rule.regex("activity", compiled[0]),
+                      timestamps=TimestampParser(default_tz=UTC), engine=engine)  # type: ignore[arg-type]
+    data = b"\n".join(lines) + (b"\n" if lines else b"")
+    expected = reference(data, compiled)
+    scanner = LineScanner(matcher)
+    got = []
+    counted = 0
+    pos = 0
+    for cut in [*cuts, len(data)]:
+        chunk = data[pos : pos + cut]
+        pos += len(chunk)
+        result = scanner.feed(chunk, count_activity=True)
+        counted += result.activity
+        got += [(h.offset, h.guards, h.activity) for h in result.hits]
+        if pos >= len(data):
+            break
+    want = [(offset, tuple(str(i - 1) for i in found if i), 0 in found)
+            for offset, found in expected if found != (0,)]
+    assert got == want
+    assert counted == sum(1 for _, found in expected if found == (0,))
