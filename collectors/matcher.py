@@ -187,7 +187,7 @@ class Matcher:
             if self._every_line:
                 _mark_every_line(buf, lo, hi, self._every_line, candidates)
             if activity_lines:
-                if buf.find(b"\r", lo, hi) < 0 and buf[lo:hi].isascii():
+                if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
                     # Plain lines: the native report is the answer, and no line needs reading.
                     counted = len(activity_lines.difference(candidates))
                     activity_lines.intersection_update(candidates)
