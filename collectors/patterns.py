@@ -5,7 +5,9 @@ find the lines worth asking: ``prefilter`` turns a pattern into a Hyperscan
 expression that matches at least every line the pattern matches (a superset),
 whatever the bytes. Character nodes get their exact set of ASCII characters
 (asked of ``re`` itself, so case folding and ``\\w``/``\\s`` are Python's), plus
-any run of non-ASCII bytes where the node could match a non-ASCII character.
+a non-ASCII byte and the rest of its run where the node could match a non-ASCII
+character: ASCII bytes decode to themselves and no other byte decodes to ASCII,
+so each character of a decoded line is a span of its bytes.
 What Hyperscan cannot express (lookaround, backreferences, atomic groups,
 possessive repeats, conditionals, ``\\b`` next to non-ASCII text) is widened,
 and the pattern is marked inexact so ``canary check`` can say so.
@@ -23,7 +25,7 @@ _sre: Any = importlib.import_module("re._parser")
 _c: Any = importlib.import_module("re._constants")
 
 #: Any run of non-ASCII bytes: one or more characters (or replacement characters) of a line.
-_NON_ASCII = rb"[\x80-\xff]+"
+_NON_ASCII_TAIL = rb"[\x80-\xff]*"
 _CATEGORY = {
     _c.CATEGORY_DIGIT: r"\d", _c.CATEGORY_NOT_DIGIT: r"\D",
     _c.CATEGORY_SPACE: r"\s", _c.CATEGORY_NOT_SPACE: r"\S",
@@ -43,7 +45,8 @@ class Prefilter:
 
     expression: bytes
     widened: list[str] = field(default_factory=list)
-    #: Whether the pattern has a ``\\b`` or ``\\B`` (dropped, or maybe trimmed away).
+    #: Whether something was left out that Python must check: a ``\\b`` or ``\\B``
+    #: (dropped, or maybe trimmed away), or a last character class.
     loose: bool = False
 
     @property
@@ -75,10 +78,15 @@ def _prefilter(source: str, flags: int) -> Prefilter:
     out = Prefilter(b"")
     items = list(parsed.data)
     trimmed = _trim(items)
+    if len(trimmed) > 1 and trimmed[-1][0] in (_c.IN, _c.ANY, _c.NOT_LITERAL):
+        # Hyperscan turns "literal then one class" into one literal per class member, which
+        # scans slower than the literal alone; the class is then left to the confirming.
+        trimmed.pop()
+        out.loose = True
     out.expression = _seq(trimmed, parsed.state.flags, out.widened)
     boundaries = (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY)
     # Kept only in ASCII mode, and then maybe trimmed: confirm every pattern that has one.
-    out.loose = _has(items, lambda op, av: op is _c.AT and av in boundaries)
+    out.loose = out.loose or _has(items, lambda op, av: op is _c.AT and av in boundaries)
     return out
 
 
@@ -119,9 +127,10 @@ def _trim(items: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
             if low == 0:
                 items.pop()
                 continue
-            body = _trim(list(sub.data)) if low == 1 else list(sub.data)
-            items[-1] = (_c.SUBPATTERN, (None, 0, 0, _Seq(body))) if low == 1 else \
-                (_c.MAX_REPEAT, (low, low, sub))
+            if low == 1:  # one repetition, itself trimmed, in place of the repeat
+                items[-1:] = _trim(list(sub.data))
+                continue
+            items[-1] = (_c.MAX_REPEAT, (low, low, sub))
         elif op is _c.SUBPATTERN:
             group, add, delete, sub = av
             items[-1] = (op, (group, add, delete, _Seq(_trim(list(sub.data)))))
@@ -157,6 +166,8 @@ def _node(op: Any, av: Any, flags: int, widened: list[str]) -> bytes:
         low, high, sub = av
         if op is _c.POSSESSIVE_REPEAT:
             widened.append("a possessive repeat")
+        if high is _c.MAXREPEAT and (wide := _wide_repeat(sub, flags, low)) is not None:
+            return wide
         body = b"(?:" + _seq(list(sub.data), flags, widened) + b")"
         if high is _c.MAXREPEAT:
             return body + {0: b"*", 1: b"+"}.get(low, b"{%d,}" % low)
@@ -213,8 +224,9 @@ def _char_uncached(op: Any, av: Any, flags: int) -> bytes:
     elif members:
         alternatives.append(b"[" + _ranges([ord(ch) for ch in members]) + b"]")
     if beyond:
-        alternatives.append(_NON_ASCII)
-    elif flags & re.IGNORECASE and not flags & re.ASCII:
+        # One byte of the class starts the character; the rest of a non-ASCII one follows.
+        return _wide_class(members) + _NON_ASCII_TAIL
+    if flags & re.IGNORECASE and not flags & re.ASCII:
         alternatives.extend(
             b"".join(b"\\x%02x" % byte for byte in ch.encode("utf-8"))
             for ch in FOLDS_TO_ASCII
@@ -223,6 +235,25 @@ def _char_uncached(op: Any, av: Any, flags: int) -> bytes:
     if not alternatives:
         return b"[^\\x00-\\xff]"  # matches nothing, as the node does on a line
     return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
+
+
+def _wide_class(members: list[str]) -> bytes:
+    """A class of ``members`` and every non-ASCII byte."""
+    codes = [ord(ch) for ch in members]
+    return b"[" + (_ranges(codes) if codes else b"") + b"\\x80-\\xff]"
+
+
+def _wide_repeat(sub: Any, flags: int, low: int) -> bytes | None:
+    """``C{low,}`` for one character node ``C`` that may match non-ASCII text, as one class:
+    any run of at least ``low`` bytes of its class tiles into at least ``low`` characters."""
+    items = list(sub.data)
+    if len(items) != 1 or items[0][0] not in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+        return None
+    op, av = items[0]
+    emitted = _char(op, av, flags)
+    if not emitted.endswith(_NON_ASCII_TAIL):
+        return None
+    return emitted[: -len(_NON_ASCII_TAIL)] + {0: b"*", 1: b"+"}.get(low, b"{%d,}" % low)
 
 
 def _ranges(codes: list[int]) -> bytes:

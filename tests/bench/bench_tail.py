@@ -343,8 +343,9 @@ def throughput(root: Path, args: argparse.Namespace) -> int:
     """Lines/s one core scans when tailing look-alike lines, read as the tailer reads them.
 
     The look-alike log of bench_audit (8 guards, activity on 10 % of lines) is fed to
-    a ``LineScanner`` in the tailer's read size (``CHUNK``), as tailing a growing file
-    does; the reference is the same reads with only the newlines counted.
+    a ``LineScanner`` in the tailer's read size (``CHUNK``) and in 16 KiB reads (a file
+    growing a little at a time), and each hit's time and text are read as the store
+    reads them; the reference is the same reads with only the newlines counted.
     """
     from bench_audit import LOOKALIKE_ACTIVITY, generate_lookalike, lookalike_guards
 
@@ -360,37 +361,40 @@ def throughput(root: Path, args: argparse.Namespace) -> int:
                                            activity=LOOKALIKE_ACTIVITY))
     matcher = build_matcher(config)
     data = log.read_bytes()
-    chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
-
-    def scan() -> tuple[float, int, int]:
-        scanner = LineScanner(matcher)
-        started = time.process_time()
-        lines = hits = 0
-        for chunk in chunks:
-            result = scanner.feed(chunk)
-            lines += result.lines
-            hits += len(result.hits)
-        return time.process_time() - started, lines, hits
-
-    def floor() -> float:
-        started = time.process_time()
-        for chunk in chunks:
-            chunk.count(b"\n")
-        return time.process_time() - started
-
-    best = min(scan() for _ in range(3))
-    floor_s = min(floor() for _ in range(3))
-    cpu, lines, hits = best
     expected = sum(truth["guards"][n] for n in guards) + truth["activity"]  # type: ignore[index]
     print(f"machine   {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
-    print(f"tail scan {lines:,} look-alike lines ({len(data) / 1e6:,.0f} MB) in {CHUNK:,} B reads, "
-          f"{matcher.engine}: {cpu:.3f} s CPU = {lines / cpu:,.0f} lines/s on one core; "
-          f"{hits:,} hits (expected {expected:,})")
-    print(f"reference the same reads, newlines counted only: {floor_s:.3f} s CPU "
-          f"({cpu / floor_s:.1f}x)")
-    ok = hits == expected and lines / cpu >= 100_000
-    print(f"target    >= 100,000 lines/s: {'met' if lines / cpu >= 100_000 else 'MISSED'}"
-          f"{'' if hits == expected else '; hit count WRONG'}")
+    ok = True
+    for size in (CHUNK, 16 << 10):
+        chunks = [data[i : i + size] for i in range(0, len(data), size)]
+
+        def scan(chunks: list[bytes] = chunks) -> tuple[float, int, int]:
+            scanner = LineScanner(matcher)
+            started = time.process_time()
+            lines = hits = 0
+            for chunk in chunks:
+                result = scanner.feed(chunk)
+                lines += result.lines
+                hits += len(result.hits)
+                for hit in result.hits:  # the store reads both of every hit
+                    _ = hit.ts, hit.text
+            return time.process_time() - started, lines, hits
+
+        def floor(chunks: list[bytes] = chunks) -> float:
+            started = time.process_time()
+            for chunk in chunks:
+                chunk.count(b"\n")
+            return time.process_time() - started
+
+        cpu, lines, hits = min(scan() for _ in range(3))
+        floor_s = min(floor() for _ in range(3))
+        rate = lines / cpu
+        ok = ok and hits == expected and rate >= 100_000
+        engine = getattr(matcher, "engine", "python")  # older matchers: python
+        print(f"tail scan {lines:,} look-alike lines ({len(data) / 1e6:,.0f} MB) in {size:,} B "
+              f"reads, {engine}: {cpu:.3f} s CPU = {rate:,.0f} lines/s on one core; "
+              f"{hits:,} hits (expected {expected:,}); reference (the same reads, newlines "
+              f"counted only) {floor_s:.3f} s CPU, {cpu / max(floor_s, 1e-9):.1f}x")
+    print(f"target    >= 100,000 lines/s at every read size: {'met' if ok else 'MISSED'}")
     return 0 if ok else 1
 
 
