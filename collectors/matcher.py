@@ -19,11 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import regex as _regex
-
 from collectors import engine as native
 from collectors.patterns import prefilter
-from collectors.rules import LINE_BUDGET, Rule, parse_json_line
+from collectors.rules import LINE_BUDGET, Rule, bounded_compile, parse_json_line
 from collectors.timestamps import TimestampParser
 
 #: Called with the file offset of a line and what went wrong with it.
@@ -464,7 +462,4 @@ def _multiline(pattern: re.Pattern[str] | None) -> Any:
     # Anchors to the whole text, and lookaround, see past a line's ends in a whole-text search.
     if pattern is None or any(x in source for x in ("\\A", "\\Z", "(?=", "(?!", "(?<=", "(?<!")):
         return None
-    try:
-        return _regex.compile(pattern.pattern, pattern.flags | re.MULTILINE | _regex.VERSION0)
-    except (_regex.error, ValueError):  # pragma: no cover - re accepted it
-        return None
+    return bounded_compile(pattern.pattern, pattern.flags | re.MULTILINE)

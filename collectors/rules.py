@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex as _regex
-
 from collectors.patterns import catastrophic, prefilter
 
 _sre: Any = importlib.import_module("re._parser")
@@ -112,12 +110,7 @@ class Rule:
     def regex(cls, name: str, pattern: str | re.Pattern[str]) -> Rule:
         """A text rule: ``pattern`` is searched in each decoded line."""
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
-        bounded = None
-        if needs_budget(compiled):
-            try:
-                bounded = _regex.compile(compiled.pattern, compiled.flags | _regex.VERSION0)
-            except (_regex.error, ValueError):  # pragma: no cover - re accepted it
-                bounded = None
+        bounded = bounded_compile(compiled.pattern, compiled.flags) if needs_budget(compiled) else None
         literal = required_literal(compiled.pattern, compiled.flags)
         return cls(name, compiled, None, literal, bounded)
 
@@ -150,6 +143,17 @@ class Rule:
         if obj is None or self.fields is None:
             return False
         return all(_lookup(obj, key) == value for key, value in self.fields.items())
+
+
+def bounded_compile(source: str, flags: int) -> Any:
+    """``source`` compiled by ``regex`` (VERSION0: ``re``'s syntax and meaning), whose searches
+    take a timeout; None if it will not compile there. Imported here, on first need."""
+    import regex  # 0.1 s of import that most configurations never need
+
+    try:
+        return regex.compile(source, flags | regex.VERSION0)
+    except (regex.error, ValueError):  # pragma: no cover - re accepted it
+        return None
 
 
 def needs_budget(pattern: re.Pattern[str]) -> bool:
