@@ -1,19 +1,22 @@
-"""``canary audit`` throughput on a generated agent log, against GNU grep in the same run.
+"""``canary audit`` on a generated agent log, against GNU grep and ripgrep in the same run.
 
-    uv run python tests/bench/bench_audit.py                  # ~1 GB, best of 3
+    uv run python tests/bench/bench_audit.py                  # look-alike log, ~1 GB, best of 3
     uv run python tests/bench/bench_audit.py --size-mb 100    # quick run
+    uv run python tests/bench/bench_audit.py --shape plain    # the earlier log shape
     uv run python tests/bench/bench_audit.py --keep           # keep (and reuse) the log
     uv run python tests/bench/bench_audit.py --profile        # cProfile one audit pass
 
-The log (~250 B lines: ISO timestamp, level, component, message) holds about
-0.1 % guard rejections spread over 8 guards and one ``task finished`` activity
-line per 100 lines. The audit runs in this process; the reference is
-``grep -c -E`` with the same patterns (guards and activity), run as one
-alternation and as ``-e`` per pattern, under the C and the inherited locale:
-the fastest of the four is the reference. The file is read once first so both
-see a hot page cache. Counts are checked against what was generated and
-against grep. Peak RSS is the audit's (the log is generated in a child
-process). Target: audit time within 2x of grep.
+The default log is look-alike heavy: besides 0.1 % guard rejections over 128
+guards, 30 % of lines are accept, debug, router and tool lines that share the
+guards' words, the activity pattern matches 10 % of lines and 3 % more look like
+it. ``--shape plain`` keeps the earlier log (8 guards, 0.1 % rejections, 1 %
+activity, few near misses). At each guard count (``--guards``, default
+1,8,32,128) the audit runs in this process on a config of the first N guards and
+the activity pattern; the references are ``grep -c -E`` with the same patterns
+(alternation and ``-e`` per pattern, C and inherited locale: the fastest) and
+ripgrep when installed, passes alternating, on a hot page cache. Every count is
+checked against what was generated and against grep and ripgrep. Target: audit
+time at most grep's, aim for half.
 """
 
 from __future__ import annotations
