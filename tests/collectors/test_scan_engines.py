@@ -226,3 +226,40 @@ def test_counting_activity_lines_agrees_with_per_line_re_search(
             for offset, found in expected if found != (0,)]
     assert got == want
     assert counted == sum(1 for _, found in expected if found == (0,))
+
+
+def test_without_the_hyperscan_package_the_python_path_counts_the_same() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['hyperscan'] = None\n"
+        "from collectors import engine\n"
+        "from collectors.rules import Rule\n"
+        "from collectors.scan import Matcher\n"
+        "assert not engine.available()\n"
+        "m = Matcher([Rule.regex('g', r'^(?:CitationGuard|QuoteGuard)\\b')])\n"
+        "data = b'CitationGuard: x\\nQuoteGuard y\\nno CitationGuard\\n'\n"
+        "print(m.engine, len(m.scan(data, 0)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["python", "2"]
+
+
+@pytest.mark.skipif(not native.available(), reason="hyperscan is not installed")
+def test_compiled_database_is_reused_and_a_broken_cache_file_is_only_slower(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    from pathlib import Path
+
+    cache = Path(str(tmp_path)) / "cache"
+    rules = [Rule.regex("g", r"CitationGuard: rejected \S+")]
+    data = b"CitationGuard: rejected x\nCitationGuard: rejected \n"
+    first = Matcher(rules, cache_dir=cache).scan(data, 0)
+    (stored,) = cache.iterdir()
+    assert oct(stored.stat().st_mode & 0o777) == "0o600"
+    assert Matcher(rules, cache_dir=cache).scan(data, 0) == first
+    stored.write_bytes(b"not a database")
+    assert Matcher(rules, cache_dir=cache).scan(data, 0) == first
+    assert [h.offset for h in first] == [0]
