@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import importlib
 import re
-import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from collectors import engine as native
+from collectors.candidates import PythonCandidates, mark_every_line
 from collectors.patterns import prefilter
-from collectors.rules import LINE_BUDGET, Rule, bounded_compile, parse_json_line
+from collectors.rules import LINE_BUDGET, Rule, parse_json_line
 from collectors.timestamps import TimestampParser
 
 #: Called with the file offset of a line and what went wrong with it.
@@ -32,10 +32,6 @@ Engine = Literal["auto", "hyperscan", "python"]
 BOM = b"\xef\xbb\xbf"
 #: Characters of a matched line kept in a hit.
 KEEP_CHARS = 4096
-#: Shortest substring shared by several literals that is searched once for all of them.
-MIN_ANCHOR = 8
-#: An anchor met more than once per this many bytes of a buffer gives way to per-literal search.
-ANCHOR_DENSITY = 4096
 
 
 _UNSET: Any = object()
@@ -140,12 +136,7 @@ class Matcher:
                 if (pattern := self._all[i].pattern) is not None and _exact_ascii(pattern)
             )
             return
-        fast = [(i, r) for i, r in enumerate(self._all) if r.literal is not None]
-        self._groups, self._fast = _anchor_groups(fast)
-        self._slow = [(i, r) for i, r in enumerate(self._all) if r.literal is None]
-        self._slow_multiline: dict[int, Any] = {
-            i: _multiline(r.pattern) for i, r in self._slow if r.pattern is not None
-        }
+        self._python = PythonCandidates(self._all, budget)
 
     @property
     def engine(self) -> str:
@@ -183,7 +174,7 @@ class Matcher:
                     activity_lines.discard(first)
                     activity_lines.add(lo)
             if self._every_line:
-                _mark_every_line(buf, lo, hi, self._every_line, candidates)
+                mark_every_line(buf, lo, hi, self._every_line, candidates)
             if activity_lines:
                 if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
                     # Plain lines: the native report is the answer, and no line needs reading.
@@ -192,7 +183,7 @@ class Matcher:
                 for start in activity_lines:
                     candidates.setdefault(start, set()).add(act)
         else:
-            candidates = self._python_candidates(buf, lo, hi)
+            candidates = self._python.lines(buf, lo, hi)
         if not candidates:
             return [], counted
         confirmed = (
@@ -204,62 +195,6 @@ class Matcher:
             counted += len(hits) - len(kept)
             hits = kept
         return hits, counted
-
-    def _python_candidates(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
-        candidates: dict[int, set[int]] = {}
-        lowered: bytes | None = None
-        for anchor, members in self._groups:
-            budget = (hi - lo) // ANCHOR_DENSITY
-            pos = buf.find(anchor, lo, hi)
-            while pos >= 0:
-                start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
-                if budget == 0:  # too common here: each literal from this line on
-                    for index, needle in members:
-                        _find_lines(buf, buf, needle, index, lo=start, hi=hi, candidates=candidates)
-                    break
-                budget -= 1
-                end = buf.find(b"\n", pos, hi)
-                if end < 0:
-                    end = hi
-                for index, needle in members:
-                    if buf.find(needle, start, end) >= 0:
-                        candidates.setdefault(start, set()).add(index)
-                pos = buf.find(anchor, end + 1, hi)
-        for index, rule in self._fast:
-            lit = rule.literal
-            assert lit is not None
-            if lit.icase:
-                if lowered is None:
-                    lowered = buf.lower()
-                hay = lowered
-            else:
-                hay = buf
-            _find_lines(buf, hay, lit.text, index, lo=lo, hi=hi, candidates=candidates)
-        if self._slow:
-            if lo or hi != len(buf):
-                within: dict[int, set[int]] = {}
-                self._slow_candidates(buf[lo:hi], within)
-                for start, indexes in within.items():
-                    candidates.setdefault(lo + start, set()).update(indexes)
-            else:
-                self._slow_candidates(buf, candidates)
-        return candidates
-
-    def _slow_candidates(self, buf: bytes, candidates: dict[int, set[int]]) -> None:
-        """Lines of rules without a literal: one multiline search of the buffer where the
-        buffer is plain ASCII (so a line's text is its bytes), else every line."""
-        chunk_ok = buf.isascii() and b"\r" not in buf
-        text = buf.decode("ascii") if chunk_ok else None
-        every_line: list[int] = []
-        for index, _rule in self._slow:
-            multiline = self._slow_multiline.get(index)
-            if text is None or multiline is None:
-                every_line.append(index)
-                continue
-            if not _search_lines(multiline, text, index, candidates, self.budget * 20):
-                every_line.append(index)  # slow on this buffer: leave it to the per-line budget
-        if every_line:
-            _mark_every_line(buf, 0, len(buf), every_line, candidates)
 
     def _confirm(
         self, buf: bytes, base: int, start: int, indexes: set[int], warn: Warn | None
@@ -372,94 +307,3 @@ def _literal_expression(rule: Rule) -> bytes | None:
     return b"".join(b"\\x%02x" % c for c in lit.text)
 
 
-def _search_lines(
-    multiline: Any, text: str, index: int, candidates: dict[int, set[int]], budget: float
-) -> bool:
-    """Mark each line where a whole-text search finds a match start; False if over budget.
-
-    A match may run on past its line (``[^x]+`` crosses newlines), so each search starts
-    again at the line after the one the last match started in.
-    """
-    deadline = time.monotonic() + budget
-    pos = 0
-    size = len(text)
-    while pos < size:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        try:
-            m = multiline.search(text, pos, timeout=left)
-        except TimeoutError:
-            return False
-        if m is None or m.start() >= size:
-            return True
-        start = text.rfind("\n", 0, m.start()) + 1
-        candidates.setdefault(start, set()).add(index)
-        newline = text.find("\n", m.start())
-        pos = newline + 1 if newline >= 0 else size
-    return True
-
-
-def _mark_every_line(
-    buf: bytes, lo: int, hi: int, indexes: list[int], candidates: dict[int, set[int]]
-) -> None:
-    start = lo
-    while start < hi:
-        end = buf.find(b"\n", start, hi)
-        if end < 0:
-            end = hi
-        candidates.setdefault(start, set()).update(indexes)
-        start = end + 1
-
-
-def _find_lines(
-    buf: bytes, hay: bytes, needle: bytes, index: int, *, lo: int, hi: int,
-    candidates: dict[int, set[int]],
-) -> None:
-    """Mark rule ``index`` on every line of ``buf[lo:hi]`` whose ``hay`` holds ``needle``."""
-    pos = hay.find(needle, lo, hi)
-    while pos >= 0:
-        start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
-        end = buf.find(b"\n", pos, hi)
-        if end < 0:
-            end = hi
-        candidates.setdefault(start, set()).add(index)
-        pos = hay.find(needle, end + 1, hi)
-
-
-def _anchor_groups(
-    fast: list[tuple[int, Rule]],
-) -> tuple[list[tuple[bytes, list[tuple[int, bytes]]]], list[tuple[int, Rule]]]:
-    """Group case-sensitive literals by a substring several share (``: rejected `` in ``X: rejected``).
-
-    Greedy: the substring of at least MIN_ANCHOR bytes contained in the most
-    remaining literals (then the longest) anchors a group, until no substring
-    is shared. Returns the groups and the rules still searched one by one.
-    """
-    left = [(i, r.literal.text) for i, r in fast if r.literal is not None and not r.literal.icase]
-    groups: list[tuple[bytes, list[tuple[int, bytes]]]] = []
-    while len(left) >= 2:
-        best: tuple[int, int, bytes] = (1, 0, b"")
-        for _, text in left:
-            for a in range(len(text) - MIN_ANCHOR + 1):
-                for b in range(a + MIN_ANCHOR, len(text) + 1):
-                    sub = text[a:b]
-                    shared = sum(1 for _, other in left if sub in other)
-                    if (shared, len(sub)) > best[:2]:
-                        best = (shared, len(sub), sub)
-        if best[0] < 2:
-            break
-        anchor = best[2]
-        groups.append((anchor, [(i, t) for i, t in left if anchor in t]))
-        left = [(i, t) for i, t in left if anchor not in t]
-    grouped = {i for _, members in groups for i, _ in members}
-    return groups, [(i, r) for i, r in fast if i not in grouped]
-
-
-def _multiline(pattern: re.Pattern[str] | None) -> Any:
-    """The pattern with MULTILINE, for whole-buffer search; None where that changes its meaning."""
-    source = pattern.pattern if pattern is not None else ""
-    # Anchors to the whole text, and lookaround, see past a line's ends in a whole-text search.
-    if pattern is None or any(x in source for x in ("\\A", "\\Z", "(?=", "(?!", "(?<=", "(?<!")):
-        return None
-    return bounded_compile(pattern.pattern, pattern.flags | re.MULTILINE)
