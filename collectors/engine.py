@@ -139,9 +139,13 @@ def _load(path: Path) -> Any:
 
 
 def _store(path: Path, db: Any) -> None:
-    """Serialise ``db`` for the next start; a cache that cannot be written is only slower."""
+    """Serialise ``db`` for the next start; a cache that cannot be written is only slower.
+
+    The cache folder is made (private) inside an existing folder, never with its parents:
+    a state folder is for its owner to create with its own mode.
+    """
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:

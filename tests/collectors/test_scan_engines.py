@@ -256,6 +256,8 @@ def test_compiled_database_is_reused_and_a_broken_cache_file_is_only_slower(
     cache = Path(str(tmp_path)) / "cache"
     rules = [Rule.regex("g", r"CitationGuard: rejected \S+")]
     data = b"CitationGuard: rejected x\nCitationGuard: rejected \n"
+    Matcher(rules, cache_dir=cache / "missing-parent" / "cache").scan(data, 0)
+    assert not (cache / "missing-parent").exists()
     first = Matcher(rules, cache_dir=cache).scan(data, 0)
     (stored,) = cache.iterdir()
     assert oct(stored.stat().st_mode & 0o777) == "0o600"
