@@ -20,7 +20,8 @@ ENGINES = ["python", *(["hyperscan"] if native.available() else [])]
 ATOMS = [
     "Guard", "rejected", "Citation", "Quote", "ok", "é", "中", "k", "S", r"\d+", r"\w+", r"\s",
     r"\S+", ".", "[a-z]+", "[^ ]+", "[0-9a-f]{2}", r"\b", r"\B", "^", "$", r"\A", r"\Z", "=",
-    " ", r"\.", "x*", "(?:ab)?",
+    " ", r"\.", "x*", "(?:ab)?", r"\W", "[^a-z]", r"\w+?", "(?=ok)", "(?!x)", "(?<=G)",
+    "(?<!=)", "a++", "(?>ab|a)", r"(\w)\1",
 ]
 
 
