@@ -20,7 +20,7 @@ try:
     import hyperscan
 
     _hs = hyperscan
-except ImportError:  # pragma: no cover - exercised where the wheel is missing
+except (ImportError, OSError):  # pragma: no cover - where the wheel or its library is missing
     _hs = None
 
 class NativeError(Exception):
