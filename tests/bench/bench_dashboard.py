@@ -54,6 +54,8 @@ TARGET_MS = 100.0
 TARGET_CPU = 5.0
 #: The dashboard's refresh period (``DashboardApp.refresh_every``), seconds.
 REFRESH_EVERY = 2.0
+#: The daemon's status tick (``canary daemon --tick``), seconds.
+DAEMON_TICK = 10.0
 
 
 def set_shape(guards: int, days: int) -> None:
@@ -224,15 +226,15 @@ def raw_facts(config: object) -> object:
     return out
 
 
-def cpu_share(call: Callable[[], object], repeat: int) -> float:
-    """Process CPU time of one ``call`` (median), as % of one core over the refresh period."""
+def cpu_share(call: Callable[[], object], repeat: int, period: float = REFRESH_EVERY) -> float:
+    """Process CPU time of one ``call`` (median), as % of one core over ``period`` seconds."""
     call()
     samples = []
     for _ in range(repeat):
         started = time.process_time()
         call()
         samples.append(time.process_time() - started)
-    return statistics.median(samples) / REFRESH_EVERY * 100
+    return statistics.median(samples) / period * 100
 
 
 def main() -> int:
@@ -282,6 +284,11 @@ def main() -> int:
         cpu = cpu_share(lambda: load_overview(store, config, now=NOW, window=WINDOWS[0]), args.repeat)
         print(f"overview   CPU every {REFRESH_EVERY:.0f} s                       {cpu:8.2f} % of a core  "
               f"({'under' if cpu < TARGET_CPU else 'OVER'} the {TARGET_CPU:.0f} % target)")
+        from canary.status.overview import evaluate_all
+
+        tick = cpu_share(lambda: evaluate_all(store, config, now=NOW), args.repeat, DAEMON_TICK)
+        print(f"daemon     status CPU every {DAEMON_TICK:.0f} s tick            {tick:8.2f} % of a core  "
+              f"({'under' if tick < 1 else 'OVER'} the 1 % idle target)")
         for name, call in (
             ("detail     citation", lambda: load_detail(store, config, "citation", now=NOW)),
             ("alerts     history", lambda: load_alerts(store, now=NOW)),
