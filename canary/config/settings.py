@@ -170,7 +170,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     if path is None:
         looked = " and ".join(str(p) for p, _ in locations.config_candidates(None))
         raise ConfigError([Problem(None, "", f"no canary.toml found (looked at {looked}); "
-                                   "create one or pass --config PATH")])
+                                   "run `canary init` to write one from your agent's logs, "
+                                   "or pass --config PATH")])
     path = path.absolute()
     data, sink = load_toml(path)
     if data is None:

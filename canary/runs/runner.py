@@ -234,7 +234,7 @@ def select_canaries(config: Config, names: Sequence[str]) -> list[tuple[GuardDef
         if not canaries:
             raise UsageError(
                 f"guard {guard_name!r}: "
-                + unknown_name("canary", canary_name, [c.name for c in guard.canaries])
+                + unknown_name("canary", canary_name, [c.name for c in guard.canaries], plural="canaries")
                 if canary_name
                 else f"guard {guard_name!r} has no canaries"
             )
