@@ -78,12 +78,13 @@ def store_lock(store: Store) -> Iterator[Path]:
 
 def setup_logging(path: Path | None = None, *, level: int = logging.INFO) -> Path:
     """The daemon's own log (rotated at 5 MB), plus stderr."""
-    path = path or locations.state_dir() / "logs" / "daemon.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path is None:
+        path = locations.private_state_dir() / "logs" / "daemon.log"
+    locations.private_dir(path.parent, tighten=True)
     root = logging.getLogger("canary")
     root.setLevel(level)
     fmt = logging.Formatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
-    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
+    file_handler = locations.PrivateRotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
     file_handler.setFormatter(fmt)
     stream = logging.StreamHandler()
     stream.setFormatter(fmt)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -26,7 +27,7 @@ from canary.daemon.control import (
     read_token,
     token_path,
 )
-from canary.errors import UsageError
+from canary.errors import UnavailableError, UsageError
 from canary.proxy.serving import BackgroundServer
 
 TOKEN = "s3cret-token"
@@ -342,14 +343,64 @@ def test_a_missing_state_dir_is_created_0700(tmp_path: Path) -> None:
     assert path.read_text().strip() == token
 
 
-def test_an_existing_loose_token_file_is_tightened(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_token_readable_by_others_is_rotated(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "control.token"
-    path.write_text("kept-token\n")
+    path.write_text("leaked-token\n")
     os.chmod(path, 0o644)
     with caplog.at_level(logging.WARNING, logger="canary.daemon.control"):
-        assert ensure_token(path) == "kept-token"
+        token = ensure_token(path)
+    assert token != "leaked-token" and len(token) >= 40  # someone may have read the old one
     assert mode(path) == 0o600
+    assert read_token(path) == token
     assert "mode 644" in caplog.text
+
+
+def test_a_symlinked_token_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "someone-elses-file"
+    target.write_text("not a token\n")
+    os.chmod(target, 0o644)
+    path = tmp_path / "control.token"
+    path.symlink_to(target)
+    with pytest.raises(UnavailableError, match="symbolic link; it is never followed"):
+        ensure_token(path)
+    assert mode(target) == 0o644 and target.read_text() == "not a token\n"
+    assert read_token(path) is None  # the client does not take its content either
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.symlink_to(p.parent / "nowhere"), "symbolic link to nothing"),
+        (lambda p: p.mkdir(), "is not a regular file"),
+        (os.mkfifo, "is not a regular file"),
+    ],
+    ids=["dangling-symlink", "directory", "fifo"],
+)
+def test_a_token_path_that_is_not_a_regular_file_is_a_clear_error(
+    tmp_path: Path, make: Any, message: str
+) -> None:
+    path = tmp_path / "control.token"
+    make(path)
+    with pytest.raises(UnavailableError, match=message) as raised:
+        ensure_token(path)
+    assert str(path) in str(raised.value) and "remove it" in str(raised.value)
+
+
+def test_the_daemon_on_a_bad_token_path_says_so_without_a_traceback_and_exits_3(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (locations.state_dir() / TOKEN_FILE).mkdir(parents=True)
+    (tmp_path / "canary.toml").write_text(
+        f"defs = []\n[logs]\npaths = []\n[store]\nurl = 'sqlite:///{(tmp_path / 'canary.db').as_posix()}'\n"
+        f"[model]\nlisten = '127.0.0.1:{free_port()}'\n[fixtures]\nlisten = '127.0.0.1:{free_port()}'\n"
+        f"[daemon]\ncontrol = '127.0.0.1:{free_port()}'\n")
+    canary = str(Path(sys.executable).with_name("canary"))
+    done = subprocess.run([canary, "daemon"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "is not a regular file; remove it" in done.stderr
 
 
 def test_an_empty_token_file_gets_a_token(tmp_path: Path) -> None:
