@@ -211,10 +211,10 @@ class Daemon:
 
         evaluated = evaluate_all(self.store, self.config, now=self.clock())
         statuses = {s.guard: s.status.value for _f, s in evaluated}
-        files = None
+        lag = None
         if self.session and self.session.collection:
-            files = [(f.path, f.lines, f.lag) for f in self.session.collection.files()]
-        return render(snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, files))
+            lag = [(f.path, f.lag) for f in self.session.collection.files()]
+        return render(snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, lag))
 
     # lifecycle ----------------------------------------------------------------
 
