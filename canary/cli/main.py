@@ -23,7 +23,7 @@ from canary.cli import printers as fmt
 from canary.cli.boundary import CanaryGroup, config_option, config_path, epilog
 from canary.errors import UnavailableError, UsageError
 from canary.terminal import safe, safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS, Status
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -313,7 +313,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         if not doc["daemon"]["running"]:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
         click.echo(fmt.status_table(doc))
-    bad = [g for g in doc["guards"] if g["status"] in ("asleep", "degraded", "inconclusive")]
+    bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
     sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
 
 

@@ -101,7 +101,6 @@ class LogsConfig:
     activity_pattern: re.Pattern[str] | None = None
     timestamp: str = "auto"
     timestamp_format: str | None = None
-    timestamp_pattern: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -341,7 +340,7 @@ def _logs(t: Table, base: Path) -> LogsConfig:
             sink.error((*keys, "timestamp_format"), "expected a strptime format like "
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
     return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, timestamp, timestamp_format, timestamp_pattern)
+                      activity_pattern, timestamp, timestamp_format)
 
 
 def _store(t: Table) -> StoreConfig:

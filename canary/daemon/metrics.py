@@ -2,7 +2,8 @@
 
 Each render builds a fresh ``CollectorRegistry`` (never the process-wide one) whose collector
 yields metric families set from the snapshot, so a value is always what the store says, never a
-count kept in memory that a restart would reset.
+count kept in memory that a restart would reset (``test_collector_lines_survive_a_daemon_restart``
+scrapes a real daemon before and after a restart).
 
 Series:
 

@@ -2,7 +2,8 @@
 
 ``Store.commit`` is the collectors' ``PositionStore``: the firings of a batch,
 its hourly counts and the file's new read position go in one transaction, so
-a SIGKILL at any moment neither loses nor doubles a firing after restart. Every database error
+a SIGKILL at any moment neither loses nor doubles a firing after restart
+(``tests/daemon/test_crash_restart.py`` kills a real collector mid-file to check it). Every database error
 of a store's engine surfaces as one ``StoreError`` (exit 3), never a driver's own exception.
 """
 
