@@ -8,7 +8,9 @@ the screen. Every command and every dashboard widget passes such text through
 
 from __future__ import annotations
 
-__all__ = ["safe", "safe_lines"]
+import logging
+
+__all__ = ["SafeFormatter", "safe", "safe_lines"]
 
 
 def _escape(code: int) -> str:
@@ -30,3 +32,11 @@ def safe(text: str) -> str:
 def safe_lines(text: str) -> str:
     """Like ``safe``, but newlines stay: for messages that are several lines on purpose."""
     return text.translate(_LINES_TABLE)
+
+
+class SafeFormatter(logging.Formatter):
+    """A log formatter whose lines show control characters, for logs read in a terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record formatted as usual, then made safe (its own newlines, as in a traceback, stay)."""
+        return safe_lines(super().format(record))

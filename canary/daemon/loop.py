@@ -37,6 +37,7 @@ from canary.runs.session import Session
 from canary.status.overview import evaluate_all, record_transitions, status_document
 from canary.store.engine import RunLog, Store
 from canary.store.tables import Firing, Heartbeat
+from canary.terminal import SafeFormatter
 from canary.vocabulary import as_utc
 
 log = logging.getLogger("canary.daemon.loop")
@@ -83,7 +84,8 @@ def setup_logging(path: Path | None = None, *, level: int = logging.INFO) -> Pat
     locations.private_dir(path.parent, tighten=True)
     root = logging.getLogger("canary")
     root.setLevel(level)
-    fmt = logging.Formatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
+    # Messages may quote log lines or a webhook's answer: shown safely, in the file and on stderr.
+    fmt = SafeFormatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
     file_handler = locations.PrivateRotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
     file_handler.setFormatter(fmt)
     stream = logging.StreamHandler()

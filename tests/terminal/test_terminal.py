@@ -33,3 +33,22 @@ def test_nothing_below_space_but_tab_survives() -> None:
     everything = "".join(map(chr, range(0x00, 0x100)))
     kept = {c for c in safe(everything) if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0}
     assert kept == {"\t"}
+
+
+def test_the_daemon_log_formatter_shows_escapes_and_keeps_traceback_lines() -> None:
+    import logging
+
+    from canary.terminal import SafeFormatter
+
+    record = logging.LogRecord("canary", logging.WARNING, __file__, 1, "webhook said %s", (ATTACK,), None)
+    line = SafeFormatter("%(levelname)s %(message)s").format(record)
+    assert line == "WARNING webhook said " + safe(ATTACK)
+    try:
+        raise ValueError("bad\x1b[2J")
+    except ValueError:
+        import sys
+
+        record.exc_info = sys.exc_info()
+        record.exc_text = None
+    text = SafeFormatter("%(message)s").format(record)
+    assert "\x1b" not in text and "\nValueError: bad\\x1b[2J" in text
