@@ -25,9 +25,8 @@ from canary.runs.values import draw
 from canary.runs.verdicts import Observed, decide
 from canary.store.engine import RunLog, Store
 from canary.store.queries import run_count, run_guard_firings
-from canary.vocabulary import Verdict
+from canary.vocabulary import STAGES, Verdict, iso
 
-STAGES = ("sent", "fixture_fetched", "injected", "fired", "repair_requested", "answered")
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0
 ANSWER_KEEP = 8192
@@ -74,7 +73,7 @@ class RunResult:
             "expect": self.expect,
             "verdict": self.verdict,
             "nonce": self.nonce,
-            "started": self.started.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "started": iso(self.started),
             "duration_s": round(self.duration_s, 3),
             "trace": self.trace,
             "leaked": self.leaked,

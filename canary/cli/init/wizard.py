@@ -23,6 +23,7 @@ from canary.cli.init.render import comment, match_value
 from canary.errors import UsageError
 from canary.locations import bundled_defs_dir
 from canary.terminal import safe
+from canary.vocabulary import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -136,12 +137,12 @@ def run_init(
         for problem in exc.problems:
             click.echo(problem.render(), err=True)
         click.echo(f"{len(exc.problems)} problem(s) in the files above; fix them and run `canary check`.")
-        return 2
+        return EXIT_USAGE
     click.echo(summarize(config))
     click.echo("\n$ canary audit")
     click.echo(audit_table(audit(config, now=datetime.now(UTC))))
     click.echo("\n" + _next_steps(config, settings))
-    return 0
+    return EXIT_OK
 
 
 def _next_steps(config: Config, settings: InitSettings) -> str:
