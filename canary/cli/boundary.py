@@ -8,13 +8,16 @@ its exit code. No command catches ``CanaryError`` itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from canary.errors import CanaryError, ConfigError
 from canary.terminal import safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,6 +70,22 @@ def config_path(ctx: click.Context) -> str | None:
     """The ``--config`` given before or after the subcommand, if any."""
     value = ctx.meta.get(CONFIG_KEY)
     return str(value) if value is not None else None
+
+
+def load(ctx: click.Context, *, warn: bool = True) -> Config:
+    """The config named by ``--config`` (before or after the subcommand), its warnings on stderr."""
+    from canary.config.settings import load_config
+
+    config = load_config(config_path(ctx))
+    if warn:
+        for warning in config.warnings:
+            click.echo(safe_lines(warning.render()), err=True)
+    return config
+
+
+def warn(path: str, message: str) -> None:
+    """A collector's or runner's warning on stderr, control characters shown."""
+    click.echo(f"warning: {safe_lines(message)}", err=True)
 
 
 #: What each exit code means, as the epilogs list them.

@@ -11,38 +11,22 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from canary import __version__
 from canary.cli import printers as fmt
-from canary.cli.boundary import CanaryGroup, config_option, config_path, epilog
-from canary.errors import UnavailableError, UsageError
+from canary.cli.boundary import CanaryGroup, config_option, config_path, epilog, load, warn
+from canary.errors import UsageError
 from canary.terminal import safe, safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS, Status
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
     from canary.logs.collect import Collection
     from canary.store.engine import Store
-
-
-def _load(ctx: click.Context, *, warn: bool = True) -> Config:
-    from canary.config.settings import load_config
-
-    config = load_config(config_path(ctx))
-    if warn:
-        for warning in config.warnings:
-            click.echo(safe(warning.render()), err=True)
-    return config
-
-
-def _warn(path: str, message: str) -> None:
-    click.echo(f"warning: {safe(message)}", err=True)
 
 
 @click.group(cls=CanaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,7 +44,7 @@ def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.config.settings import summarize
 
-    config = _load(ctx, warn=False)  # the summary lists the warnings itself
+    config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
 
 
@@ -109,14 +93,14 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
     """Count every guard's firings in the logs from their start (rotated and .gz files too)."""
     from canary.logs.audit import audit as run_audit
 
-    config = _load(ctx)
+    config = load(ctx)
     now = datetime.now(UTC)
     report = run_audit(config, since=_parse_since(since, window, now), now=now)
     for f in report.files:
         if f.error:
-            _warn(f.path, f"could not read {f.path}: {f.error}")
+            warn(f.path, f"could not read {f.path}: {f.error}")
     if not report.files:
-        _warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
+        warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -139,9 +123,9 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     from canary.logs.collect import Collection
     from canary.store.engine import Store
 
-    config = _load(ctx)
+    config = load(ctx)
     store = Store(config.store.url)
-    collection = Collection(config, store, on_error=_warn, start_at_end=from_end)
+    collection = Collection(config, store, on_error=warn, start_at_end=from_end)
     if once:
         collection.poll()
         click.echo(_counts(config, store, collection))
@@ -182,115 +166,6 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
     )
 
 
-def _report_runs(views: Sequence[fmt.RunView], docs: list[dict[str, Any]], as_json: bool) -> int:
-    if as_json:
-        click.echo(json.dumps({"runs": docs}, indent=2))
-    else:
-        click.echo(fmt.runs_table(views))
-        bad = [r for r in views if r.verdict not in HEALTHY_VERDICTS]
-        if bad:
-            click.echo("")
-            for r in bad:
-                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {fmt.explain(r)}")
-    if views and all(r.verdict == "error" for r in views):
-        return EXIT_UNAVAILABLE
-    return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in views) else EXIT_UNHEALTHY
-
-
-_RUN_EXITS: dict[int, str | None] = {
-    0: "every verdict is caught or passed", 1: "a verdict other than caught/passed", 2: None,
-    3: "every run ended in error (the agent or the daemon could not be used)",
-}
-
-
-@main.command(epilog=epilog(["canary run", "canary run citation/fake-url --json"], _RUN_EXITS))
-@click.argument("selection", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
-@config_option
-@click.pass_context
-def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
-    """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts."""
-    from canary.daemon.control import connect
-    from canary.runs.runner import select_canaries
-    from canary.runs.session import Session
-    from canary.store.engine import Store
-
-    config = _load(ctx)
-    pairs = select_canaries(config, selection)
-    if config.agent is None:
-        raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
-    if not pairs:
-        raise UsageError("no canaries are defined")
-    client = connect(config.daemon.control)
-    if client is not None:
-        click.echo(f"running through the daemon at {config.daemon.control}", err=True)
-        with client:
-            docs = [dict(r) for r in client.run([*selection], wait=True).get("runs", [])]
-        sys.exit(_report_runs([fmt.RunDocument(d) for d in docs], docs, as_json))
-    store = Store(config.store.url)
-    try:
-        with Session(config, store, on_error=_warn) as session:
-            if session.runner is None:
-                raise UnavailableError("the run session could not start its runner")
-            results = session.runner.run_many(pairs)
-    finally:
-        store.close()
-    sys.exit(_report_runs(results, [r.to_json() for r in results], as_json))
-
-
-@main.command(epilog=epilog(["canary demo", "canary demo --headless --json"], _RUN_EXITS))
-@click.option(
-    "--headless",
-    is_flag=True,
-    help="Run every canary once and print the verdicts; no screen (also when stdout is not a terminal).",
-)
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the `canary run --json` document (implies --headless)."
-)
-@click.option(
-    "--keep",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Keep the demo's config, logs and store in this directory.",
-)
-@click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
-def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) -> None:
-    """The bundled demo agent with live and dead guards, on the dashboard: watch the dead ones leak."""
-    import tempfile
-
-    from canary.demo.headless import run_every_canary
-    from canary.demo.headless import sample_audit as audit_sample
-
-    with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
-        where = Path(keep) if keep else Path(tmp)
-        if sample_audit:
-            config_file, report = audit_sample(where)
-            if as_json:
-                click.echo(json.dumps(report.to_json(), indent=2))
-            else:
-                click.echo(f"Sample agent logs in {where} (config {config_file.name}):\n")
-                click.echo(fmt.audit_table(report))
-            sys.exit(EXIT_UNHEALTHY if report.asleep else EXIT_OK)
-        if not headless and not as_json and sys.stdout.isatty():
-            from dashboard.demo import run_demo_dashboard
-
-            sys.exit(run_demo_dashboard(where))
-
-        def started(agent: str, proxy: str, n: int) -> None:
-            if not as_json:
-                click.echo(f"Demo agent at {agent}, model proxy at {proxy}; running {n} canaries...\n",
-                           err=True)
-
-        done = run_every_canary(where, started=started)
-        results = done.results
-        code = _report_runs(results, [r.to_json() for r in results], as_json)
-        if not as_json:
-            asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
-            if asleep:
-                click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
-        sys.exit(code)
-
-
 @main.command(epilog=epilog(["canary status", "canary status --json"],
                             {0: "every guard is healthy, new or paused", 1: None, 2: None, 3: None}))
 @click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
@@ -301,7 +176,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     from canary.status.overview import status_document
     from canary.store.engine import Store
 
-    config = _load(ctx)
+    config = load(ctx)
     store = Store(config.store.url)
     try:
         doc = status_document(store, config, now=datetime.now(UTC))
@@ -338,7 +213,7 @@ def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | No
     from canary.status.mutes import mute
     from canary.store.engine import Store
 
-    config = _load(ctx)
+    config = load(ctx)
     _known_guard(config, guard)
     try:
         span = parse_duration(duration)
@@ -363,7 +238,7 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
     from canary.status.mutes import unmute
     from canary.store.engine import Store
 
-    config = _load(ctx)
+    config = load(ctx)
     _known_guard(config, guard)
     store = Store(config.store.url)
     try:
@@ -390,7 +265,7 @@ def daemon(ctx: click.Context, tick: float, spread: str) -> None:
     from canary.config.durations import DurationError, parse_duration
     from canary.daemon.loop import Daemon, setup_logging
 
-    config = _load(ctx)
+    config = load(ctx)
     try:
         spread_for = parse_duration(spread)
     except DurationError as exc:
@@ -454,17 +329,20 @@ def dashboard(ctx: click.Context) -> None:
     """The terminal dashboard: which guards are awake, since when, and why."""
     from dashboard.app import run_dashboard
 
-    config = _load(ctx)
+    config = load(ctx)
     sys.exit(run_dashboard(config))
 
 
-def _add_init() -> None:
+def _add_commands() -> None:
     from canary.cli.init import init_command
+    from canary.cli.running import demo, run
 
+    main.add_command(run)
+    main.add_command(demo)
     main.add_command(init_command, "init")
 
 
-_add_init()
+_add_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover
