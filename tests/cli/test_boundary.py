@@ -140,3 +140,40 @@ def test_an_error_carrying_escapes_is_printed_with_them_shown(tmp_path: Path) ->
     assert result.exit_code == 2
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert "\\x1b]0;PWNED\\x07" in result.stderr
+
+
+def test_run_with_a_wrong_answer_path_shows_the_keys_the_reply_has(tmp_path: Path) -> None:
+    import socket
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from canary.proxy.serving import BackgroundServer
+
+    async def ask(request: Request) -> JSONResponse:
+        return JSONResponse({"result": {"text": "I could not verify that.", "tokens": 12}})
+
+    def port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    write_project(tmp_path, guards=("quote",))
+    (tmp_path / "defs" / "citation.toml").write_text(
+        "[guard]\nname = 'citation'\nmatch = 'CitationGuard: rejected'\n"
+        "[[canary]]\nname = 'fake-url'\nevery = '6h'\nprompt = 'p {fixture_url}'\nfixture = '<p>x</p>'\n"
+        "inject = 'see https://{nonce}.example.org'\nleak = '{nonce}.example.org'\ntimeout = '10s'\n")
+    (tmp_path / "agent.log").write_text("")
+    with BackgroundServer(Starlette(routes=[Route("/ask", ask, methods=["POST"])])) as agent:
+        (tmp_path / "canary.toml").write_text(
+            f"defs = ['defs/*.toml']\n[logs]\npaths = ['agent.log']\n"
+            f"[store]\nurl = 'sqlite:///{(tmp_path / 'canary.db').as_posix()}'\n"
+            f"[agent]\nurl = '{agent.url}/ask'\nanswer = 'result.answer'\ntimeout = '10s'\n"
+            f"[model]\nlisten = '127.0.0.1:{port()}'\n[fixtures]\nlisten = '127.0.0.1:{port()}'\n"
+            f"[daemon]\ncontrol = '127.0.0.1:{port()}'\n")
+        result = CliRunner().invoke(main, ["run", "citation"])
+    assert result.exit_code == 3, result.output  # every run an error: the agent could not be used
+    assert ("the agent's reply has no 'result.answer' (missing 'answer'; "
+            "'result' has the keys: text, tokens)") in result.stdout
