@@ -2,7 +2,8 @@
 
 Every command runs inside ``CanaryGroup.invoke``: a ``CanaryError`` raised anywhere
 below becomes its message on stderr (control characters shown, never obeyed) and
-its exit code. No command catches ``CanaryError`` itself.
+its exit code; an ``OSError`` (a file that cannot be read or written) becomes one
+line and exit 3. No command catches ``CanaryError`` itself.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ class CanaryGroup(click.Group):
         except CanaryError as exc:
             report(exc)
             ctx.exit(exc.exit_code)
+        except OSError as exc:
+            # A file or folder the command needed could not be used (permissions, a full disk, a
+            # file where a folder should be): the system's own words, on one line, exit 3.
+            where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+            what = exc.strerror or str(exc)
+            click.echo(f"error: {safe_lines(f'{where}: {what}' if where else what)}", err=True)
+            ctx.exit(EXIT_UNAVAILABLE)
 
 
 def _remember_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:

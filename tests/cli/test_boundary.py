@@ -177,3 +177,13 @@ def test_run_with_a_wrong_answer_path_shows_the_keys_the_reply_has(tmp_path: Pat
     assert result.exit_code == 3, result.output  # every run an error: the agent could not be used
     assert ("the agent's reply has no 'result.answer' (missing 'answer'; "
             "'result' has the keys: text, tokens)") in result.stdout
+
+
+def test_a_file_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = CliRunner().invoke(main, ["init", "--yes", "--dir", str(tmp_path / "a-file" / "project")])
+    assert result.exit_code == 3, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert result.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'a-file' / 'project'}: Not a directory"
+    ]
