@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from canary.store.engine import Store
 
 
-@click.group(cls=CanaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CanaryGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=epilog(["canary init", "canary run --config ~/agent/canary.toml"],
+                           {0: None, 1: None, 2: None, 3: None}))
 @config_option
 @click.version_option(__version__, prog_name="guard-canary")
 def main() -> None:
