@@ -53,3 +53,29 @@ def test_a_store_that_cannot_be_created_is_a_store_error(tmp_path: Path) -> None
     blocker.write_text("")
     with pytest.raises(StoreError, match="cannot open the store"):
         Store(f"sqlite:///{blocker / 'canary.db'}")
+
+
+def test_a_state_dir_an_older_version_left_open_is_tightened_with_its_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import stat
+
+    from canary import locations
+
+    state = tmp_path / "old-state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    (state / "canary.db").write_bytes(b"")
+    os.chmod(state / "canary.db", 0o644)
+    monkeypatch.setenv("CANARY_STATE_DIR", str(state))
+    Store(locations.default_store_url()).close()
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / "canary.db").stat().st_mode) == 0o600
+    # A folder of the user's that merely holds a store is left as it is; the file is still private.
+    mine = tmp_path / "project"
+    mine.mkdir(mode=0o755)
+    os.chmod(mine, 0o755)
+    Store(f"sqlite:///{mine / 'canary.db'}").close()
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o755
+    assert stat.S_IMODE((mine / "canary.db").stat().st_mode) == 0o600
