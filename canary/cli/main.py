@@ -101,6 +101,8 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
     for f in report.files:
         if f.error:
             warn(f.path, f"could not read {f.path}: {f.error}")
+        for message in f.warnings:
+            warn(f.path, message)
     if not report.files:
         warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
     if as_json:
