@@ -299,7 +299,7 @@ def service_install(ctx: click.Context, dry_run: bool) -> None:
 
     found = find_config(config_path(ctx))
     report = svc.install(found.resolve() if found else None, dry_run=dry_run)
-    click.echo(svc.render(report))
+    click.echo(safe_lines(svc.render(report)))
     sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
 
 
@@ -309,7 +309,7 @@ def service_uninstall() -> None:
     from canary.daemon import service as svc
 
     report = svc.uninstall()
-    click.echo(svc.render(report))
+    click.echo(safe_lines(svc.render(report)))
     sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
 
 
@@ -321,7 +321,7 @@ def service_status() -> None:
     from canary.daemon import service as svc
 
     state = svc.status()
-    click.echo(svc.render(state))
+    click.echo(safe_lines(svc.render(state)))
     sys.exit(EXIT_OK if state.installed and state.running else EXIT_UNHEALTHY)
 
 
