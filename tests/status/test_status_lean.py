@@ -134,7 +134,7 @@ def test_a_store_of_an_older_schema_is_migrated_not_read_raw(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_canary_status_answers_without_importing_sqlalchemy(tmp_path: Path) -> None:
+def test_canary_status_answers_without_importing_sqlalchemy_or_the_log_matchers(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     store = Store(config.store.url)
     seed_runs(store, random.Random(3), 100)
@@ -147,7 +147,8 @@ def test_canary_status_answers_without_importing_sqlalchemy(tmp_path: Path) -> N
         "    runpy.run_module('canary.cli.main', run_name='__main__')\n"
         "except SystemExit as exc:\n"
         "    print('EXIT', exc.code, sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('sqlalchemy', 'sqlmodel', 'pydantic', 'httpx', 'textual')), file=sys.stderr)\n"
+        "('sqlalchemy', 'sqlmodel', 'pydantic', 'httpx', 'textual', 'hyperscan') "
+        "or m.startswith(('canary.logs', 'collectors.scan'))), file=sys.stderr)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "CANARY_CONFIG"}
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "canary.toml")], capture_output=True,
