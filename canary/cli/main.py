@@ -338,8 +338,10 @@ def _add_commands() -> None:
     from canary.cli.alerts_cmd import alerts_group
     from canary.cli.init import init_command
     from canary.cli.running import demo, run
+    from canary.cli.templates import templates_command
 
     main.add_command(run)
+    main.add_command(templates_command, "templates")
     main.add_command(demo)
     main.add_command(init_command, "init")
     main.add_command(alerts_group, "alerts")
