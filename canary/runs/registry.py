@@ -126,14 +126,14 @@ class Registry:
 
     # -- fixtures -------------------------------------------------------------
 
-    def fetch_page(self, nonce: str) -> str | None:
-        """The run's fixture page (recording the first fetch), or None if unknown or expired."""
+    def fetch_page(self, nonce: str, *, record: bool = True) -> str | None:
+        """The run's fixture page (recording the first fetch when ``record``), or None if unknown or expired."""
         now = self._clock()
         with self._lock:
             run = self._runs.get(nonce)
             if run is None or now > run.deadline:
                 return None
-            if run.fetched is None:
+            if record and run.fetched is None:
                 run.fetched = now
             return run.page
 
