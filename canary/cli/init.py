@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from canary.config.urls import redact_url
 from canary.locations import bundled_defs_dir
 from collectors.files import open_log
 from collectors.rules import parse_json_line
@@ -879,7 +880,7 @@ def run_init(
 
 def _next_steps(config: Config, settings: InitSettings) -> str:
     listen = config.model.listen
-    relay = (f"it relays every call to {config.model.upstream}, except a canary's"
+    relay = (f"it relays every call to {redact_url(config.model.upstream)}, except a canary's"
              if config.model.upstream else
              "with no [model] upstream it answers only canary calls: set upstream to your model server")
     steps = [

@@ -19,6 +19,7 @@ import click
 
 from canary import __version__
 from canary.cli import printers as fmt
+from canary.config.urls import redact_url
 from canary.errors import CanaryError, ConfigError, UsageError
 
 EXIT_OK, EXIT_ASLEEP, EXIT_CONFIG, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -172,7 +173,7 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     collection.start()
-    click.echo(f"following {', '.join(config.logs.paths)}; store {config.store.url}", err=True)
+    click.echo(f"following {', '.join(config.logs.paths)}; store {redact_url(config.store.url)}", err=True)
     try:
         while not stop.wait(interval):
             click.echo(_counts(config, store, collection))

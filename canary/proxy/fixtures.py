@@ -23,7 +23,7 @@ class Pages(Protocol):
     """Where the fixture server finds a run's page: the runs in flight."""
 
     def fetch_page(self, nonce: str, *, record: bool = True) -> str | None:
-        """The page of the run with this nonce (recording the fetch when ``record``); None when no run is live."""
+        """The page of the run with this nonce, the fetch recorded if ``record``; None if no run is live."""
 
 
 class _HostCheck:

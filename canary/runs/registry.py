@@ -127,7 +127,7 @@ class Registry:
     # -- fixtures -------------------------------------------------------------
 
     def fetch_page(self, nonce: str, *, record: bool = True) -> str | None:
-        """The run's fixture page (recording the first fetch when ``record``), or None if unknown or expired."""
+        """The run's fixture page (the first fetch recorded if ``record``); None if unknown or expired."""
         now = self._clock()
         with self._lock:
             run = self._runs.get(nonce)

@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import SQLModel, col, create_engine
 
+from canary.config.urls import redact_url
 from canary.errors import StoreError
 from canary.store.tables import (
     LINE_KEEP,
@@ -82,9 +83,9 @@ class Store:
             self.engine = self._create_engine(url)
             self._migrate()
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
         except OSError as exc:
-            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
 
     # -- setup --------------------------------------------------------------
 
@@ -115,7 +116,7 @@ class Store:
             current = int(row[0]) if row else 0
             if current > SCHEMA_VERSION:
                 raise StoreError(
-                    f"the store at {self.url} has schema version {current}, newer than this "
+                    f"the store at {redact_url(self.url)} has schema version {current}, newer than this "
                     f"guard-canary knows ({SCHEMA_VERSION}); upgrade guard-canary",
                     url=self.url,
                 )

@@ -144,7 +144,7 @@ def test_a_path_with_an_at_sign_goes_to_the_upstream_as_a_path(
     assert status_line(answer) == b"HTTP/1.1 200 OK"
     assert other.requests == []
     assert len(up.requests) == 1
-    method, path, host = up.requests[0]
+    _, path, host = up.requests[0]
     assert path.startswith("/base//127.0.0.1:") and host == up_server.url.removeprefix("http://").encode()
 
 
