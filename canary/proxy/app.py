@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from canary.proxy import dialects
 from canary.proxy.dialects import Dialect
+from canary.proxy.pool import UpstreamTransport
 from canary.proxy.relay import Relay, send_error
 from canary.proxy.serving import host_allowed
 
@@ -131,14 +132,12 @@ def create_proxy(
     beside loopback ones (the names of a listener allowed beyond loopback).
     """
     owned = client is None
+    transport = None
     if client is None:
-        client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
-            follow_redirects=False,
-            trust_env=False,
-        )
+        transport = UpstreamTransport()
+        client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=60.0, pool=30.0)
-    relay = Relay(upstream, client, timeout) if upstream else None
+    relay = Relay(upstream, client, timeout, transport) if upstream else None
     return ProxyApp(relay, interceptor, client, owned=owned, max_body=max_body, allowed_hosts=allowed_hosts,
                     upstream=upstream)
 

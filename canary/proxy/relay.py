@@ -56,7 +56,10 @@ class _Exchange:
 class Relay:
     """Relays requests to one upstream origin with one httpx client."""
 
-    def __init__(self, upstream: str, client: httpx.AsyncClient, timeout: httpx.Timeout) -> None:
+    def __init__(
+        self, upstream: str, client: httpx.AsyncClient, timeout: httpx.Timeout,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         url = httpx.URL(upstream)
         self.shown = redact_url(upstream.rstrip("/"))
         self.origin = url.copy_with(username=None, password=None, query=None, fragment=None)
@@ -66,6 +69,9 @@ class Relay:
             pair = f"{url.username}:{url.password}".encode()
             self.authorization = b"Basic " + base64.b64encode(pair)
         self.client = client
+        # The transport the proxy made itself is called directly: the client's layers (auth,
+        # redirects, cookies, event hooks) have nothing to do for a relay and cost a third of it.
+        self.transport = transport
         self.extensions: dict[str, Any] = {"timeout": timeout.as_dict()}
 
     def url(self, target: bytes) -> httpx.URL:
@@ -152,7 +158,10 @@ class Relay:
     async def _exchange(self, request: httpx.Request, scope: Scope, send: Send, exchange: _Exchange) -> None:
         path: str = scope["path"]
         try:
-            response = await self.client.send(request, stream=True)
+            if self.transport is not None:
+                response = await self.transport.handle_async_request(request)
+            else:
+                response = await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             phase = _TIMEOUT_PHASES.get(type(exc), "request")
             await send_error(send, path, 504, "upstream_timeout",

@@ -4,6 +4,7 @@
     uv run python tests/bench/bench_proxy.py --quick     # fewer rounds
     uv run python tests/bench/bench_proxy.py --json      # figures as JSON too
     uv run python tests/bench/bench_proxy.py --listener nodelay   # see below
+    BENCH_PROXY_FACTORY=module:function uv run python tests/bench/bench_proxy.py   # another proxy factory
 
 The fake upstream (a raw ASGI app) and the proxy (``create_proxy``) each run under uvicorn in
 their own process; this process is the load generator. The method is llm-gateway-bench's:
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import itertools
 import json
 import os
@@ -198,7 +200,9 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
         assert upstream is not None
         app = MinimalRelay(upstream)
     else:
-        app = create_proxy(upstream)
+        module, _, name = os.environ.get("BENCH_PROXY_FACTORY", "canary.proxy.app:create_proxy").partition(":")
+        factory = getattr(importlib.import_module(module), name) if module != "canary.proxy.app" else create_proxy
+        app = factory(upstream)
     if listener == "product":
         server = BackgroundServer(app, name=role).start()
         print(f"PORT {server.port}", flush=True)

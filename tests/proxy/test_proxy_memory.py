@@ -71,7 +71,7 @@ def proxy_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, 
 def test_a_600_mb_upload_to_a_non_model_path_keeps_the_proxy_flat(
     proxy_process: tuple[subprocess.Popen[str], int, Recorder],
 ) -> None:
-    child, port, recorder = proxy_process
+    child, port, _ = proxy_process
     url = f"http://127.0.0.1:{port}/api/blobs/sha256-x"
     with httpx.Client(trust_env=False, timeout=120) as client:
         assert client.post(url, content=b"warm").status_code == 200
