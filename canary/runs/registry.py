@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from canary.config.definitions import InjectAt, MatchAt
+from canary.proxy.needles import Needles
 
 if TYPE_CHECKING:
     from canary.proxy.app import ModelCall
@@ -63,18 +64,21 @@ class Registry:
         self._lock = threading.Lock()
         self._runs: dict[str, ActiveRun] = {}
         self._needles: dict[bytes, ActiveRun] = {}
+        self._finder: Needles[ActiveRun] = Needles({})
 
     def add(self, run: ActiveRun) -> None:
         """Put a run in flight."""
         with self._lock:
             self._runs[run.nonce] = run
             self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
+            self._finder = Needles(self._needles)
 
     def remove(self, nonce: str) -> ActiveRun | None:
         """Take a run out of flight (its verdict is being decided)."""
         with self._lock:
             run = self._runs.pop(nonce, None)
             self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
+            self._finder = Needles(self._needles)
             return run
 
     def active(self) -> list[ActiveRun]:
@@ -86,14 +90,11 @@ class Registry:
 
     def intercept(self, call: ModelCall) -> str | None:
         """The scripted text for this model call, or None to pass it through."""
-        needles = self._needles
-        if not needles:
+        # One pass for every live nonce; the body is never parsed when it carries none.
+        run = self._finder.find(call.body)
+        if run is None:
             return None
-        body = call.body
-        for needle, run in needles.items():
-            if needle in body:
-                return self._decide(run, call)
-        return None
+        return self._decide(run, call)
 
     def _decide(self, run: ActiveRun, call: ModelCall) -> str | None:
         now = self._clock()
