@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Protocol
 
@@ -50,14 +49,31 @@ _STREAM_KEY = b'"stream'
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True)
 class ModelCall:
-    """One model call as the proxy received it."""
+    """One model call as the proxy received it.
 
-    path: str  # request path as received, e.g. "/v1/chat/completions" or "/api/chat"
-    dialect: Dialect
-    body: bytes  # the raw request body
-    stream: bool  # the stream mode the client asked for (Ollama native: streaming unless "stream": false)
+    ``stream`` (the stream mode the client asked for; Ollama native streams unless
+    ``"stream": false``) is read from the body only when asked for: a call that passes
+    through never needs it.
+    """
+
+    __slots__ = ("_stream", "body", "dialect", "path")
+
+    def __init__(self, path: str, dialect: Dialect, body: bytes, stream: bool | None = None) -> None:
+        self.path = path  # request path as received, e.g. "/v1/chat/completions" or "/api/chat"
+        self.dialect: Dialect = dialect
+        self.body = body  # the raw request body
+        self._stream = stream
+
+    @property
+    def stream(self) -> bool:
+        """The stream mode the client asked for."""
+        if self._stream is None:
+            self._stream = requested_stream(self.body, dialects.DEFAULT_STREAM[self.dialect])
+        return self._stream
+
+    def __repr__(self) -> str:
+        return f"ModelCall({self.path!r}, {self.dialect!r}, <{len(self.body)} bytes>)"
 
 
 class Interceptor(Protocol):
@@ -75,7 +91,7 @@ def model_call(method: str, path: str, body: bytes) -> ModelCall | None:
     dialect = MODEL_PATHS.get(path)
     if dialect is None:
         return None
-    return ModelCall(path, dialect, body, requested_stream(body, dialects.DEFAULT_STREAM[dialect]))
+    return ModelCall(path, dialect, body)
 
 
 def requested_stream(body: bytes, default: bool) -> bool:
@@ -217,8 +233,7 @@ class ProxyApp:
                 return
             body = read
             if self.interceptor is not None:
-                stream = requested_stream(body, dialects.DEFAULT_STREAM[dialect])
-                call = ModelCall(path, dialect, body, stream)
+                call = ModelCall(path, dialect, body)
                 text = self._intercept(call)
                 if text is not None:
                     await _send_scripted(send, call.dialect, body, text)

@@ -14,8 +14,8 @@ from typing import Generic, TypeVar
 __all__ = ["PREFIX", "Needles"]
 
 T = TypeVar("T")
-#: How many leading bytes group needles into one scan.
-PREFIX = 4
+#: How many leading bytes group needles into one scan (a long prefix lets the search skip far).
+PREFIX = 16
 
 
 class Needles(Generic[T]):
