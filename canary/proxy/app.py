@@ -23,6 +23,7 @@ from canary.proxy.dialects import Dialect
 from canary.proxy.pool import UpstreamTransport
 from canary.proxy.relay import Relay, send_error
 from canary.proxy.serving import host_allowed
+from canary.proxy.toolcalls import ToolCall
 
 __all__ = [
     "DEFAULT_MAX_BODY", "MODEL_PATHS", "Dialect", "Interceptor", "ModelCall", "ProxyApp", "create_proxy",
@@ -79,8 +80,8 @@ class ModelCall:
 class Interceptor(Protocol):
     """Decides, per model call, whether the proxy answers with scripted text."""
 
-    def intercept(self, call: ModelCall) -> str | None:
-        """The scripted assistant text to answer with, or None to pass the call through untouched."""
+    def intercept(self, call: ModelCall) -> str | ToolCall | None:
+        """The scripted assistant text (or tool call) to answer with, or None to pass the call through."""
         ...
 
 
@@ -253,7 +254,7 @@ class ProxyApp:
             return
         await self.relay.relay(scope, receive, send, target, body)
 
-    def _intercept(self, call: ModelCall) -> str | None:
+    def _intercept(self, call: ModelCall) -> str | ToolCall | None:
         assert self.interceptor is not None
         try:
             return self.interceptor.intercept(call)
@@ -295,7 +296,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | _TooLarge | None:
             return b"".join(parts)
 
 
-async def _send_scripted(send: Send, dialect: Dialect, body: bytes, text: str) -> None:
+async def _send_scripted(send: Send, dialect: Dialect, body: bytes, text: str | ToolCall) -> None:
     request = dialects.read_request(dialect, body)
     scripted = dialects.script(dialect, text, request, now=time.time(), token=dialects.new_token())
     await send({"type": "http.response.start", "status": 200, "headers": list(scripted.headers)})

@@ -22,8 +22,8 @@ from canary.proxy.serving import host_allowed
 class Pages(Protocol):
     """Where the fixture server finds a run's page: the runs in flight."""
 
-    def fetch_page(self, nonce: str, *, record: bool = True) -> str | None:
-        """The page of the run with this nonce, the fetch recorded if ``record``; None if no run is live."""
+    def fetch_page(self, nonce: str, path: str = "", *, record: bool = True) -> str | None:
+        """The run's page, recording ``path`` (and the fetch if ``record``); None when no run is live."""
 
 
 class _HostCheck:
@@ -45,11 +45,11 @@ class _HostCheck:
 
 
 def create_fixture_server(registry: Pages, *, allowed_hosts: Collection[str] = ()) -> Starlette:
-    """``GET /r/{nonce}`` serves the run's page and records the fetch; anything else is 404."""
+    """``GET /r/{nonce}[/...]`` serves the run's page and records the path fetched; anything else is 404."""
 
     async def page(request: Request) -> Response:
         nonce = request.path_params["nonce"]
-        text = registry.fetch_page(nonce, record=request.method == "GET")
+        text = registry.fetch_page(nonce, request.url.path, record=request.method == "GET")
         if text is None:
             return PlainTextResponse("no such run, or it has expired\n", status_code=404)
         return HTMLResponse(text, headers={"cache-control": "no-store"})
