@@ -246,13 +246,11 @@ class ProxyApp:
             )
             return
         try:
-            url_ok = self.relay.url(target)
+            url = self.relay.url(target)
         except httpx.InvalidURL:
-            url_ok = None
-        if url_ok is None:
             await send_error(send, path, 400, "bad_request_target", "the request target is not a valid path")
             return
-        await self.relay.relay(scope, receive, send, target, body)
+        await self.relay.relay(scope, receive, send, url, body)
 
     def _intercept(self, call: ModelCall) -> str | ToolCall | None:
         assert self.interceptor is not None

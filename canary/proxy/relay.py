@@ -62,8 +62,11 @@ class Relay:
     ) -> None:
         url = httpx.URL(upstream)
         self.shown = redact_url(upstream.rstrip("/"))
-        self.origin = url.copy_with(username=None, password=None, query=None, fragment=None)
-        self.base_path = url.raw_path.partition(b"?")[0].rstrip(b"/")
+        origin = url.copy_with(username=None, password=None, raw_path=b"", query=None, fragment=None)
+        # Scheme and authority, fixed: a target appended after them starts with "/", which ends
+        # the authority, so no request can change where it goes.
+        self.origin = str(origin).rstrip("/")
+        self.base_path = url.raw_path.partition(b"?")[0].rstrip(b"/").decode("ascii")
         self.authorization: bytes | None = None
         if url.username or url.password:
             pair = f"{url.username}:{url.password}".encode()
@@ -76,10 +79,12 @@ class Relay:
 
     def url(self, target: bytes) -> httpx.URL:
         """The upstream URL of an origin-form request target (``/path?query``)."""
-        return self.origin.copy_with(raw_path=self.base_path + target)
+        if not target.startswith(b"/"):
+            raise httpx.InvalidURL("the request target is not a path")
+        return httpx.URL(self.origin + self.base_path + target.decode("latin-1"))
 
     def request(
-        self, scope: Scope, target: bytes, body: bytes | AsyncIterator[bytes] | None
+        self, scope: Scope, url: httpx.URL, body: bytes | AsyncIterator[bytes] | None
     ) -> httpx.Request:
         """The upstream request: the client's headers less hop-by-hop ones, and its body."""
         headers: list[tuple[bytes, bytes]] = []
@@ -116,11 +121,11 @@ class Relay:
             content = body
         else:
             content = None
-        return httpx.Request(scope["method"], self.url(target), headers=headers, content=content,
+        return httpx.Request(scope["method"], url, headers=headers, content=content,
                              extensions=self.extensions)
 
     async def relay(
-        self, scope: Scope, receive: Receive, send: Send, target: bytes, body: bytes | None
+        self, scope: Scope, receive: Receive, send: Send, url: httpx.URL, body: bytes | None
     ) -> None:
         """Relay one exchange; ``body`` None streams the request body from ``receive``."""
         task = asyncio.current_task()
@@ -134,9 +139,9 @@ class Relay:
             watcher = loop.create_task(_watch_disconnect(receive, task, exchange))
 
         if body is None:
-            request = self.request(scope, target, _stream_body(receive, watch))
+            request = self.request(scope, url, _stream_body(receive, watch))
         else:
-            request = self.request(scope, target, body)
+            request = self.request(scope, url, body)
             watch()
         try:
             await self._exchange(request, scope, send, exchange)
