@@ -44,19 +44,28 @@ def host_name(host: str) -> str:
 
 
 def host_allowed(host: str, allowed: Collection[str] = ()) -> bool:
-    """Whether a request's Host header names loopback or one of the ``allowed`` names.
+    """Whether a request's Host header names loopback or one of the ``allowed`` names (``"*"``: any).
 
     A DNS-rebinding page reaches 127.0.0.1 under its own host name; refusing any other name
     keeps such pages away from loopback services.
     """
     name = host_name(host)
-    return bool(name) and (is_loopback(name) or name in {a.lower().rstrip(".") for a in allowed})
+    if not name:
+        return False
+    return is_loopback(name) or "*" in allowed or name in {a.lower().rstrip(".") for a in allowed}
 
 
 def listen_names(listen: str) -> tuple[str, ...]:
-    """The Host names a listener on ``listen`` answers beside loopback ones: its own host, if named."""
+    """The Host names a listener on ``listen`` answers beside loopback ones.
+
+    Its own host when it is named; ``"*"`` (any name) when it listens on every address, which
+    the config allows only with ``allow_remote = true``: other machines then reach it by names
+    of their own (``host.docker.internal``, the machine's name).
+    """
     host, _ = split_listen(listen)
-    return () if is_loopback(host) or host in ("0.0.0.0", "::", "") else (host,)
+    if host in ("0.0.0.0", "::", ""):
+        return ("*",)
+    return () if is_loopback(host) else (host,)
 
 
 def split_listen(listen: str) -> tuple[str, int]:

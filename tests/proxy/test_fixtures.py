@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from canary.proxy.fixtures import create_fixture_server
-from canary.proxy.serving import BackgroundServer
+from canary.proxy.serving import BackgroundServer, host_allowed, listen_names
 from canary.runs.registry import ActiveRun, Registry
 
 NONCE = "abcdefghijklmnopqrst"
@@ -50,3 +50,16 @@ def test_loopback_and_listen_names_get_the_page(host: str) -> None:
     with BackgroundServer(app) as fixtures, httpx.Client(trust_env=False) as http:
         r = http.get(f"{fixtures.url}/r/{NONCE}", headers={"host": host.format(port=fixtures.port)})
     assert r.status_code == 200 and r.text == "<p>the page</p>"
+
+
+@pytest.mark.parametrize(("listen", "host", "allowed"), [
+    ("127.0.0.1:11436", "evil.example", False),
+    ("box.lan:11436", "box.lan:11436", True),
+    ("box.lan:11436", "evil.example", False),
+    ("0.0.0.0:11436", "host.docker.internal:11436", True),  # every address: allow_remote was set
+    ("[::]:11436", "box.lan", True),
+])
+def test_listen_names_decide_which_hosts_are_answered(listen: str, host: str, allowed: bool) -> None:
+    assert host_allowed(host, listen_names(listen)) is allowed
+    assert host_allowed("127.0.0.1", listen_names(listen))
+    assert not host_allowed("", listen_names(listen))
