@@ -5,6 +5,10 @@ at once, may hand one idle connection to two of them; the loser retries the whol
 50 concurrent calls that was most of the proxy's time. Here a request takes the most recently
 idle connection off the stack, so it is its alone, checks only that one is still usable,
 and puts it back when its response is closed, if the connection can be reused.
+
+A request's head is held back until its first body bytes (or its first read), so a small
+model call reaches the upstream in one write instead of two: on loopback each write is a
+wakeup of the upstream.
 """
 
 from __future__ import annotations
@@ -43,6 +47,59 @@ def _key(origin: httpcore.Origin) -> tuple[bytes, bytes, int]:
     return (origin.scheme, origin.host, origin.port)
 
 
+class _HeadWithBody(httpcore.AsyncNetworkStream):
+    """A stream that sends each request head together with the write that follows it."""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+        self._head = True  # the next write starts a request
+        self._held = b""
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if self._head:
+            self._head = False
+            self._held = buffer
+            return
+        if self._held:
+            buffer, self._held = self._held + buffer, b""
+        if buffer:
+            await self._stream.write(buffer, timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._held:
+            held, self._held = self._held, b""
+            await self._stream.write(held, timeout)
+        self._head = True
+        return await self._stream.read(max_bytes, timeout)
+
+    async def aclose(self) -> None:
+        self._held = b""
+        await self._stream.aclose()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        return await self._stream.start_tls(ssl_context, server_hostname, timeout)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _Backend(httpcore.AsyncNetworkBackend):
+    """httpcore's anyio backend, its TCP streams wrapped in :class:`_HeadWithBody`."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        stream = await self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _HeadWithBody(stream)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
 class UpstreamTransport(httpx.AsyncBaseTransport):
     """An httpx transport over a LIFO stack of keep-alive HTTP/1.1 connections per origin."""
 
@@ -51,6 +108,7 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
         self.keepalive_expiry = keepalive_expiry
         self._idle: dict[tuple[bytes, bytes, int], list[httpcore.AsyncHTTPConnection]] = {}
         self._closed = False
+        self._backend = _Backend()
 
     async def _acquire(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
         stack = self._idle.get(_key(origin))
@@ -60,7 +118,7 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
                 return connection
             await connection.aclose()
         return httpcore.AsyncHTTPConnection(origin, keepalive_expiry=self.keepalive_expiry,
-                                            socket_options=_NODELAY)
+                                            network_backend=self._backend, socket_options=_NODELAY)
 
     async def _release(self, origin: httpcore.Origin, connection: httpcore.AsyncHTTPConnection) -> None:
         stack = self._idle.setdefault(_key(origin), [])

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 
-from canary.proxy.pool import UpstreamTransport
+from canary.proxy.pool import UpstreamTransport, _HeadWithBody
 from canary.proxy.serving import BackgroundServer
 from tests.proxy.test_proxy import closed_port_url
 
@@ -76,5 +77,36 @@ def test_failures_are_httpx_exceptions() -> None:
         async with httpx.AsyncClient(transport=UpstreamTransport()) as client:
             with pytest.raises(httpx.ConnectError):
                 await client.get(closed_port_url() + "/")
+
+    asyncio.run(main())
+
+
+class Writes(httpcore.AsyncNetworkStream):
+    """Records every write that reaches the socket."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.writes.append(buffer)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return b"HTTP/1.1 200 OK\r\n\r\n"
+
+
+def test_a_request_head_goes_out_with_its_body_in_one_write() -> None:
+    async def main() -> None:
+        inner = Writes()
+        stream = _HeadWithBody(inner)
+        await stream.write(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n")
+        await stream.write(b"{}")
+        await stream.write(b"")  # h11's end of message for a sized body
+        await stream.read(65536)
+        await stream.write(b"GET / HTTP/1.1\r\n\r\n")  # the next request on the connection
+        await stream.write(b"")
+        await stream.write(b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n")
+        await stream.read(65536)  # a read sends whatever is held first
+        assert inner.writes == [b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}", b"GET / HTTP/1.1\r\n\r\n",
+                                b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"]
 
     asyncio.run(main())
