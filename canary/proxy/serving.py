@@ -3,7 +3,8 @@
 Every server here closes a connection whose request head has not fully arrived within
 ``header_timeout`` seconds, so half-open slow connections cannot pile up; uvicorn itself only
 times out idle keep-alive connections. A response start message may carry ``"reason"``
-(bytes), sent as the status line's reason phrase instead of the standard one.
+(bytes), sent as the status line's reason phrase instead of the standard one. A response's
+head is written together with its first body piece: one write, one wakeup of the client.
 """
 
 from __future__ import annotations
@@ -81,27 +82,58 @@ def format_listen(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+class _ReasonConnection:
+    """An h11 connection that writes the reason phrase the app asked for."""
+
+    def __init__(self, conn: Any, response: Any) -> None:
+        self._conn = conn
+        self._response = response  # h11.Response, imported with uvicorn
+        self.reason: bytes | None = None
+
+    def send(self, event: Any) -> bytes | None:
+        if self.reason is not None and isinstance(event, self._response):
+            event = self._response(status_code=event.status_code, headers=event.headers,
+                                   reason=self.reason)
+        out: bytes | None = self._conn.send(event)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class _CorkedTransport:
+    """A transport that, while corked, gathers writes and sends them as one when uncorked."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._held: list[bytes] | None = None
+
+    def cork(self) -> None:
+        self._held = []
+
+    def uncork(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._transport.write(b"".join(held))
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            self._held.append(data)
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.uncork()  # what was written goes out before the connection closes
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def _protocol_class(header_timeout: float | None) -> Any:
     """uvicorn's h11 protocol with a deadline on request heads and the ``reason`` extension."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class _ReasonConnection:
-        """An h11 connection that writes the reason phrase the app asked for."""
-
-        def __init__(self, conn: h11.Connection) -> None:
-            self._conn = conn
-            self.reason: bytes | None = None
-
-        def send(self, event: Any) -> bytes | None:
-            if self.reason is not None and isinstance(event, h11.Response):
-                event = h11.Response(status_code=event.status_code, headers=event.headers,
-                                     reason=self.reason)
-            out: bytes | None = self._conn.send(event)
-            return out
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._conn, name)
 
     class TimedH11Protocol(H11Protocol):
         """Closes connections whose request head is late; honours ``"reason"`` in response starts."""
@@ -133,14 +165,22 @@ def _protocol_class(header_timeout: float | None) -> Any:
             cycle = self.cycle
             if cycle is not None and cycle is not before:
                 self._disarm()  # a whole head arrived
-                conn = _ReasonConnection(cycle.conn)
+                conn = _ReasonConnection(cycle.conn, h11.Response)
                 cycle.conn = conn  # type: ignore[assignment]
+                corked = _CorkedTransport(cycle.transport)
+                cycle.transport = corked  # type: ignore[assignment]
                 send = cycle.send
 
                 async def send_with_reason(message: Any) -> None:
                     if message["type"] == "http.response.start":
                         conn.reason = message.get("reason")
-                    await send(message)
+                        corked.cork()  # the head goes out with the first body piece
+                        await send(message)
+                        return
+                    try:
+                        await send(message)
+                    finally:
+                        corked.uncork()
 
                 cycle.send = send_with_reason  # type: ignore[method-assign]
 
