@@ -8,6 +8,8 @@ line and exit 3. No command catches ``CanaryError`` itself.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,6 +48,12 @@ class CanaryGroup(click.Group):
         except CanaryError as exc:
             report(exc)
             ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            # The reader went away (``canary status | head``): nothing is wrong with the command.
+            # Point stdout at /dev/null so the interpreter's own flush at exit cannot fail again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(EXIT_OK)
         except OSError as exc:
             # A file or folder the command needed could not be used (permissions, a full disk, a
             # file where a folder should be): the system's own words, on one line, exit 3.

@@ -342,8 +342,10 @@ def dashboard(ctx: click.Context) -> None:
 def _add_commands() -> None:
     from canary.cli.init import init_command
     from canary.cli.running import demo, run
+    from canary.cli.templates import templates_command
 
     main.add_command(run)
+    main.add_command(templates_command, "templates")
     main.add_command(demo)
     main.add_command(init_command, "init")
 

@@ -187,3 +187,30 @@ def test_a_file_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Pat
     assert result.stderr.strip().splitlines() == [
         f"error: {tmp_path / 'a-file' / 'project'}: Not a directory"
     ]
+
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
+    """``canary ... | head``: the closed pipe ends the command quietly, exit 0, no traceback."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "big.py"
+    script.write_text(
+        "import click\n"
+        "from canary.cli.boundary import CanaryGroup\n"
+        "@click.group(cls=CanaryGroup)\n"
+        "def main() -> None: ...\n"
+        "@main.command()\n"
+        "def lines() -> None:\n"
+        "    for n in range(50_000):\n"
+        "        click.echo(f'guard-{n} alive')\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        f"set -o pipefail; {sys.executable} {script} lines | head -n 1; echo \"codes=${{PIPESTATUS[*]}}\"",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.stdout.startswith("guard-0 alive\n")
+    assert "codes=0 0" in proc.stdout, proc.stdout[-200:]
+    assert proc.stderr == ""

@@ -22,7 +22,6 @@ from canary.cli.init.project import init_project, mark_covered
 from canary.cli.init.render import comment, match_value
 from canary.config.urls import redact_url
 from canary.errors import UsageError
-from canary.locations import bundled_defs_dir
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_USAGE
 
@@ -70,15 +69,21 @@ def run_init(
     logs: Sequence[str] = (),
     model_upstream: str | None = None,
     yes: bool = False,
+    template: Sequence[str] = (),
 ) -> int:
     """``canary init``: ask for what is missing, scan, propose, write, check, audit; the exit code."""
     from canary.cli.printers import audit_table
+    from canary.cli.templates import copy_templates, refuse_the_bundled_folder
     from canary.config.settings import load_config, summarize
     from canary.errors import ConfigError
     from canary.logs.audit import audit
 
     ask = not yes
     root = Path(directory).absolute()
+    refuse_the_bundled_folder(root)
+    for path, action in copy_templates(template, root):
+        note = "  (exists; left as it was)" if action == "kept" else ""
+        click.echo(f"{action:<9} {path}{note}")
     url, command = agent_url, _with_prompt(tuple(shlex.split(agent_command))) if agent_command else None
     if url is None and command is None and ask:
         url, command = _agent_target(click.prompt(
@@ -128,8 +133,8 @@ def run_init(
         click.echo(f"{action:<9} {path}{note}")
     guards_dir = root / "canaries_defs"
     if not any(guards_dir.glob("*.toml")):
-        click.echo(f"No definition in {guards_dir} yet: copy a template from {bundled_defs_dir()} "
-                   "and set its match to your guard's line.")
+        click.echo(f"No definition in {guards_dir} yet: copy a template with `canary init --template NAME` "
+                   "(`canary templates` lists them) and set its match to your guard's line.")
 
     click.echo("\n$ canary check")
     try:
@@ -177,12 +182,14 @@ def _next_steps(config: Config, settings: InitSettings) -> str:
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False),
               help="Where to write canary.toml and canaries_defs/ (default: here).")
 @click.option("--yes", is_flag=True, help="Ask nothing: take the proposed guards; never replace a file.")
+@click.option("--template", multiple=True,
+              help="Copy a bundled template into canaries_defs/ (repeatable; see `canary templates`).")
 def init_command(*, agent_url: str | None, agent_command: str | None, logs: tuple[str, ...],
-                 model_upstream: str | None, directory: str, yes: bool) -> None:
+                 model_upstream: str | None, directory: str, yes: bool, template: tuple[str, ...]) -> None:
     """Propose a guard per rejection line in your agent's logs, write canary.toml and canaries_defs/,
     then check and audit them."""
     if agent_url and agent_command:
         raise UsageError("give --agent-url or --agent-command, not both", option="--agent-url")
     sys.exit(run_init(directory, agent_url=agent_url, agent_command=agent_command, logs=logs,
-                      model_upstream=model_upstream, yes=yes))
+                      model_upstream=model_upstream, yes=yes, template=template))
 
