@@ -19,6 +19,7 @@ import click
 from canary import __version__
 from canary.cli import printers as fmt
 from canary.cli.boundary import CanaryGroup, config_option, config_path, epilog, load, warn
+from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status
@@ -141,7 +142,8 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     collection.start()
-    click.echo(f"following {safe(', '.join(config.logs.paths))}; store {config.store.url}", err=True)
+    click.echo(f"following {safe(', '.join(config.logs.paths))}; store {safe(redact_url(config.store.url))}",
+               err=True)
     try:
         while not stop.wait(interval):
             click.echo(_counts(config, store, collection))
