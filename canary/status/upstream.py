@@ -17,6 +17,7 @@ from sqlalchemy import insert, select
 from sqlmodel import col
 
 from canary.store.engine import Store
+from canary.store.reads import Reader
 from canary.store.tables import Meta, Transition
 from canary.vocabulary import as_utc, iso
 
@@ -96,10 +97,14 @@ def reason(health: UpstreamHealth, previous: UpstreamHealth | None) -> str:
     return f"{where} answers again"
 
 
-def load(store: Store) -> UpstreamHealth | None:
+def load(store: Store | Reader) -> UpstreamHealth | None:
     """The stored health, or None before the daemon stored one."""
-    with store.engine.connect() as conn:
-        text = conn.execute(select(col(Meta.value)).where(col(Meta.key) == HEALTH_KEY)).scalar()
+    if isinstance(store, Reader):
+        rows = store.rows("SELECT value FROM meta WHERE key = :key", key=HEALTH_KEY)
+        text = rows[0][0] if rows else None
+    else:
+        with store.engine.connect() as conn:
+            text = conn.execute(select(col(Meta.value)).where(col(Meta.key) == HEALTH_KEY)).scalar()
     if not text:
         return None
     try:
