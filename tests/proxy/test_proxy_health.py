@@ -19,7 +19,7 @@ def send(upstream: str | None, counts: ProxyCounts, transport: httpx.AsyncBaseTr
     async def go() -> httpx.Response:
         client = httpx.AsyncClient(transport=transport) if transport is not None else None
         app = create_proxy(upstream, client=client, recorder=counts, connect_timeout=2.0)
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as front:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as front:
             response = await front.post(path, content=BODY, headers={"content-type": "application/json"})
         if client is not None:
             await client.aclose()
