@@ -66,6 +66,8 @@ class RunRow:
     leak_text: str | None
     answer: str | None
     error: str | None
+    attribution: str | None = None
+    foreign_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,7 @@ def _run(r: Any) -> RunRow:
         verdict=r.verdict, started=as_utc(r.started), duration_s=r.duration_s, trace=_trace(r.trace),
         leaked=r.leaked, firings=int(r.firings or 0), evidence=r.evidence,
         injected_text=r.injected_text or "", leak_text=r.leak_text, answer=r.answer, error=r.error,
+        attribution=r.attribution, foreign_calls=int(r.foreign_calls or 0),
     )
 
 

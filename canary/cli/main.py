@@ -13,13 +13,16 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from canary import __version__
 from canary.cli import printers as fmt
 from canary.errors import CanaryError, ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from canary.runs.record import RunRecord
 
 EXIT_OK, EXIT_ASLEEP, EXIT_CONFIG, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -203,14 +206,7 @@ def _counts(config: Any, store: Any, collection: Any) -> str:
     )
 
 
-def _from_json(doc: dict[str, Any]) -> Any:
-    """A run as the daemon sent it, with the attributes the printers read."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(leak_text=None, to_json=lambda: doc, **doc)
-
-
-def _report_runs(results: list[Any], as_json: bool) -> int:
+def _report_runs(results: list[RunRecord], as_json: bool) -> int:
     from canary.vocabulary import HEALTHY_VERDICTS as HEALTHY
 
     if as_json:
@@ -233,6 +229,7 @@ def _report_runs(results: list[Any], as_json: bool) -> int:
 @click.pass_context
 def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts."""
+    from canary.runs.record import RunRecord
     from canary.runs.runner import select_canaries
     from canary.runs.session import Session
     from canary.store.engine import Store
@@ -262,7 +259,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         except Exception as exc:
             click.echo(f"error: the daemon could not run them: {exc}", err=True)
             sys.exit(EXIT_UNAVAILABLE)
-        sys.exit(_report_runs([_from_json(r) for r in doc.get("runs", [])], as_json))
+        sys.exit(_report_runs([RunRecord.from_json(r) for r in doc.get("runs", [])], as_json))
     try:
         with Session(config, store, on_error=warn) as session:
             assert session.runner is not None

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from canary.runs.record import AMBIGUOUS_ADVICE
+
+if TYPE_CHECKING:
+    from canary.runs.record import RunRecord
 
 
 def stamp(moment: datetime | None) -> str:
@@ -54,17 +60,25 @@ def audit_table(report: Any) -> str:
     return "\n".join(lines)
 
 
-def runs_table(results: list[Any]) -> str:
-    rows = [("guard", "canary", "verdict", "trace", "evidence")]
+def tied_by(r: RunRecord) -> str:
+    """Which mark tied the firing to the run; for an ambiguous run, the foreign calls it saw."""
+    if r.verdict == "ambiguous":
+        return f"{r.foreign_calls} foreign call(s)"
+    return r.attribution or "-"
+
+
+def runs_table(results: Sequence[RunRecord]) -> str:
+    """One row per run: guard, canary, verdict, trace, the mark that tied its firing, evidence."""
+    rows = [("guard", "canary", "verdict", "trace", "tied by", "evidence")]
     for r in results:
         evidence = r.evidence or (r.error or "")
         if len(evidence) > 90:
             evidence = evidence[:87] + "..."
-        rows.append((r.guard, r.canary, r.verdict.upper(), trace_line(r.trace), evidence))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        rows.append((r.guard, r.canary, r.verdict.upper(), trace_line(r.trace), tied_by(r), evidence))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = []
     for i, row in enumerate(rows):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:4])) + "  " + row[4]
+        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:5])) + "  " + row[5]
         text = text.rstrip()
         if i == 0:
             text = click.style(text, bold=True)
@@ -83,7 +97,7 @@ def trace_line(trace: dict[str, float | None]) -> str:
     return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
 
 
-def explain(r: Any) -> str:
+def explain(r: RunRecord) -> str:
     """One sentence a person can act on, for a verdict other than caught/passed."""
     leak = f"{r.leak_text!r}" if r.leak_text else "the fabricated value"
     sentences: dict[str, str] = {
@@ -98,6 +112,9 @@ def explain(r: Any) -> str:
            else "(the fixture was never fetched: does the agent's model base URL point at the proxy?)"),
         "error": f"the agent could not be used: {r.error}",
         "false_rejection": "the guard rejected a grounded answer (a control): it rejects too much.",
+        "ambiguous": f"the guard's only lines in the run's span carry no mark of the run, and the "
+        f"agent did other work meanwhile ({r.foreign_calls} model call(s) without the nonce): "
+        f"they may be someone else's. To tie the guard's line to the run, {AMBIGUOUS_ADVICE}.",
     }
     return sentences.get(str(r.verdict), str(r.verdict))
 

@@ -50,12 +50,13 @@ CANARY_KEYS = (
     "fixture",
     "inject",
     "leak",
+    "grounded",
     "inject_at",
     "repair",
     "timeout",
 )
 INJECT_AT_WORDS = ("first", "after-fetch")
-_TEXT_KEYS = ("prompt", "fixture", "leak", "repair")
+_TEXT_KEYS = ("prompt", "fixture", "leak", "grounded", "repair")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class CanaryDef:
     inject_at: InjectAt
     repair: str | None
     timeout: timedelta
+    grounded: str | None = None  # controls: text that must reach the answer
 
     @property
     def key(self) -> str:
@@ -260,17 +262,31 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
         check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
     leak = t.string("leak", required=expect == "reject",
                     hint="the text that must not reach the answer, like '{nonce}.example.org'")
+    grounded = t.string("grounded")
+    if expect == "accept" and grounded is None and not t.has("leak") and not t.has("grounded"):
+        sink.error((*keys, "grounded"), f"the control {name or f'canary[{index}]'!r} names no "
+                   "grounded text: set grounded to the text that must reach the answer, like "
+                   "'{true_number}', or every clean run would prove nothing")
+    if expect != "accept" and grounded is not None:
+        sink.error((*keys, "grounded"), "grounded is for controls (expect = 'accept'); a canary "
+                   "that expects a rejection names its leak text instead")
+    if expect == "accept" and leak is not None:
+        sink.error((*keys, "leak"), "a control (expect = 'accept') names the text that must "
+                   "reach the answer as grounded, not leak", suggestion="grounded")
     inject_at = _inject_at(t)
     repair = t.string("repair")
     timeout = t.duration("timeout", timedelta(seconds=120))
 
-    texts = {"prompt": prompt, "fixture": fixture, "leak": leak, "repair": repair}
+    texts = {"prompt": prompt, "fixture": fixture, "leak": leak, "grounded": grounded,
+             "repair": repair}
     for key in _TEXT_KEYS:
         text = texts[key]
         if text is not None:
             check_placeholders(sink, (*keys, key), text, PLACEHOLDERS)
     if leak is not None and not leak.strip():
         sink.error((*keys, "leak"), "an empty leak text is found in every answer")
+    if grounded is not None and not grounded.strip():
+        sink.error((*keys, "grounded"), "an empty grounded text is found in every answer")
     if prompt is not None and not placeholders_in(prompt) & {"nonce", "fixture_url"}:
         sink.error((*keys, "prompt"), "the prompt carries neither {nonce} nor {fixture_url}: "
                    "nothing would tie the model call to the run (the nonce must reach the model)")
@@ -285,7 +301,7 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
         return None
     return CanaryDef(guard, name, sink.path_or_empty, every, cron,
                      "accept" if expect == "accept" else "reject", prompt, fixture, inject, leak,
-                     inject_at, repair, timeout)
+                     inject_at, repair, timeout, grounded)
 
 
 def _check_cron(sink: Sink, keys: KeyPath, cron: str) -> None:

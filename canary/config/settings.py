@@ -99,6 +99,8 @@ class LogsConfig:
     format: Literal["text", "jsonl"] = "text"
     activity: str | dict[str, object] | None = None
     activity_pattern: re.Pattern[str] | None = None
+    correlate: str | None = None  # text: a regex with a group named id; jsonl: a field name
+    correlate_pattern: re.Pattern[str] | None = None
     timestamp: str = "auto"
     timestamp_format: str | None = None
     timestamp_pattern: re.Pattern[str] | None = None
@@ -192,8 +194,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     _distinct_ports(sink, [(("model", "listen"), model.listen),
                            (("fixtures", "listen"), fixtures.listen),
                            (("daemon", "control"), daemon.control)])
-    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "timestamp",
-                                         "timestamp_format")), path.parent)
+    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "correlate",
+                                         "timestamp", "timestamp_format")), path.parent)
     store = _store(_section(top, "store", ("url", "retention")))
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
@@ -324,6 +326,7 @@ def _logs(t: Table, base: Path) -> LogsConfig:
     if t.has("activity"):
         activity, activity_pattern = check_matcher(sink, (*keys, "activity"), t.get("activity"),
                                                    log_format)
+    correlate, correlate_pattern = _correlate(t, log_format)
     timestamp = t.string("timestamp") or "auto"
     timestamp_pattern = None
     if timestamp != "auto":
@@ -340,7 +343,34 @@ def _logs(t: Table, base: Path) -> LogsConfig:
             sink.error((*keys, "timestamp_format"), "expected a strptime format like "
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
     return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, timestamp, timestamp_format, timestamp_pattern)
+                      activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format,
+                      timestamp_pattern)
+
+
+def _correlate(t: Table, log_format: str) -> tuple[str | None, re.Pattern[str] | None]:
+    """``[logs] correlate``: a regex with a group named id (text), or a field name (jsonl)."""
+    keys = (*t.keys, "correlate")
+    value = t.string("correlate")
+    if value is None:
+        return None, None
+    if not value.strip():
+        t.sink.error(keys, "an empty correlate names no task id; remove the key or give "
+                     "a regex like 'task=(?P<id>[0-9a-f-]+)'")
+        return None, None
+    if log_format == "jsonl":
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+            t.sink.error(keys, "[logs] format is 'jsonl', so correlate is the name of the field "
+                         f"that holds the task id, like 'task_id'; got {value!r}")
+            return None, None
+        return value, None
+    pattern = compile_regex(t.sink, keys, value)
+    if pattern is None:
+        return None, None
+    if "id" not in pattern.groupindex:
+        t.sink.error(keys, "expected a regex with a group named id, like "
+                     "'task=(?P<id>[0-9a-f-]+)'; this one has no (?P<id>...) group")
+        return None, None
+    return value, pattern
 
 
 def _store(t: Table) -> StoreConfig:

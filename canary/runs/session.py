@@ -16,6 +16,7 @@ from canary.logs.collect import Collection, ErrorSink
 from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.serving import BackgroundServer, is_loopback, split_listen
+from canary.runs.attribution import TaskIds
 from canary.runs.registry import Registry
 from canary.runs.runner import DEFAULT_GRACE, Runner
 from canary.store.engine import Store
@@ -37,7 +38,11 @@ class Session:
     ) -> None:
         self.config = config
         self.store = store
-        self.registry = Registry(has_upstream=bool(config.model.upstream))
+        logs = config.logs
+        self.registry = Registry(
+            has_upstream=bool(config.model.upstream),
+            task_ids=TaskIds(logs.correlate, logs.correlate_pattern, logs.format),
+        )
         self._on_error = on_error
         self._grace = grace
         self._rescan = rescan
@@ -65,6 +70,7 @@ class Session:
                 self.config.fixtures.listen, self.config.fixtures.allow_remote, "fixture server",
             )
             self.store.attribute = self._attribute
+            self.store.observe = self._observe
             self.collection = Collection(
                 self.config, self.store, on_error=self._on_error, rescan=self._rescan,
                 start_at_end=self._start_at_end,
@@ -82,7 +88,11 @@ class Session:
 
     def _attribute(self, guard: str, hit: Hit) -> int | None:
         ts = hit.ts.timestamp() if hit.ts is not None else None
-        return self.registry.attribute(guard, hit.text, ts)
+        return self.registry.attribute(guard, hit.text, ts, offset=hit.offset)
+
+    def _observe(self, hit: Hit) -> None:
+        ts = hit.ts.timestamp() if hit.ts is not None else None
+        self.registry.observe(hit.text, ts, activity=hit.activity)
 
     def stop(self) -> None:
         """Stop collectors (after a last read) and servers."""
@@ -94,6 +104,7 @@ class Session:
                 server.stop()
         self.fixtures = self.proxy = None
         self.store.attribute = None
+        self.store.observe = None
 
     def __enter__(self) -> Session:
         return self.start()

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
+from canary.runs.record import AMBIGUOUS_ADVICE
 from canary.vocabulary import Status
 from dashboard.model import AlertHistory, Detail, Overview
 from dashboard.queries import RunRow
@@ -89,6 +90,22 @@ class RunsTable(DataTable[Any]):
             self.move_cursor(row=self.get_row_index(keep), animate=False)
 
 
+_MARKS = {
+    "nonce": "the run's nonce in the guard's line",
+    "task": "the run's task id in the guard's line ([logs] correlate)",
+    "value": "the run's fabricated value in the guard's line",
+    "time": "time alone: the guard fired in the run's span and the agent did no other work",
+}
+
+
+def tied_by(run: RunRow) -> str | None:
+    """Which mark tied the firing to the run; for an ambiguous run, the foreign calls counted."""
+    if run.verdict == "ambiguous":
+        return (f"nothing: the guard's lines carry no mark of the run, and {run.foreign_calls} "
+                f"model call(s) without the nonce came through meanwhile; {AMBIGUOUS_ADVICE}")
+    return _MARKS.get(run.attribution or "")
+
+
 class RunPanel(Static):
     """One run in full: its timeline, the injected text and the final answer, the leak highlighted."""
 
@@ -125,6 +142,9 @@ class RunPanel(Static):
             parts.append(Text.assemble(("leak text ", "bold"), run.leak_text))
         if run.evidence:
             parts.append(Text.assemble(("evidence ", "bold"), run.evidence))
+        tied = tied_by(run)
+        if tied:
+            parts.append(Text.assemble(("tied by ", "bold"), tied))
         if run.error:
             parts.append(Text.assemble(("error ", "bold red"), run.error))
         return Group(*parts)

@@ -36,6 +36,8 @@ FAILURES = [
     ("missing_inject.toml", "text", "canary[0].inject", "required key is missing", "error", None),
     ("missing_schedule.toml", "text", "canary[0].every", "every = '6h' or cron =", "error", None),
     ("missing_leak.toml", "text", "canary[0].leak", "required key is missing", "error", None),
+    ("control_without_grounded.toml", "text", "canary[0].grounded",
+     "the control 'real-url-control' names no grounded text", "error", None),
     ("wrong_type_window.toml", "text", "guard.window",
      "expected a duration like '90s', '15m', '6h' or '7d', got an integer (24)", "error", None),
     ("wrong_type_guard_name.toml", "text", "guard.name", "expected a string, got an integer (5)",
@@ -270,7 +272,7 @@ def test_defaults_cron_controls_and_inject_at_forms() -> None:
     assert (fake.every, fake.cron, fake.inject_at, fake.expect) == (None, "17 */6 * * *", 2,
                                                                     "reject")
     assert fake.timeout == timedelta(seconds=120) and fake.repair is None
-    assert (control.expect, control.leak) == ("accept", None)
+    assert (control.expect, control.leak, control.grounded) == ("accept", None, "{true_quote}")
     assert control.fixture == "<p>{true_quote}</p>"
     assert control.inject_at == MatchAt(re.compile("tool_result"))
     assert (first.inject_at, first.fixture, first.every) == ("first", "", timedelta(days=1))
