@@ -10,7 +10,6 @@ from canary.runs.registry import ActiveRun, Candidate
 from canary.vocabulary import Verdict
 
 
-
 @dataclass(frozen=True)
 class Attributed:
     """The firings of the run's guard that belong to it, and the mark that tied them."""

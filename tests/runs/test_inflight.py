@@ -8,7 +8,9 @@ import pytest
 
 from canary.config.definitions import MatchAt
 from canary.proxy.app import ModelCall
+from canary.runs.attribution import TaskIds, run_marks
 from canary.runs.registry import ActiveRun, Registry
+from canary.runs.verdicts import attributed
 
 
 class Clock:
@@ -92,7 +94,75 @@ def test_attribution_by_nonce_then_by_guard_and_time() -> None:
     assert run.injected is None
     assert registry.attribute("quote", "x k3v9abcdefghijklmnop y", None) == 1  # nonce: any guard
     assert registry.attribute("citation", "no nonce", None) is None  # not injected yet
+    assert run.candidates == []
     registry.intercept(call("k3v9abcdefghijklmnop"))
-    assert registry.attribute("citation", "no nonce", clock.now) == 1
+    # an unmarked line is only a candidate: it is the run's when no other work happened
+    assert registry.attribute("citation", "no nonce", clock.now) is None
     assert registry.attribute("citation", "no nonce", clock.now - 30) is None  # written before
     assert registry.attribute("quote", "no nonce", clock.now) is None  # other guard
+    assert [c.line for c in run.candidates] == ["no nonce"]
+    tied = attributed(run)
+    assert (tied.mark, [line for _, line in tied.firings]) == ("time", ["no nonce"])
+
+
+def test_other_work_makes_an_unmarked_firing_ambiguous() -> None:
+    registry, run, clock = make("first")
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    registry.attribute("citation", "CitationGuard: rejected", clock.now)
+    assert registry.intercept(call("an organic task")) is None  # passes through, counted
+    assert run.foreign_calls == 1
+    tied = attributed(run)
+    assert (tied.mark, tied.firings, [c.line for c in tied.ambiguous]) == (
+        None, [], ["CitationGuard: rejected"])
+
+
+def test_activity_without_the_nonce_is_other_work() -> None:
+    registry, run, clock = make("first")
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    registry.observe("task finished k3v9abcdefghijklmnop", clock.now, activity=True)
+    assert run.foreign_activity == 0  # the run's own work
+    registry.observe("task finished t42", clock.now, activity=True)
+    registry.observe("task finished t41", clock.now - 60, activity=True)  # before the run
+    assert run.foreign_activity == 1
+
+
+def test_a_line_naming_another_value_of_the_runs_kind_is_someone_elses() -> None:
+    registry, run, clock = make("first")
+    run.marks = run_marks({"fake_version": "3.14.7"}, ["v{fake_version}"], [])
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    registry.intercept(call("an organic task"))
+    assert registry.attribute("citation", "guard=version value=124.42.1", clock.now) is None
+    assert registry.attribute("citation", "guard=version value=13.14.72", clock.now) is None
+    tied = attributed(run)
+    assert (tied.mark, tied.ambiguous) == (None, [])  # both lines are about other answers
+    assert registry.attribute("citation", "guard=version value=3.14.7.", clock.now) == 1
+    assert attributed(run).mark == "value"
+
+
+def test_the_task_id_is_learned_from_a_line_with_the_nonce() -> None:
+    clock = Clock()
+    ids = TaskIds("task=(?P<id>[0-9a-f]+)", re.compile("task=(?P<id>[0-9a-f]+)"), "text")
+    registry = Registry(has_upstream=True, clock=clock, task_ids=ids)
+    run = ActiveRun(run_id=5, guard="version", nonce="k3v9abcdefghijklmnop", inject_at="first",
+                    inject_text="x", repair_text=None, page="", started=clock.now,
+                    deadline=clock.now + 60)
+    registry.add(run)
+    registry.observe("task=00ff fetched http://127.0.0.1/r/other", clock.now, activity=False)
+    registry.observe("task=beef fetched http://127.0.0.1/r/k3v9abcdefghijklmnop", clock.now,
+                     activity=False)
+    assert run.task_id == "beef"
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    registry.intercept(call("organic"))
+    assert registry.attribute("version", "task=00ff VersionGuard: rejected", clock.now) is None
+    assert registry.attribute("date", "task=beef DateGuard: rejected", clock.now) == 5  # any guard
+    assert registry.attribute("version", "task=beef VersionGuard: rejected", clock.now) == 5
+    tied = attributed(run)
+    assert (tied.mark, len(tied.firings), tied.ambiguous) == ("task", 1, [])
+
+
+def test_jsonl_task_ids_are_read_from_a_field() -> None:
+    ids = TaskIds("ctx.task_id", None, "jsonl")
+    assert ids.of('{"ctx": {"task_id": "t-9"}, "msg": "x"}') == "t-9"
+    assert ids.of('{"ctx.task_id": 17}') == "17"
+    assert ids.of('{"task": "t-9"}') is None
+    assert ids.of("not json task_id") is None
