@@ -12,6 +12,7 @@ rejected value (``value``), nothing (``bare``), or the task id (``task``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import re
 import secrets
@@ -197,10 +198,8 @@ def busy_agent(root: Path, *, correlate: bool = False, every: float = 0.05) -> I
     def organic() -> None:
         with httpx.Client(timeout=5) as http:
             while not stop.is_set():
-                try:
+                with contextlib.suppress(httpx.HTTPError):  # the agent is stopping
                     http.post(f"http://127.0.0.1:{agent_port}/ask", json={"prompt": "Which release?"})
-                except httpx.HTTPError:
-                    pass  # the proxy is not up yet, or is stopping
                 time.sleep(every)
 
     thread = threading.Thread(target=organic, daemon=True)
