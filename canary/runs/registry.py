@@ -73,7 +73,8 @@ class ActiveRun:
     repair_requested: float | None = None
     task_id: str | None = None
     foreign_calls: int = 0
-    foreign_activity: int = 0
+    activity_lines: int = 0  # activity lines without the nonce or the run's task id since it started
+    own_activity: bool = False  # an activity line with the nonce or the run's task id was seen
     claims: list[Claim] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     _needles: tuple[bytes, ...] = field(default=(), repr=False)
@@ -89,6 +90,11 @@ class ActiveRun:
     def carries_injection(self, body: bytes) -> bool:
         """Whether a request body quotes the injected text back (a repair round)."""
         return any(needle in body for needle in self._needles)
+
+    @property
+    def foreign_activity(self) -> int:
+        """Activity lines of other work: the run's own task is one unit of work, and may log one."""
+        return max(0, self.activity_lines - (0 if self.own_activity else 1))
 
     @property
     def foreign_work(self) -> int:
@@ -200,10 +206,12 @@ class Registry:
                 own = run.nonce in text
                 if own and task is not None and run.task_id is None:
                     run.task_id = task
-                if activity and not own and moment >= run.started and not (
-                    task is not None and task == run.task_id
-                ):
-                    run.foreign_activity += 1
+                if not activity or moment < run.started:
+                    continue
+                if own or (task is not None and task == run.task_id):
+                    run.own_activity = True
+                else:
+                    run.activity_lines += 1
 
     def attribute(self, guard: str, text: str, ts: float | None, *, offset: int = -1) -> int | None:
         """The run a firing belongs to by a mark its line carries; unmarked ones become candidates."""

@@ -119,10 +119,14 @@ def test_other_work_makes_an_unmarked_firing_ambiguous() -> None:
 def test_activity_without_the_nonce_is_other_work() -> None:
     registry, run, clock = make("first")
     registry.intercept(call("k3v9abcdefghijklmnop"))
-    registry.observe("task finished k3v9abcdefghijklmnop", clock.now, activity=True)
-    assert run.foreign_activity == 0  # the run's own work
-    registry.observe("task finished t42", clock.now, activity=True)
+    registry.observe("task finished t42", clock.now, activity=True)  # perhaps the run's own
     registry.observe("task finished t41", clock.now - 60, activity=True)  # before the run
+    assert run.foreign_activity == 0
+    registry.observe("task finished t43", clock.now, activity=True)
+    assert run.foreign_activity == 1
+    registry, run, clock = make("first")
+    registry.observe("task finished k3v9abcdefghijklmnop", clock.now, activity=True)  # the run's
+    registry.observe("task finished t42", clock.now, activity=True)
     assert run.foreign_activity == 1
 
 
