@@ -287,7 +287,9 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     help="Keep the demo's config, logs and store in this directory.",
 )
 @click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
-def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) -> None:
+@click.option("--organic", is_flag=True,
+              help="Run the citation canary amid users' tasks, without and then with [logs] correlate.")
+def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool, organic: bool) -> None:
     """The bundled demo agent with live and dead guards, on the dashboard: watch the dead ones leak."""
     import tempfile
 
@@ -295,6 +297,8 @@ def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) ->
         where = Path(keep) if keep else Path(tmp)
         if sample_audit:
             sys.exit(_demo_audit(where, as_json))
+        if organic:
+            sys.exit(_demo_organic(where, as_json))
         if not headless and not as_json and sys.stdout.isatty():
             from dashboard.demo import run_demo_dashboard
 
@@ -324,6 +328,20 @@ def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) ->
             if asleep:
                 click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
         sys.exit(code)
+
+
+def _demo_organic(where: Path, as_json: bool) -> int:
+    from canary.demo.organic import run_organic_demo
+
+    if not as_json:
+        click.echo("Users keep the demo agent busy; the citation canary runs twice: its guard's "
+                   "line names only the task, then [logs] correlate ties the task to the run...\n",
+                   err=True)
+    try:
+        results = run_organic_demo(where)
+    except CanaryError as exc:
+        _fail(exc)
+    return _report_runs(results, as_json)
 
 
 def _demo_audit(where: Path, as_json: bool) -> int:
