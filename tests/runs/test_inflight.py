@@ -170,3 +170,14 @@ def test_jsonl_task_ids_are_read_from_a_field() -> None:
     assert ids.of('{"ctx.task_id": 17}') == "17"
     assert ids.of('{"task": "t-9"}') is None
     assert ids.of("not json task_id") is None
+
+
+def test_the_strongest_mark_names_the_attribution() -> None:
+    registry, run, clock = make("first")
+    run.marks = run_marks({"fake_version": "3.14.7"}, ["{fake_version}"], [])
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    assert registry.attribute("citation", "rejected value=3.14.7", clock.now) == 1
+    assert registry.attribute("citation", "rejected k3v9abcdefghijklmnop", clock.now + 1) == 1
+    registry.attribute("citation", "rejected", clock.now + 2)  # unmarked: not counted with marks
+    tied = attributed(run)
+    assert (tied.mark, len(tied.firings)) == ("nonce", 2)
