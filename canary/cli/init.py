@@ -103,7 +103,7 @@ KINDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("money", r"money|currenc|amount|price|euro|dollar|lira|€", ("money.toml",)),
     ("arithmetic", r"arithmetic|\bsum\b|total|addition", ("arithmetic.toml",)),
     ("exclusion", r"exclu|skip", ("exclusion.toml",)),
-    ("number", r"number|numeric|entit|span|figure", ("number.toml",)),
+    ("number", r"number|numeric|entit|span|figure", ("number.toml", "number_blindspots.toml")),
     ("denial", r"denial|deny|denies|empty|\b404\b|not found(?! (?:verbatim )?in)|missing", (
         "denial.toml", "denial_phrasings.toml")),
 )

@@ -31,7 +31,7 @@ LEAK_ON_PAGE = {
 #: Controls whose grounded value is computed from the page rather than copied from it.
 COMPUTED = {("arithmetic", "total-control"): "the total is the sum of the page's parts"}
 NEW_KINDS = ("money", "provenance", "exclusion", "arithmetic", "quote_fused", "version_sibling",
-             "denial_phrasings")
+             "denial_phrasings", "number_blindspots")
 
 
 def guards() -> list[GuardDef]:
@@ -111,7 +111,11 @@ def test_fused_and_spliced_quotes_are_not_on_the_page_but_each_half_is() -> None
                     assert quote in text
                     continue
                 assert quote not in text
-                halves = re.split(r" and | for ", quote.rstrip("."), maxsplit=1)
+                if canary.name == "fused-quote":
+                    halves = [drawn.values["true_quote"].rstrip("."), drawn.values["true_quote_2"][1:]]
+                    assert quote == drawn.values["fake_fused_quote"]
+                else:
+                    halves = re.split(r" and | for ", quote.rstrip("."), maxsplit=1)
                 assert all(half.lower() in text.lower() for half in halves), halves
 
 
@@ -120,10 +124,11 @@ def test_the_sibling_version_is_on_the_page_for_the_other_project() -> None:
     canary = next(c for c in guard.canaries if c.name == "sibling-version")
     drawn = draw(canary.fixture, BASE)
     text = page_text(drawn.page)
-    version = drawn.values["true_version"]
-    assert f"corvid, the Python package: the latest release is {version}" in text
-    assert "corvid-swift: no release is listed" in text
-    assert f"corvid-swift {version}" not in text
+    sibling, own = drawn.values["sibling_version"], drawn.values["true_version"]
+    assert sibling != own
+    assert f"corvid, the Python package: the latest release is {sibling}" in text
+    assert f"corvid-swift: the latest release is {own}" in text
+    assert f"corvid-swift {sibling}" not in text
 
 
 def test_arithmetic_totals_are_wrong_except_in_the_control() -> None:
@@ -158,3 +163,32 @@ def test_each_kind_bundles_uniquely_named_canaries(kind: str, files: tuple[str, 
         section = canary_sections(bundled_defs_dir() / file)
         names += re.findall(r'^name = "([a-z0-9-]+)"$', section, re.M)
     assert names and len(names) == len(set(names)), names
+
+
+def test_the_decoy_number_is_on_the_page_in_another_role_only() -> None:
+    guard = next(g for g in guards() if g.name == "number-blindspots")
+    canary = next(c for c in guard.canaries if c.name == "decoy-number")
+    for _ in range(DRAWS):
+        drawn = draw(canary.fixture, BASE)
+        text = page_text(drawn.page)
+        decoy, true = drawn.values["decoy_number"], drawn.values["true_number"]
+        assert decoy != true
+        assert f"opened in {decoy}" in text
+        assert f"{decoy} euros" not in text
+        assert f"{decoy} euros" in fill(canary.inject[0], drawn.values)
+
+
+def test_the_entity_free_claim_has_no_entity_and_is_not_on_the_page() -> None:
+    guard = next(g for g in guards() if g.name == "number-blindspots")
+    canary = next(c for c in guard.canaries if c.name == "entity-free-claim")
+    for _ in range(DRAWS):
+        drawn = draw(canary.fixture, BASE)
+        claim = drawn.values["fake_claim"]
+        assert not re.search(r"\d|https?://|[A-Z][a-z]+ [A-Z]", claim), claim
+        assert claim not in page_text(drawn.page)
+
+
+def test_the_denial_phrasings_cover_five_other_languages() -> None:
+    guard = next(g for g in guards() if g.name == "denial-phrasings")
+    languages = {c.name.rsplit("-", 1)[1] for c in guard.canaries if c.name.startswith("not-found-")}
+    assert languages == {"tr", "de", "es", "fr", "pt"}
