@@ -16,6 +16,7 @@ from typing import Literal
 from canary import locations
 from canary.config.definitions import GuardDef, absolute_glob, expand_glob, load_definitions
 from canary.config.durations import format_duration
+from canary.config.logs import check_correlate
 from canary.config.placeholders import AGENT_PLACEHOLDERS, ALERT_PLACEHOLDERS, fill, placeholders_in
 from canary.config.tomlcheck import (
     KeyPath,
@@ -326,7 +327,7 @@ def _logs(t: Table, base: Path) -> LogsConfig:
     if t.has("activity"):
         activity, activity_pattern = check_matcher(sink, (*keys, "activity"), t.get("activity"),
                                                    log_format)
-    correlate, correlate_pattern = _correlate(t, log_format)
+    correlate, correlate_pattern = check_correlate(t, log_format)
     timestamp = t.string("timestamp") or "auto"
     timestamp_pattern = None
     if timestamp != "auto":
@@ -346,31 +347,6 @@ def _logs(t: Table, base: Path) -> LogsConfig:
                       activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format,
                       timestamp_pattern)
 
-
-def _correlate(t: Table, log_format: str) -> tuple[str | None, re.Pattern[str] | None]:
-    """``[logs] correlate``: a regex with a group named id (text), or a field name (jsonl)."""
-    keys = (*t.keys, "correlate")
-    value = t.string("correlate")
-    if value is None:
-        return None, None
-    if not value.strip():
-        t.sink.error(keys, "an empty correlate names no task id; remove the key or give "
-                     "a regex like 'task=(?P<id>[0-9a-f-]+)'")
-        return None, None
-    if log_format == "jsonl":
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
-            t.sink.error(keys, "[logs] format is 'jsonl', so correlate is the name of the field "
-                         f"that holds the task id, like 'task_id'; got {value!r}")
-            return None, None
-        return value, None
-    pattern = compile_regex(t.sink, keys, value)
-    if pattern is None:
-        return None, None
-    if "id" not in pattern.groupindex:
-        t.sink.error(keys, "expected a regex with a group named id, like "
-                     "'task=(?P<id>[0-9a-f-]+)'; this one has no (?P<id>...) group")
-        return None, None
-    return value, pattern
 
 
 def _store(t: Table) -> StoreConfig:

@@ -182,8 +182,8 @@ url = "sqlite:///{root / 'canary.db'}"
 
 
 @contextmanager
-def busy_agent(root: Path, *, correlate: bool = False, every: float = 0.05) -> Iterator[BusyAgent]:
-    """The agent and its model on loopback, and a client sending organic tasks every ``every`` s."""
+def busy_agent(root: Path, *, correlate: bool = False, every: float | None = 0.05) -> Iterator[BusyAgent]:
+    """The agent and its model on loopback, and a client sending organic tasks every ``every`` s (None: quiet)."""
     log = root / "agent.log"
     log.touch()
     agent_port, proxy, fixtures = free_port(), free_port(), free_port()
@@ -200,14 +200,16 @@ def busy_agent(root: Path, *, correlate: bool = False, every: float = 0.05) -> I
             while not stop.is_set():
                 with contextlib.suppress(httpx.HTTPError):  # the agent is stopping
                     http.post(f"http://127.0.0.1:{agent_port}/ask", json={"prompt": "Which release?"})
-                time.sleep(every)
+                time.sleep(every or 0.0)
 
     thread = threading.Thread(target=organic, daemon=True)
-    thread.start()
+    if every is not None:
+        thread.start()
     try:
         yield BusyAgent(root, config, behaviour)
     finally:
         stop.set()
-        thread.join(timeout=10)
+        if thread.is_alive():
+            thread.join(timeout=10)
         agent.stop()
         model.stop()

@@ -79,6 +79,22 @@ def test_task_ids_without_the_guard_on_the_canary_path_are_not_caught(tmp_path: 
     assert result.verdict == "unlogged", result  # every organic line names another task
 
 
+def test_in_a_quiet_agent_an_unmarked_line_is_tied_by_time(tmp_path: Path) -> None:
+    with busy_agent(tmp_path, every=None) as agent:
+        agent.behaviour.style, agent.behaviour.canary_guard = "bare", True
+        config = load_config(str(agent.config_path))
+        store = Store(config.store.url)
+        with Session(config, store, grace=GRACE, rescan=0.2) as session:
+            assert session.runner is not None
+            guard = config.guards[0]
+            result = session.runner.run(guard, guard.canaries[0])
+    assert result.verdict == "caught", result
+    assert (result.attribution, result.firings, result.foreign_calls) == ("time", 1, 0)
+    with store.engine.connect() as conn:
+        tied = conn.execute(select(Firing.run_id).where(col(Firing.guard) == "version")).all()
+    assert [t[0] for t in tied] == [1]  # stored with the run, not counted as organic
+
+
 @pytest.mark.parametrize(("style", "verdict"), [("value", "passed"), ("bare", "ambiguous")])
 def test_a_control_on_the_busy_agent(tmp_path: Path, style: str, verdict: str) -> None:
     result, _ = run_once(tmp_path, "control", style=style)
