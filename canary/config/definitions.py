@@ -271,8 +271,9 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
         sink.error((*keys, "grounded"), "grounded is for controls (expect = 'accept'); a canary "
                    "that expects a rejection names its leak text instead")
     if expect == "accept" and leak is not None:
-        sink.error((*keys, "leak"), "a control (expect = 'accept') names the text that must "
-                   "reach the answer as grounded, not leak", suggestion="grounded")
+        sink.error((*keys, "leak"), f"the control {name or f'canary[{index}]'!r} (expect = "
+                   "'accept') names the text that must reach the answer as grounded, not leak",
+                   suggestion="grounded")
     inject_at = _inject_at(t)
     repair = t.string("repair")
     timeout = t.duration("timeout", timedelta(seconds=120))

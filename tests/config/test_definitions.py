@@ -38,6 +38,9 @@ FAILURES = [
     ("missing_leak.toml", "text", "canary[0].leak", "required key is missing", "error", None),
     ("control_without_grounded.toml", "text", "canary[0].grounded",
      "the control 'real-url-control' names no grounded text", "error", None),
+    ("control_with_leak.toml", "text", "canary[0].leak",
+     "the control 'real-url-control' (expect = 'accept') names the text that must reach the "
+     "answer as grounded, not leak", "error", "grounded"),
     ("wrong_type_window.toml", "text", "guard.window",
      "expected a duration like '90s', '15m', '6h' or '7d', got an integer (24)", "error", None),
     ("wrong_type_guard_name.toml", "text", "guard.name", "expected a string, got an integer (5)",
@@ -187,6 +190,14 @@ def test_a_misspelled_guard_table_is_reported_once(tmp_path: Path) -> None:
 def test_did_you_mean_is_rendered() -> None:
     _, problems = load("unknown_canary_key.toml")
     assert problems[0].render().endswith("canary[1].evry: unknown key (did you mean 'every'?)")
+
+
+@pytest.mark.parametrize("fixture", ["control_without_grounded.toml", "control_with_leak.toml"])
+def test_a_control_without_grounded_is_one_problem(fixture: str) -> None:
+    guards, problems = load(fixture)
+    assert guards == [] and len(problems) == 1
+    rendered = problems[0].render()
+    assert fixture in rendered and "real-url-control" in rendered
 
 
 def test_three_mistakes_give_three_problems() -> None:
