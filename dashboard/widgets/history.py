@@ -139,7 +139,7 @@ class RunPanel(Static):
             Text(""),
         ]
         if run.leak_text:
-            parts.append(Text.assemble(("leak text ", "bold"), run.leak_text))
+            parts.append(Text.assemble(("grounded " if control else "leak text ", "bold"), run.leak_text))
         if run.evidence:
             parts.append(Text.assemble(("evidence ", "bold"), run.evidence))
         tied = tied_by(run)
