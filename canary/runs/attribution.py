@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from canary.config.placeholders import placeholders_in
+from canary.config.placeholders import fill, placeholders_in
 from collectors.rules import parse_json_line
 
 Mark = Literal["nonce", "task", "value", "time"]
@@ -61,13 +61,16 @@ def _token(value: str) -> re.Pattern[str]:
 
 def run_marks(values: Mapping[str, str], templates: Iterable[str], texts: Iterable[str | None],
               *, prefixes: tuple[str, ...] = ("fake",)) -> RunMarks:
-    """The marks of a run: the drawn values (of ``prefixes``) its ``templates`` use, and ``texts``."""
+    """The marks of a run: the drawn values (of ``prefixes``) its ``templates`` use, and ``texts`` filled.
+
+    A text with no placeholder is the same in every run, so it cannot tie a line to this one.
+    """
     names: set[str] = set()
     for template in templates:
         names |= placeholders_in(template)
     drawn = sorted(n for n in names if n in values and n.split("_", 1)[0] in prefixes)
     kinds = {n.split("_", 1)[1] for n in drawn}
-    own = [values[n] for n in drawn] + [t for t in texts if t]
+    own = [values[n] for n in drawn] + [fill(t, values) for t in texts if t and placeholders_in(t)]
     shapes = [_SHAPES[k] for k in sorted(kinds) if k in _SHAPES]
     return RunMarks(tuple(dict.fromkeys(v for v in own if v.strip())),
                     re.compile("|".join(shapes)) if shapes else None)

@@ -94,9 +94,10 @@ class Runner:
         repair = fill(canary.repair, values) if canary.repair else None
         prompt = fill(canary.prompt, values)
         if canary.expect == "accept":
-            marks = run_marks(values, [canary.grounded or ""], [grounded], prefixes=("fake", "true"))
+            marks = run_marks(values, [canary.grounded or ""], [canary.grounded],
+                              prefixes=("fake", "true"))
         else:
-            marks = run_marks(values, [canary.inject[variant], canary.leak or ""], [leak])
+            marks = run_marks(values, [canary.inject[variant], canary.leak or ""], [canary.leak])
         started_dt = datetime.now(UTC)
         started = started_dt.timestamp()
         run_id = self._runs.start(

@@ -181,3 +181,17 @@ def test_the_strongest_mark_names_the_attribution() -> None:
     registry.attribute("citation", "rejected", clock.now + 2)  # unmarked: not counted with marks
     tied = attributed(run)
     assert (tied.mark, len(tied.firings)) == ("nonce", 2)
+
+
+def test_a_runs_marks_are_its_own_values_never_a_constant_text() -> None:
+    values = {"nonce": "k3v9abcdefghijklmnop", "fake_version": "3.14.7", "true_number": "4821",
+              "fake_number": "1234"}
+    marks = run_marks(values, ["The latest is {fake_version}.", "{fake_version}"], ["{fake_version}"])
+    assert marks.values == ("3.14.7",)  # the unused fake_number is no mark
+    control = run_marks(values, ["Rose etude"], ["Rose etude"], prefixes=("fake", "true"))
+    assert (control.values, control.shapes) == ((), None)
+    grounded = run_marks(values, ["{true_number} euros"], ["{true_number} euros"],
+                         prefixes=("fake", "true"))
+    assert grounded.values == ("4821", "4821 euros")
+    assert grounded.carries_other_value("rejected amount=5500") and not grounded.carries_other_value(
+        "2026-11-29T10:00:00.612Z rejected amount=4821")
