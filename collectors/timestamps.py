@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
-__all__ = ["TimestampParser", "hour_of"]
+__all__ = ["TimestampParser"]
 
 _FIELDS = ("ts", "time", "timestamp")
 _BOM = b"\xef\xbb\xbf"
@@ -48,13 +48,6 @@ _AUTO = re.compile(
 )
 _NUMBER = re.compile(rb"\s*(-?\d+(?:\.\d+)?)\s*\Z")
 _YEAR_DIRECTIVES = ("%Y", "%y", "%G", "%c", "%x")
-
-
-def hour_of(dt: datetime) -> datetime:
-    """The start of the UTC hour that holds ``dt`` (which must be timezone-aware)."""
-    if dt.tzinfo is None or dt.utcoffset() is None:
-        raise ValueError(f"hour_of needs a timezone-aware datetime, got {dt!r}")
-    return dt.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 class TimestampParser:

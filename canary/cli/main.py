@@ -20,11 +20,12 @@ import click
 from canary import __version__
 from canary.cli import printers as fmt
 from canary.errors import CanaryError, ConfigError, UsageError
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
 if TYPE_CHECKING:
     from canary.runs.record import RunRecord
 
-EXIT_OK, EXIT_ASLEEP, EXIT_CONFIG, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_ASLEEP = EXIT_UNHEALTHY
 
 
 def _fail(exc: CanaryError) -> NoReturn:
@@ -220,7 +221,7 @@ def _report_runs(results: list[RunRecord], as_json: bool) -> int:
                 click.echo(f"{r.guard}/{r.canary}: {fmt.explain(r)}")
     if results and all(r.verdict == "error" for r in results):
         return EXIT_UNAVAILABLE
-    return EXIT_OK if all(r.verdict in ("caught", "passed") for r in results) else EXIT_ASLEEP
+    return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in results) else EXIT_ASLEEP
 
 
 @main.command()
@@ -324,7 +325,7 @@ def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool, or
             running.stop()
         code = _report_runs(results, as_json)
         if not as_json:
-            asleep = sorted({r.guard for r in results if r.verdict not in ("caught", "passed")})
+            asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
             if asleep:
                 click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
         sys.exit(code)

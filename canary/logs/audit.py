@@ -17,6 +17,7 @@ from typing import Any
 
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
+from canary.vocabulary import iso
 from collectors.files import expand, open_log, rotated_siblings
 from collectors.scan import LineScanner
 
@@ -73,16 +74,16 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         """The contract's ``canary audit --json`` document."""
         return {
-            "since": _iso(self.since),
-            "until": _iso(self.until),
+            "since": iso(self.since),
+            "until": iso(self.until),
             "lines": self.lines,
             "activity": self.activity if self.activity_configured else None,
             "guards": [
                 {
                     "guard": g.guard,
                     "firings": g.firings,
-                    "first": _iso(g.first),
-                    "last": _iso(g.last),
+                    "first": iso(g.first),
+                    "last": iso(g.last),
                     "flag": g.flag,
                     "untimed": g.untimed,
                 }
@@ -93,12 +94,6 @@ class AuditReport:
                 for f in self.files
             ],
         }
-
-
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def audit_files(config: Config) -> list[Path]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.timestamps import TimestampParser, hour_of
+from collectors.timestamps import TimestampParser
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 MINUS5 = timezone(timedelta(hours=-5))
@@ -336,31 +336,6 @@ def test_constructor_rejects(mode: str, fmt: str | None, message: str) -> None:
         TimestampParser(mode, fmt)
 
 
-@pytest.mark.parametrize(
-    ("dt", "expected"),
-    [
-        pytest.param(utc(2026, 11, 29, 10, 59, 59, 999999), utc(2026, 11, 29, 10), id="utc"),
-        pytest.param(utc(2026, 11, 29, 10), utc(2026, 11, 29, 10), id="on-the-hour"),
-        pytest.param(
-            datetime(2026, 11, 29, 10, 45, tzinfo=timezone(timedelta(hours=5, minutes=30))),
-            utc(2026, 11, 29, 5),
-            id="half-hour-offset",
-        ),
-        pytest.param(
-            datetime(2027, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=1))),
-            utc(2026, 12, 31, 23),
-            id="offset-crosses-year",
-        ),
-    ],
-)
-def test_hour_of(dt: datetime, expected: datetime) -> None:
-    assert hour_of(dt) == expected
-    assert hour_of(dt).tzinfo is UTC
-
-
-def test_hour_of_rejects_naive() -> None:
-    with pytest.raises(ValueError, match="timezone-aware"):
-        hour_of(datetime(2026, 11, 29, 10, 30))
 
 
 _PREFIXES = st.sampled_from(
