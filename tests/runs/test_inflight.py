@@ -195,3 +195,13 @@ def test_a_runs_marks_are_its_own_values_never_a_constant_text() -> None:
     assert grounded.values == ("4821", "4821 euros")
     assert grounded.carries_other_value("rejected amount=5500") and not grounded.carries_other_value(
         "2026-11-29T10:00:00.612Z rejected amount=4821")
+
+
+def test_another_canarys_model_call_is_other_work_too() -> None:
+    registry, first, clock = make("first")
+    second = ActiveRun(run_id=2, guard="quote", nonce="zzzzabcdefghijklmnop", inject_at="first",
+                       inject_text="x", repair_text=None, page="", started=clock.now,
+                       deadline=clock.now + 60)
+    registry.add(second)
+    registry.intercept(call("zzzzabcdefghijklmnop"))
+    assert (first.foreign_calls, second.foreign_calls) == (1, 0)
