@@ -392,6 +392,7 @@ def summarize(config: Config) -> str:
         lines.append(f"agent    {target}; fabricated answers go {how}")
     logs = config.logs
     activity = f", activity {logs.activity!r}" if logs.activity is not None else ""
+    activity += f", task ids {logs.correlate!r}" if logs.correlate is not None else ""
     lines.append(f"logs     {logs.format}, timestamps {logs.timestamp}{activity}")
     for pattern in logs.paths:
         count = len(expand_glob(pattern, base))
