@@ -257,10 +257,11 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"running through the daemon at {config.daemon.control}", err=True)
         try:
             doc = client.run([*selection], wait=True)
+            records = [RunRecord.from_json(r) for r in doc.get("runs", [])]
         except Exception as exc:
             click.echo(f"error: the daemon could not run them: {exc}", err=True)
             sys.exit(EXIT_UNAVAILABLE)
-        sys.exit(_report_runs([RunRecord.from_json(r) for r in doc.get("runs", [])], as_json))
+        sys.exit(_report_runs(records, as_json))
     try:
         with Session(config, store, on_error=warn) as session:
             assert session.runner is not None
