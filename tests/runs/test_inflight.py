@@ -205,3 +205,20 @@ def test_another_canarys_model_call_is_other_work_too() -> None:
     registry.add(second)
     registry.intercept(call("zzzzabcdefghijklmnop"))
     assert (first.foreign_calls, second.foreign_calls) == (1, 0)
+
+
+def test_a_jsonl_task_id_ties_the_guards_line() -> None:
+    clock = Clock()
+    registry = Registry(has_upstream=True, clock=clock, task_ids=TaskIds("task_id", None, "jsonl"))
+    run = ActiveRun(run_id=9, guard="citation", nonce="k3v9abcdefghijklmnop", inject_at="first",
+                    inject_text="x", repair_text=None, page="", started=clock.now,
+                    deadline=clock.now + 60)
+    registry.add(run)
+    registry.observe('{"task_id": "q-17", "msg": "fetched http://h/r/k3v9abcdefghijklmnop"}',
+                     clock.now, activity=False)
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    registry.intercept(call("organic"))
+    assert registry.attribute("citation", '{"task_id": "q-18", "event": "guard_reject"}', None) is None
+    assert registry.attribute("citation", '{"task_id": "q-17", "event": "guard_reject"}', None) == 9
+    tied = attributed(run)
+    assert (tied.mark, len(tied.firings), tied.ambiguous) == ("task", 1, [])
