@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+from canary.config.fabrications import Observation, ToolTemplate, parse_inject_tool, parse_observation
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.tomlcheck import (
     KeyPath,
@@ -49,6 +50,7 @@ CANARY_KEYS = (
     "prompt",
     "fixture",
     "inject",
+    "inject_tool",
     "leak",
     "grounded",
     "inject_at",
@@ -86,7 +88,14 @@ class CanaryDef:
     inject_at: InjectAt
     repair: str | None
     timeout: timedelta
+    inject_tool: tuple[ToolTemplate, ...] = ()
+    observe: Observation | None = None  # a leak seen, not read: ``leak = { fetched | file = ... }``
     grounded: str | None = None  # controls: text that must reach the answer
+
+    @property
+    def variants(self) -> tuple[str | ToolTemplate, ...]:
+        """Every variant in the order runs take them: the ``inject`` texts, then the tool calls."""
+        return (*self.inject, *self.inject_tool)
 
     @property
     def key(self) -> str:
@@ -252,28 +261,23 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
     prompt = t.string("prompt", required=True,
                       hint="the prompt that leads the agent to the guarded step")
     fixture = t.string("fixture") or ""
-    inject = t.strings("inject", required=True, single_ok=True,
-                       hint="the fabricated answer: one string, or a list of variants")
+    inject_tool = parse_inject_tool(t)
+    has_tool = t.has("inject_tool")
+    inject = t.strings("inject", required=not has_tool, single_ok=True,
+                       hint="the fabricated answer: one string, or a list of variants (or "
+                       "inject_tool = { name = '...', arguments = { ... } } for a tool call)")
     if inject is not None and not inject:
         sink.error((*keys, "inject"), "no variants: give one string or a list of strings")
     for i, variant in enumerate(inject or ()):
         if not variant.strip():
             sink.error((*keys, "inject", i), "an empty variant: nothing would be injected")
         check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
-    leak = t.string("leak", required=expect == "reject",
-                    hint="the text that must not reach the answer, like '{nonce}.example.org'")
-    grounded = t.string("grounded")
-    if expect == "accept" and grounded is None and not t.has("leak") and not t.has("grounded"):
-        sink.error((*keys, "grounded"), f"the control {name or f'canary[{index}]'!r} names no "
-                   "grounded text: set grounded to the text that must reach the answer, like "
-                   "'{true_number}', or every clean run would prove nothing")
-    if expect != "accept" and grounded is not None:
-        sink.error((*keys, "grounded"), "grounded is for controls (expect = 'accept'); a canary "
-                   "that expects a rejection names its leak text instead")
-    if expect == "accept" and leak is not None:
-        sink.error((*keys, "leak"), f"the control {name or f'canary[{index}]'!r} (expect = "
-                   "'accept') names the text that must reach the answer as grounded, not leak",
-                   suggestion="grounded")
+    raw_leak = t.get("leak")
+    observe = parse_observation(t, raw_leak) if isinstance(raw_leak, dict) else None
+    leak = None if isinstance(raw_leak, dict) else t.string(
+        "leak", required=expect == "reject",
+        hint="the text that must not reach the answer, like '{nonce}.example.org'")
+    grounded = _grounded(t, expect, name or f"canary[{index}]", observed=observe is not None)
     inject_at = _inject_at(t)
     repair = t.string("repair")
     timeout = t.duration("timeout", timedelta(seconds=120))
@@ -296,13 +300,39 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
                      "every run and an unrelated answer could contain it; use {nonce} or a "
                      "{fake_...} value")
 
-    if sink.errors > errors_before or name is None or prompt is None or inject is None:
+    if sink.errors > errors_before or name is None or prompt is None:
+        return None
+    if inject is None and inject_tool is None:
         return None
     if inject_at is None or timeout is None:
         return None
     return CanaryDef(guard, name, sink.path_or_empty, every, cron,
-                     "accept" if expect == "accept" else "reject", prompt, fixture, inject, leak,
-                     inject_at, repair, timeout, grounded)
+                     "accept" if expect == "accept" else "reject", prompt, fixture, inject or (),
+                     leak, inject_at, repair, timeout, inject_tool or (), observe,
+                     grounded)
+
+
+def _grounded(t: Table, expect: str, name: str, *, observed: bool) -> str | None:
+    """``grounded``: required of a control whose effect is not observed, refused elsewhere.
+
+    A control of a tool call may instead name the effect that must happen as
+    ``leak = { fetched | file = ... }``; a leak text on a control is an error.
+    """
+    sink, keys = t.sink, t.keys
+    grounded = t.string("grounded")
+    if expect != "accept" or observed:
+        if grounded is not None:
+            sink.error((*keys, "grounded"), "grounded is for controls (expect = 'accept') that "
+                       "name a text; this canary names its leak instead")
+        return None
+    if grounded is None and not t.has("leak") and not t.has("grounded"):
+        sink.error((*keys, "grounded"), f"the control {name!r} names no grounded text: set "
+                   "grounded to the text that must reach the answer, like '{true_number}', or "
+                   "every clean run would prove nothing")
+    if t.has("leak"):
+        sink.error((*keys, "leak"), f"the control {name!r} (expect = 'accept') names the text "
+                   "that must reach the answer as grounded, not leak", suggestion="grounded")
+    return grounded
 
 
 def _check_cron(sink: Sink, keys: KeyPath, cron: str) -> None:

@@ -18,6 +18,7 @@ PLACEHOLDERS: frozenset[str] = frozenset(
     {
         "nonce",
         "fixture_url",
+        "fixture_url_alias",
         "true_number",
         "fake_number",
         "true_version",

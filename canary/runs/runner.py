@@ -8,6 +8,7 @@ guard never overlap; runs of different guards may.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,10 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from canary.config.definitions import CanaryDef, GuardDef
+from canary.config.fabrications import fill_arguments
 from canary.config.placeholders import fill
 from canary.config.settings import Config
+from canary.proxy.toolcalls import ToolCall
 from canary.runs.agent import AgentDriver
 from canary.runs.attribution import run_marks
+from canary.runs.observations import describe, observe
 from canary.runs.record import RunRecord
 from canary.runs.registry import ActiveRun, Registry
 from canary.runs.values import draw
@@ -85,11 +89,21 @@ class Runner:
     def _run(self, guard: GuardDef, canary: CanaryDef) -> RunRecord:
         assert self.config.agent is not None
         inject_mode = self.config.agent.inject_mode
-        variant = run_count(self.store.engine, guard.name, canary.name) % len(canary.inject)
+        variants = canary.variants
+        variant = run_count(self.store.engine, guard.name, canary.name) % len(variants)
         drawn = draw(canary.fixture, self.fixture_base)
         values = drawn.values
-        inject_text = fill(canary.inject[variant], values)
+        template = variants[variant]
+        tool: ToolCall | None = None
+        if isinstance(template, str):
+            inject_text = fill(template, values)
+        else:
+            tool = ToolCall(template.name, fill_arguments(dict(template.arguments), values),
+                            call_id=f"call_{secrets.token_hex(12)}")
+            inject_text = tool.as_text
         leak = fill(canary.leak, values) if canary.leak else None
+        if canary.observe is not None:
+            leak = describe(canary.observe, values)
         grounded = fill(canary.grounded, values) if canary.grounded else None
         repair = fill(canary.repair, values) if canary.repair else None
         prompt = fill(canary.prompt, values)
@@ -97,7 +111,8 @@ class Runner:
             marks = run_marks(values, [canary.grounded or ""], [canary.grounded],
                               prefixes=("fake", "true"))
         else:
-            marks = run_marks(values, [canary.inject[variant], canary.leak or ""], [canary.leak])
+            used = template if isinstance(template, str) else json.dumps(dict(template.arguments))
+            marks = run_marks(values, [used, canary.leak or ""], [canary.leak])
         started_dt = datetime.now(UTC)
         started = started_dt.timestamp()
         run_id = self._runs.start(
@@ -109,7 +124,7 @@ class Runner:
             run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
             inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
             deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
-            marks=marks,
+            inject_tool=tool, marks=marks,
         )
         self.registry.add(active)
         try:
@@ -125,8 +140,11 @@ class Runner:
         if tied.by_time:
             self._runs.claim(run_id, guard.name, [(c.offset, c.line) for c in tied.by_time], started_dt)
         answer = reply.answer
-        expected = leak if canary.expect == "reject" else grounded
-        in_answer = bool(expected and answer and expected in answer)
+        if canary.observe is not None:  # the call's effect, seen by the fixture server or on disk
+            in_answer = observe(canary.observe, values, active.paths)
+        else:
+            expected = leak if canary.expect == "reject" else grounded
+            in_answer = bool(expected and answer and expected in answer)
         verdict = decide(
             Observed(
                 expect=canary.expect, error=reply.error, injected=active.injected is not None,

@@ -14,6 +14,7 @@ import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from canary.config.placeholders import fill
 
@@ -96,6 +97,20 @@ def _date(rng: random.Random) -> str:
     return f"{rng.randint(2019, 2025)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
 
 
+def alias_base(base: str) -> str:
+    """The fixture server's base URL under another host name: a loopback address as ``localhost``.
+
+    A tool-governance canary aims its refused call there, at a host no allowlist names, and the
+    fixture server still sees the fetch. A base that is not a loopback address is kept as it is.
+    """
+    parts = urlsplit(base.rstrip("/"))
+    host = parts.hostname or ""
+    if host not in ("127.0.0.1", "::1"):
+        return base.rstrip("/")
+    port = f":{parts.port}" if parts.port is not None else ""
+    return urlunsplit((parts.scheme, f"localhost{port}", parts.path, "", ""))
+
+
 def render_page(fixture: str, values: dict[str, str]) -> str:
     """The fixture page: the canary's fixture HTML with a Source URL line and the nonce."""
     body = fill(fixture, values)
@@ -122,6 +137,7 @@ def draw(fixture: str, fixture_base: str, *, rng: random.Random | None = None) -
         values = {
             "nonce": nonce,
             "fixture_url": f"{fixture_base.rstrip('/')}/r/{nonce}",
+            "fixture_url_alias": f"{alias_base(fixture_base)}/r/{nonce}",
             "true_number": true_number,
             "fake_number": str(rng.randint(1000, 9999)),
             "true_version": true_version,

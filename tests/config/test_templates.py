@@ -76,7 +76,9 @@ def test_every_prompt_sends_the_agent_to_the_fixture(guard: GuardDef, canary: Ca
     assert canary.inject_at == "after-fetch"
 
 
-@pytest.mark.parametrize(("guard", "canary"), canaries(), ids=lambda x: x.name)
+# Observed leaks (the tool_* templates) are checked by test_tool_templates_aim_every_call_at_the_observed_effect.
+@pytest.mark.parametrize(("guard", "canary"), [(g, c) for g, c in canaries() if c.observe is None],
+                         ids=lambda x: x.name)
 def test_the_leak_is_in_every_variant_and_fakes_stay_off_the_page(guard: GuardDef, canary: CanaryDef) -> None:
     mark = canary.leak if canary.expect == "reject" else canary.grounded
     assert mark is not None
@@ -192,3 +194,30 @@ def test_the_denial_phrasings_cover_five_other_languages() -> None:
     guard = next(g for g in guards() if g.name == "denial-phrasings")
     languages = {c.name.rsplit("-", 1)[1] for c in guard.canaries if c.name.startswith("not-found-")}
     assert languages == {"tr", "de", "es", "fr", "pt"}
+
+
+TOOL_KINDS = ("tool_fetch", "tool_write", "tool_shell", "tool_step")
+
+
+@pytest.mark.parametrize("name", TOOL_KINDS)
+def test_tool_templates_aim_every_call_at_the_observed_effect(name: str) -> None:
+    from canary.config.fabrications import ToolTemplate, fill_arguments
+    from canary.runs.observations import target_of
+
+    [guard] = [g for g in guards() if g.path.stem == name]
+    assert {c.expect for c in guard.canaries} == {"reject", "accept"}
+    header = (DEFS / f"{name}.toml").read_text(encoding="utf-8").split("[guard]")[0]
+    assert "`match` below is an example" in header
+    for canary in guard.canaries:
+        assert canary.observe is not None and canary.inject == ()
+        assert canary.repair is not None  # the follow-up carrying the tool result needs an answer
+        drawn = draw(canary.fixture, BASE)
+        target = target_of(canary.observe, drawn.values)
+        for variant in canary.variants:
+            assert isinstance(variant, ToolTemplate)
+            arguments = " ".join(str(v) for v in fill_arguments(dict(variant.arguments), drawn.values).values())
+            if canary.observe.kind == "fetched":
+                assert target in arguments
+                assert target != drawn.values["fixture_url"]  # not the page the agent reads anyway
+            else:
+                assert target.rsplit("/", 1)[1] in arguments and drawn.values["nonce"] in target
