@@ -39,6 +39,8 @@ FAILURES = [
     ("missing_leak.toml", "text", "canary[0].leak", "required key is missing", "error", None),
     ("control_without_grounded.toml", "text", "canary[0].grounded",
      "the control 'real-url-control' names no grounded text", "error", None),
+    ("grounded_on_reject.toml", "text", "canary[0].grounded",
+     "grounded is for controls (expect = 'accept') that name a text", "error", None),
     ("control_with_leak.toml", "text", "canary[0].leak",
      "the control 'real-url-control' (expect = 'accept') names the text that must reach the "
      "answer as grounded, not leak", "error", "grounded"),
