@@ -49,12 +49,14 @@ class RunMarks:
         """Whether the line holds a value of the run's kind that is none of the run's."""
         if self.shapes is None:
             return False
-        own = set(self.values)
-        return any(m.group(0).rstrip(".,;:!?)") not in own for m in self.shapes.finditer(text))
+        own = {v.removeprefix("v") for v in self.values}
+        return any(m.group(0).rstrip(".,;:!?)").removeprefix("v") not in own
+                   for m in self.shapes.finditer(text))
 
 
 def _token(value: str) -> re.Pattern[str]:
-    before = _BEFORE if value[:1].isalnum() else ""
+    # A number may be written with a leading v (v3.14.7), the way versions are.
+    before = (_BEFORE + "v?" if value[:1].isdigit() else _BEFORE) if value[:1].isalnum() else ""
     after = _AFTER if value[-1:].isalnum() else ""
     return re.compile(before + re.escape(value) + after)
 

@@ -140,6 +140,8 @@ def test_a_line_naming_another_value_of_the_runs_kind_is_someone_elses() -> None
     tied = attributed(run)
     assert (tied.mark, tied.ambiguous) == (None, [])  # both lines are about other answers
     assert registry.attribute("citation", "guard=version value=3.14.7.", clock.now) == 1
+    assert registry.attribute("citation", "guard=version value=v3.14.7", clock.now) == 1
+    assert registry.attribute("citation", "guard=version value=xv3.14.7", clock.now) is None
     assert attributed(run).mark == "value"
 
 
