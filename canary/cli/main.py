@@ -132,6 +132,8 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
     for f in report.files:
         if f.error:
             click.echo(f"warning: could not read {f.path}: {f.error}", err=True)
+        for message in f.warnings:
+            click.echo(f"warning: {message}", err=True)
     if not report.files:
         click.echo(
             f"warning: no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}",

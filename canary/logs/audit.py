@@ -19,7 +19,7 @@ from canary.config.settings import Config
 from canary.logs.matching import build_matcher
 from canary.vocabulary import iso
 from collectors.files import expand, open_log, rotated_siblings
-from collectors.scan import LineScanner
+from collectors.scan import Hit, LineScanner
 
 READ = 8 << 20
 
@@ -48,6 +48,7 @@ class FileAudit:
     lines: int = 0
     bytes: int = 0
     error: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -90,7 +91,8 @@ class AuditReport:
                 for g in self.guards
             ],
             "files": [
-                {"path": f.path, "lines": f.lines, "bytes": f.bytes, "error": f.error}
+                {"path": f.path, "lines": f.lines, "bytes": f.bytes, "error": f.error,
+                 "warnings": f.warnings}
                 for f in self.files
             ],
         }
@@ -139,7 +141,7 @@ def audit(
     for path in audit_files(config):
         file_audit = FileAudit(str(path))
         report.files.append(file_audit)
-        scanner = LineScanner(matcher)
+        scanner = LineScanner(matcher, source=str(path))
         try:
             with open_log(path) as stream:
                 while True:
@@ -147,29 +149,35 @@ def audit(
                     if not data:
                         break
                     file_audit.bytes += len(data)
-                    result = scanner.feed(data)
+                    result = scanner.feed(data, count_activity=since is None)
                     file_audit.lines += result.lines
+                    report.activity += result.activity
                     for hit in result.hits:
-                        _count(report, by_name, hit.guards, hit.activity, hit.ts, since, end)
+                        _count(report, by_name, hit, since, end)
         except (OSError, EOFError, ValueError) as exc:
             file_audit.error = f"{type(exc).__name__}: {exc}"
+        file_audit.warnings = [w.message for w in scanner.warnings]
+        if scanner.warnings_dropped:
+            file_audit.warnings.append(f"{path}: {scanner.warnings_dropped} more warnings")
     return report
 
 
-def _count(  # noqa: PLR0917
+def _count(
     report: AuditReport,
     by_name: dict[str, GuardAudit],
-    guards: tuple[str, ...],
-    activity: bool,
-    ts: datetime | None,
+    hit: Hit,
     since: datetime | None,
     until: datetime,
 ) -> None:
     windowed = since is not None
+    if not windowed and not hit.guards:
+        report.activity += hit.activity  # no window and no guard: the line's time is not needed
+        return
+    ts = hit.ts
     in_window = since is None or (ts is not None and since <= ts <= until)
-    if activity and in_window:
+    if hit.activity and in_window:
         report.activity += 1
-    for name in guards:
+    for name in hit.guards:
         entry = by_name[name]
         if ts is None and windowed:
             # Without its own time a line cannot be placed in the window.
