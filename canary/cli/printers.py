@@ -1,31 +1,60 @@
-"""What the commands print: tables and sentences, from results the library returns."""
+"""What the commands print: tables and sentences, from results the library returns.
+
+Every string that came from outside (log lines, answers, agent error bodies, reasons
+quoting log text) goes through ``canary.terminal.safe`` before it is styled or printed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import click
 
+from canary.logs.audit import AuditReport
 from canary.runs.record import AMBIGUOUS_ADVICE
+from canary.terminal import safe
+from canary.vocabulary import HEALTHY_VERDICTS, Stage
 
-if TYPE_CHECKING:
-    from canary.runs.record import RunRecord
+
+class RunView(Protocol):
+    """What the run table and its explanations read of a run (a ``canary.runs.record.RunRecord``)."""
+
+    @property
+    def guard(self) -> str: ...
+    @property
+    def canary(self) -> str: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def trace(self) -> Mapping[str, float | None]: ...
+    @property
+    def evidence(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def leak_text(self) -> str | None: ...
+    @property
+    def attribution(self) -> str | None: ...
+    @property
+    def foreign_calls(self) -> int: ...
 
 
 def stamp(moment: datetime | None) -> str:
+    """A time as ``2026-11-29 10:00:00Z``; ``-`` for None."""
     if moment is None:
         return "-"
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def audit_table(report: Any) -> str:
+def audit_table(report: AuditReport) -> str:
+    """The ``canary audit`` table and its summary lines."""
     rows = [("guard", "firings", "first", "last", "")]
     for g in report.guards:
         flag = "ASLEEP" if g.flag == "asleep" else ""
         count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
-        rows.append((g.guard, count, stamp(g.first), stamp(g.last), flag))
+        rows.append((safe(g.guard), count, stamp(g.first), stamp(g.last), flag))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = []
     for i, row in enumerate(rows):
@@ -52,7 +81,7 @@ def audit_table(report: Any) -> str:
                 "No agent activity in this window: zero firings prove nothing either way."
             )
         else:
-            names = ", ".join(report.asleep)
+            names = safe(", ".join(report.asleep))
             lines.append(
                 f"ASLEEP: {names}: zero firings. Run their canaries to tell a well-behaved "
                 "model from a guard that never runs."
@@ -60,21 +89,22 @@ def audit_table(report: Any) -> str:
     return "\n".join(lines)
 
 
-def tied_by(r: RunRecord) -> str:
+def tied_by(r: RunView) -> str:
     """Which mark tied the firing to the run; for an ambiguous run, the foreign calls it saw."""
     if r.verdict == "ambiguous":
         return f"{r.foreign_calls} foreign call(s)"
     return r.attribution or "-"
 
 
-def runs_table(results: Sequence[RunRecord]) -> str:
-    """One row per run: guard, canary, verdict, trace, the mark that tied its firing, evidence."""
+def runs_table(results: Sequence[RunView]) -> str:
+    """The ``canary run`` table: one row per run, its trace, the mark that tied its firing, its evidence."""
     rows = [("guard", "canary", "verdict", "trace", "tied by", "evidence")]
     for r in results:
-        evidence = r.evidence or (r.error or "")
+        evidence = safe(r.evidence or (r.error or ""))
         if len(evidence) > 90:
             evidence = evidence[:87] + "..."
-        rows.append((r.guard, r.canary, r.verdict.upper(), trace_line(r.trace), tied_by(r), evidence))
+        rows.append((safe(r.guard), safe(r.canary), str(r.verdict).upper(), trace_line(r.trace),
+                     tied_by(r), evidence))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = []
     for i, row in enumerate(rows):
@@ -82,24 +112,24 @@ def runs_table(results: Sequence[RunRecord]) -> str:
         text = text.rstrip()
         if i == 0:
             text = click.style(text, bold=True)
-        elif row[2] not in ("CAUGHT", "PASSED"):
+        elif row[2].lower() not in HEALTHY_VERDICTS:
             text = click.style(text, fg="red", bold=True)
         lines.append(text)
     return "\n".join(lines)
 
 
-_SHORT = {"sent": "sent", "fixture_fetched": "fetched", "injected": "injected", "fired": "FIRED",
-          "repair_requested": "repair", "answered": "answered"}
+_SHORT = {Stage.SENT: "sent", Stage.FIXTURE_FETCHED: "fetched", Stage.INJECTED: "injected",
+          Stage.FIRED: "FIRED", Stage.REPAIR_REQUESTED: "repair", Stage.ANSWERED: "answered"}
 
 
-def trace_line(trace: dict[str, float | None]) -> str:
+def trace_line(trace: Mapping[str, float | None]) -> str:
     """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
     return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
 
 
-def explain(r: RunRecord) -> str:
+def explain(r: RunView) -> str:
     """One sentence a person can act on, for a verdict other than caught/passed."""
-    leak = f"{r.leak_text!r}" if r.leak_text else "the fabricated value"
+    leak = safe(repr(r.leak_text)) if r.leak_text else "the fabricated value"
     # An observed leak (``fetched URL`` / ``file PATH``) is the tool call's effect, not answer text.
     seen = str(r.leak_text or "").startswith(("fetched ", "file "))
     reached = (f"the fabricated tool call took effect ({leak} was observed)" if seen
@@ -115,24 +145,25 @@ def explain(r: RunRecord) -> str:
         "not_injected": "the model call chosen by inject_at never came through the proxy "
         + ("(the fixture was fetched: check inject_at)" if r.trace.get("fixture_fetched") is not None
            else "(the fixture was never fetched: does the agent's model base URL point at the proxy?)"),
-        "error": f"the agent could not be used: {r.error}",
+        "error": f"the agent could not be used: {safe(r.error or 'no reason given')}",
         "false_rejection": "the guard rejected a grounded answer (a control): it rejects too much.",
         "ambiguous": f"the guard's only lines in the run's span carry no mark of the run, and the "
         f"agent did other work meanwhile ({r.foreign_calls} model call(s) without the nonce): "
         f"they may be someone else's. To tie the guard's line to the run, {AMBIGUOUS_ADVICE}.",
     }
-    return sentences.get(str(r.verdict), str(r.verdict))
+    return sentences.get(str(r.verdict), safe(str(r.verdict)))
 
 
-def status_table(doc: dict[str, Any]) -> str:
+def status_table(doc: Mapping[str, Any]) -> str:
+    """The ``canary status`` table, from the ``canary status --json`` document."""
     rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
     for g in doc["guards"]:
         rate = "-" if g["kill_rate"] is None else f"{g['kill_rate']:.0%}"
-        status = g["status"].upper()
+        status = str(g["status"]).upper()
         if g.get("muted_until"):
             status += " (muted)"
-        rows.append((g["guard"], status, str(g["organic_firings"]), str(g["canary_firings"]), rate,
-                     g["last_verdict"] or "-", g["reason"]))
+        rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
+                     rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
     for i, row in enumerate(rows):
@@ -143,3 +174,4 @@ def status_table(doc: dict[str, Any]) -> str:
             text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
         lines.append(text.rstrip())
     return "\n".join(lines)
+

@@ -104,7 +104,6 @@ class LogsConfig:
     correlate_pattern: re.Pattern[str] | None = None
     timestamp: str = "auto"
     timestamp_format: str | None = None
-    timestamp_pattern: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +172,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     if path is None:
         looked = " and ".join(str(p) for p, _ in locations.config_candidates(None))
         raise ConfigError([Problem(None, "", f"no canary.toml found (looked at {looked}); "
-                                   "create one or pass --config PATH")])
+                                   "run `canary init` to write one from your agent's logs, "
+                                   "or pass --config PATH")])
     path = path.absolute()
     data, sink = load_toml(path)
     if data is None:
@@ -344,9 +344,7 @@ def _logs(t: Table, base: Path) -> LogsConfig:
             sink.error((*keys, "timestamp_format"), "expected a strptime format like "
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
     return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format,
-                      timestamp_pattern)
-
+                      activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format)
 
 
 def _store(t: Table) -> StoreConfig:

@@ -175,6 +175,16 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
+def unknown_name(kind: str, name: str, known: Iterable[str], *, plural: str | None = None) -> str:
+    """``no guard named 'x' (did you mean 'y'?); the guards are: a, b``, for any kind of name."""
+    names = sorted(set(known))
+    hint = closest(name, names)
+    text = f"no {kind} named {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+    if names:
+        return text + f"; the {plural or kind + 's'} are: {', '.join(names)}"
+    return text + f"; no {kind} is defined"
+
+
 class Table:
     """Typed, strict access to one TOML table; unknown keys are reported on creation."""
 

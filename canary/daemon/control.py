@@ -13,9 +13,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import os
-import secrets
-import stat
 from collections.abc import Callable, Collection
 from datetime import date, datetime
 from pathlib import Path
@@ -29,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from canary import locations
+from canary.daemon.token import TOKEN_FILE, ensure_token, read_token, token_path
 from canary.errors import CanaryError, UnavailableError, UsageError
 from canary.proxy.serving import is_loopback, split_listen
 from canary.vocabulary import iso
@@ -48,68 +45,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "control.token"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Largest ``POST /run`` body read; a selection of guard names is a few hundred bytes.
 MAX_BODY = 64 * 1024
 _OPEN_PATHS = frozenset({"/metrics"})
-
-
-# -- the token ---------------------------------------------------------------
-
-
-def token_path() -> Path:
-    """Where the control token is kept: ``<state dir>/control.token``."""
-    return locations.state_dir() / TOKEN_FILE
-
-
-def ensure_token(path: Path | None = None) -> str:
-    """The control token, created owner-only (0600) if absent; a looser existing file is tightened."""
-    path = path or token_path()
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except FileExistsError:
-        _tighten(path)
-        token = read_token(path)
-        if token:
-            return token
-        # An empty file (a crash between create and write): give it a token now.
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
-    token = secrets.token_urlsafe(32)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(token + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    return token
-
-
-def _tighten(path: Path) -> None:
-    if os.name != "posix":
-        return  # mode bits mean little on Windows; the profile directory's ACL protects it
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077 == 0:
-        return
-    try:
-        os.chmod(path, 0o600)
-    except OSError as exc:
-        raise UnavailableError(
-            f"the control token {path} is readable by others (mode {mode:o}) and cannot be "
-            f"made owner-only: {exc.strerror or exc}",
-            paths=[path],
-        ) from exc
-    log.warning("the control token %s had mode %o; it is now 600 (owner only)", path, mode)
-
-
-def read_token(path: Path | None = None) -> str | None:
-    """The control token, or None when the file is missing, unreadable or empty."""
-    path = path or token_path()
-    try:
-        token = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return token or None
 
 
 # -- the app -----------------------------------------------------------------

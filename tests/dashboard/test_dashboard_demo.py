@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
+from canary.demo.stage import DEMO_EVERY, demo_config
 from canary.locations import ENV_STATE_DIR
 from canary.vocabulary import Status
 from dashboard.app import DashboardApp, run_dashboard
-from dashboard.demo import DEMO_EVERY, demo_config, run_demo_dashboard
+from dashboard.demo import run_demo_dashboard
 from dashboard.model import Overview
 
 DEAD = {"version", "date"}

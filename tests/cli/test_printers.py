@@ -1,0 +1,58 @@
+"""What the commands print shows control characters of outside text, and only click's colours are ESC."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from canary.cli import printers
+from canary.logs.audit import AuditReport, FileAudit, GuardAudit
+from canary.runs.record import RunRecord
+from canary.vocabulary import Verdict
+
+ATTACK = "\x1b]0;PWNED\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b2J"
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def raw_controls(text: str) -> set[str]:
+    """Control characters left once click.style's own colour codes are taken out (newlines are ours)."""
+    return {c for c in SGR.sub("", text) if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0}
+
+
+def record(**fields: object) -> RunRecord:
+    """A finished run with the fields a test cares about."""
+    base = RunRecord(guard="g", canary="c", variant=0, expect="reject", verdict=Verdict.CAUGHT,
+                     nonce="n", started=datetime(2026, 11, 29, tzinfo=UTC), duration_s=1.0, trace={},
+                     leaked=False, firings=0, attribution=None, foreign_calls=0, evidence=None,
+                     answer=None, error=None)
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def test_the_run_table_and_its_explanations() -> None:
+    runs = [
+        record(guard="citation", canary="fake-url", verdict=Verdict.CAUGHT,
+               trace={"sent": 0.0, "fired": 0.5}, evidence=f"{ATTACK} CitationGuard"),
+        record(guard="quote", canary="q", verdict=Verdict.ERROR,
+               error=f"the agent answered HTTP 500: {ATTACK}"),
+        record(guard="date", canary="d", verdict=Verdict.LEAKED, leak_text=ATTACK),
+    ]
+    text = printers.runs_table(runs) + "\n" + "\n".join(printers.explain(r) for r in runs[1:])
+    assert raw_controls(text) == set(), text
+    assert "\\x1b]0;PWNED\\x07" in text and "\\x9b2J" in text
+
+
+def test_the_status_table() -> None:
+    doc = {"guards": [{"guard": "citation", "status": "asleep", "reason": f"the line was {ATTACK}",
+                       "organic_firings": 0, "canary_firings": 0, "kill_rate": None,
+                       "last_verdict": "leaked", "last_run": None, "muted_until": None}]}
+    text = printers.status_table(doc)
+    assert raw_controls(text) == set(), text
+    assert "\\x1b]52;c;cHduZWQ=" in text
+
+
+def test_the_audit_table() -> None:
+    report = AuditReport(since=None, until=datetime(2026, 11, 29, tzinfo=UTC),
+                         guards=[GuardAudit(f"x{ATTACK}")], files=[FileAudit("/a.log", lines=3)])
+    text = printers.audit_table(report)
+    assert raw_controls(text) == set(), text
