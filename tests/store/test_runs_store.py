@@ -24,10 +24,10 @@ def state(offset: int) -> FileState:
 def test_a_store_from_before_attribution_gains_its_columns(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     Store(f"sqlite:///{path}").close()
-    with sqlite3.connect(path) as conn:  # the runs table as version 3 wrote it
+    with sqlite3.connect(path) as conn:  # the runs table as version 4 wrote it
         conn.execute("ALTER TABLE runs DROP COLUMN attribution")
         conn.execute("ALTER TABLE runs DROP COLUMN foreign_calls")
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
         conn.execute("INSERT INTO runs (guard, canary, variant, expect, nonce, started, trace, "
                      "firings, injected_text, verdict) VALUES ('g', 'c', 0, 'reject', 'n1', "
                      "'2026-11-29 10:00:00', '{}', 1, 'x', 'caught')")
@@ -37,7 +37,7 @@ def test_a_store_from_before_attribution_gains_its_columns(tmp_path: Path) -> No
     assert tuple(row) == ("caught", None, 0)
     with sqlite3.connect(path) as conn:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert int(version[0]) == SCHEMA_VERSION == 4
+    assert int(version[0]) == SCHEMA_VERSION == 5
     store.close()
 
 
