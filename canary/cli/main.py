@@ -186,14 +186,27 @@ def status(ctx: click.Context, as_json: bool) -> None:
         doc = status_document(store, config, now=datetime.now(UTC))
     finally:
         store.close()
+    doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
+        click.echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
         if not doc["daemon"]["running"]:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
         click.echo(fmt.status_table(doc))
     bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
     sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
+
+
+def _shown_url(url: str) -> str:
+    """A store URL as it may be shown: any password hidden."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
 
 
 def _known_guard(config: Config, guard: str) -> None:
