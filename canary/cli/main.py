@@ -44,10 +44,12 @@ def main() -> None:
 @click.pass_context
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
-    from canary.config.settings import summarize
+    from canary.config.settings import summarize, unmatched_globs
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
+    for pattern in unmatched_globs(config):
+        warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:

@@ -380,6 +380,13 @@ def _alerts(t: Table) -> AlertsConfig:
     return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat)
 
 
+def unmatched_globs(config: Config) -> list[str]:
+    """The ``[logs] paths`` globs that match no file now, shown relative to the config's folder."""
+    base = config.path.parent if config.path is not None else Path.cwd()
+    return [str(Path(p).relative_to(base)) if Path(p).is_relative_to(base) else p
+            for p in config.logs.paths if not expand_glob(p, base)]
+
+
 def summarize(config: Config) -> str:
     """What ``canary check`` prints for a valid config: files, store, logs, guards, warnings."""
     base = config.path.parent if config.path is not None else Path.cwd()

@@ -16,6 +16,7 @@ from canary.logs.collect import Collection, ErrorSink
 from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.serving import BackgroundServer, is_loopback, split_listen
+from canary.runs.holders import naming_the_key
 from canary.runs.registry import Registry
 from canary.runs.runner import DEFAULT_GRACE, Runner
 from canary.store.engine import Store
@@ -47,11 +48,12 @@ class Session:
         self.collection: Collection | None = None
         self.runner: Runner | None = None
 
-    def _server(self, app: Any, listen: str, allow_remote: bool, name: str) -> BackgroundServer:
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
         host, port = split_listen(listen)
         if not allow_remote and not is_loopback(host):
             raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
-        return BackgroundServer(app, host, port, name=name).start()
+        with naming_the_key(key, port, self.store.path):
+            return BackgroundServer(app, host, port, name=name).start()
 
     def start(self) -> Session:
         """Start the servers and the collectors; stop whatever started if one part fails."""
@@ -59,10 +61,12 @@ class Session:
             self.proxy = self._server(
                 create_proxy(self.config.model.upstream, self.registry),
                 self.config.model.listen, self.config.model.allow_remote, "model proxy",
+                "[model] listen",
             )
             self.fixtures = self._server(
                 create_fixture_server(self.registry),
                 self.config.fixtures.listen, self.config.fixtures.allow_remote, "fixture server",
+                "[fixtures] listen",
             )
             self.store.attribute = self._attribute
             self.collection = Collection(
