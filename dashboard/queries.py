@@ -180,6 +180,8 @@ def run_firings(engine: Engine, run_ids: list[int], limit: int = 20) -> dict[int
     )
     with engine.connect() as conn:
         for ts, p, o, line, r in conn.execute(stmt):
+            if r is None:
+                continue  # the query only asks for a run's firings; an organic row cannot come back
             rows = found.setdefault(int(r), [])
             if len(rows) < limit:
                 rows.append(FiringRow(ts, p, int(o), line, r))
