@@ -19,6 +19,7 @@ import click
 from canary import __version__
 from canary.cli import printers as fmt
 from canary.cli.boundary import CanaryGroup, config_option, config_path, epilog, load, warn
+from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status
@@ -44,10 +45,12 @@ def main() -> None:
 @click.pass_context
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
+    from canary.alerts.trial import channels_summary
     from canary.config.settings import summarize, unmatched_globs
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
+    click.echo(safe_lines(channels_summary(config.alerts)))
     for pattern in unmatched_globs(config):
         warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
 
@@ -141,7 +144,8 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     collection.start()
-    click.echo(f"following {safe(', '.join(config.logs.paths))}; store {config.store.url}", err=True)
+    click.echo(f"following {safe(', '.join(config.logs.paths))}; store {safe(redact_url(config.store.url))}",
+               err=True)
     try:
         while not stop.wait(interval):
             click.echo(_counts(config, store, collection))
@@ -179,15 +183,10 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
-    from canary.status.overview import status_document
-    from canary.store.engine import Store
+    from canary.status.overview import status_for
 
     config = load(ctx)
-    store = Store(config.store.url)
-    try:
-        doc = status_document(store, config, now=datetime.now(UTC))
-    finally:
-        store.close()
+    doc = status_for(config, now=datetime.now(UTC))
     doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
@@ -353,6 +352,7 @@ def dashboard(ctx: click.Context) -> None:
 
 
 def _add_commands() -> None:
+    from canary.cli.alerts_cmd import alerts_group
     from canary.cli.init import init_command
     from canary.cli.running import demo, run
     from canary.cli.templates import templates_command
@@ -361,6 +361,7 @@ def _add_commands() -> None:
     main.add_command(templates_command, "templates")
     main.add_command(demo)
     main.add_command(init_command, "init")
+    main.add_command(alerts_group, "alerts")
 
 
 _add_commands()

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
-from canary.logs.audit import AuditReport
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
+
+if TYPE_CHECKING:  # the audit's matchers are heavy; ``canary status`` must not load them
+    from canary.logs.audit import AuditReport
 
 
 class RunView(Protocol):

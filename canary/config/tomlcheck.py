@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from canary.config.durations import DurationError, parse_duration
 from canary.config.placeholders import scan
+from canary.config.urls import redact_url
 from canary.errors import Problem
 from collectors.patterns import catastrophic, prefilter
 from collectors.rules import LINE_BUDGET
@@ -285,7 +286,8 @@ class Table:
         """An http(s) URL; None when absent, the value as written when invalid (reported)."""
         url = self.string(name)
         if url is not None and not is_http_url(url):
-            self.sink.error((*self.keys, name), f"expected an http:// or https:// URL, got {url!r}")
+            self.sink.error((*self.keys, name), f"expected an http:// or https:// URL, got "
+                            f"{redact_url(url)!r}")
         return url
 
     def listen(self, name: str, default: str) -> str:

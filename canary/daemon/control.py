@@ -10,6 +10,7 @@ so Prometheus can scrape it, but the browser and Host rules still hold.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -28,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from canary.daemon.token import TOKEN_FILE, ensure_token, read_token, token_path
 from canary.errors import CanaryError, UnavailableError, UsageError
-from canary.proxy.serving import is_loopback, split_listen
+from canary.proxy.serving import host_allowed, split_listen
 from canary.vocabulary import iso
 
 __all__ = [
@@ -48,6 +49,9 @@ log = logging.getLogger(__name__)
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Largest ``POST /run`` body read; a selection of guard names is a few hundred bytes.
 MAX_BODY = 64 * 1024
+#: Seconds a client has to send a whole request body (request heads have their own deadline:
+#: ``canary.proxy.serving.HEADER_TIMEOUT``).
+BODY_TIMEOUT = 10.0
 _OPEN_PATHS = frozenset({"/metrics"})
 
 
@@ -99,23 +103,13 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return _JSON({"error": message}, status_code=status, headers=headers)
 
 
-def _host_name(host: str) -> str:
-    """The name in a Host header, without the port (``[::1]:80`` -> ``::1``)."""
-    host = host.strip()
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    if host.count(":") == 1:
-        return host.partition(":")[0]
-    return host
-
-
 class _Guard:
     """ASGI middleware: the browser, Host and token rules, before any route runs."""
 
     def __init__(self, app: ASGIApp, token: str, allowed_hosts: Collection[str]) -> None:
         self.app = app
         self.token = token.encode("utf-8")
-        self.allowed_hosts = {h.lower().rstrip(".") for h in allowed_hosts}
+        self.allowed_hosts = tuple(allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -130,8 +124,7 @@ class _Guard:
     def refusal(self, request: Request) -> Response | None:
         """The response that refuses the request, or None when it may go on."""
         headers = request.headers
-        host = _host_name(headers.get("host", "")).lower().rstrip(".")
-        if not host or not (is_loopback(host) or host in self.allowed_hosts):
+        if not host_allowed(headers.get("host", ""), self.allowed_hosts):
             return _error(403, "the control API answers only requests addressed to a loopback host")
         if "origin" in headers:
             return _error(403, "requests from a browser page (with an Origin header) are refused")
@@ -189,6 +182,7 @@ def create_control_app(
     *,
     metrics: Callable[[], bytes] | None = None,
     allowed_hosts: Collection[str] = (),
+    body_timeout: float = BODY_TIMEOUT,
 ) -> Starlette:
     """The control API: ``GET /health``, ``/status``, ``POST /run`` and, given ``metrics``, ``GET /metrics``.
 
@@ -205,7 +199,12 @@ def create_control_app(
         return _JSON(await run_in_threadpool(handlers.status))
 
     async def run(request: Request) -> Response:
-        body = await _read_body(request)
+        try:
+            async with asyncio.timeout(body_timeout):
+                body = await _read_body(request)
+        except TimeoutError:
+            return _error(408, f"the request body did not arrive within {body_timeout:g} s",
+                          headers={"connection": "close"})
         if body is None:
             return _error(413, f"the body is larger than {MAX_BODY} bytes")
         parsed = _parse_run(body)

@@ -30,6 +30,7 @@ from sqlmodel import col
 
 from canary import locations
 from canary.config.settings import Config
+from canary.config.urls import redact_url
 from canary.errors import UnavailableError
 from canary.runs.runner import DEFAULT_GRACE, select_canaries
 from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
@@ -68,7 +69,7 @@ def store_lock(store: Store) -> Iterator[Path]:
         except OSError as exc:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
             raise UnavailableError(
-                f"another daemon (pid {holder}) already runs on the store {store.url}"
+                f"another daemon (pid {holder}) already runs on the store {redact_url(store.url)}"
             ) from exc
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)

@@ -32,6 +32,7 @@ from canary.daemon.loop import Daemon
 from canary.demo.agent import create_agent
 from canary.demo.live import free_port, write_config
 from canary.demo.model import create_model_server
+from canary.demo.receiver import ALERTS_FILE, create_receiver
 from canary.errors import UnavailableError
 from canary.locations import ENV_STATE_DIR
 from canary.proxy.serving import BackgroundServer
@@ -196,11 +197,15 @@ def daemon_demo(directory: Path) -> Iterator[DaemonDemo]:
                 create_agent(f"{sloppy.url}/v1", log), "127.0.0.1", free_port(), name="demo agent (organic)"
             ).start()
             servers.append(users)
+            # The alert pipeline sends for real, to a receiver on loopback.
+            receiver = BackgroundServer(create_receiver(directory / ALERTS_FILE), name="demo alerts").start()
+            servers.append(receiver)
             path = write_config(
                 directory, agent=agent_port, proxy=proxy, fixtures=fixtures, model_url=model.url
             )
             with path.open("a", encoding="utf-8") as handle:
-                handle.write(f'\n[daemon]\ncontrol = "127.0.0.1:{control}"\n\n[alerts]\ndesktop = false\n')
+                handle.write(f'\n[daemon]\ncontrol = "127.0.0.1:{control}"\n\n[alerts]\ndesktop = false\n'
+                             f'webhook = "{receiver.url}/alerts"\n')
             config = demo_config(load_config(str(path)))
             daemon = Daemon(config, tick=1.0, spread=timedelta(seconds=3))
             thread = threading.Thread(target=daemon.run, kwargs={"install_signals": False},

@@ -18,6 +18,7 @@ import httpx
 
 from canary.config.placeholders import fill
 from canary.config.settings import AgentConfig
+from canary.config.urls import redact_url
 from canary.proxy.serving import is_loopback
 
 
@@ -112,7 +113,7 @@ class AgentDriver:
         except httpx.TimeoutException:
             return AgentReply(None, f"the agent did not answer within {limit:g}s")
         except httpx.TransportError as exc:
-            return AgentReply(None, f"the agent is unreachable at {url}: {exc}")
+            return AgentReply(None, f"the agent is unreachable at {redact_url(url)}: {redact_url(str(exc))}")
         if response.status_code >= 400:
             snippet = response.text[:300].strip()
             return AgentReply(None, f"the agent answered HTTP {response.status_code}: {snippet}")

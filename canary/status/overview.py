@@ -2,36 +2,59 @@
 
 Statuses are decided by ``canary.status.evaluate.evaluate`` alone; the facts come
 from ``canary.status.facts`` and changes are written by ``canary.status.transitions``.
+This module imports no SQLAlchemy: ``status_for`` reads a SQLite store through the
+raw connection and opens the full ``Store`` only when it must (another backend, a
+store to create or migrate).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import select
+from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
-from canary.status.evaluate import GuardFacts, GuardStatus, evaluate
+from canary.status.evaluate import GuardFacts, GuardStatus, evaluate, is_muted
 from canary.status.facts import gather
-from canary.status.mutes import is_muted
-from canary.status.transitions import record_transitions
-from canary.store.engine import Store
-from canary.store.tables import Heartbeat
+from canary.store import reads
+from canary.store.reads import Reader
 from canary.vocabulary import iso
 
-__all__ = ["DaemonInfo", "daemon_info", "evaluate_all", "gather", "record_transitions", "status_document"]
+if TYPE_CHECKING:
+    from canary.store.engine import Store
+
+__all__ = [
+    "DaemonInfo", "daemon_info", "evaluate_all", "gather", "record_transitions", "status_document",
+    "status_for",
+]
 
 #: A heartbeat older than this many daemon ticks means the daemon is not running.
 HEARTBEAT_STALE = timedelta(seconds=90)
 
 
-def evaluate_all(store: Store, config: Config, *, now: datetime, readable: bool | None = None) -> list[
-    tuple[GuardFacts, GuardStatus]
-]:
+def record_transitions(store: Store, statuses: list[GuardStatus], *, now: datetime) -> list[dict[str, Any]]:
+    """``canary.status.transitions.record_transitions`` (imported when called: it needs SQLAlchemy)."""
+    from canary.status.transitions import record_transitions as record
+
+    return record(store, statuses, now=now)
+
+
+@contextmanager
+def _reader(store: Store) -> Iterator[Reader]:
+    with store.engine.connect() as conn:
+        yield Reader.over(conn)
+
+
+def evaluate_all(
+    store: Store | Reader, config: Config, *, now: datetime, readable: bool | None = None
+) -> list[tuple[GuardFacts, GuardStatus]]:
     """Facts and status of every guard, in definition order."""
-    return [(f, evaluate(f, now=now)) for f in gather(store, config, now=now, readable=readable)]
+    if isinstance(store, Reader):
+        return [(f, evaluate(f, now=now)) for f in gather(store, config, now=now, readable=readable)]
+    with _reader(store) as reader:
+        return evaluate_all(reader, config, now=now, readable=readable)
 
 
 @dataclass(frozen=True)
@@ -48,24 +71,28 @@ class DaemonInfo:
     control: str | None = None
 
 
-def daemon_info(store: Store, *, now: datetime) -> DaemonInfo:
+def daemon_info(store: Store | Reader, *, now: datetime) -> DaemonInfo:
     """The heartbeat row read back: running if it beat recently and did not say it stopped."""
-    with store.engine.connect() as conn:
-        row = conn.execute(select(Heartbeat)).first()
-    if row is None:
+    if not isinstance(store, Reader):
+        with _reader(store) as reader:
+            return daemon_info(reader, now=now)
+    row = reads.heartbeat(store)
+    if row is None or row.beat is None:
         return DaemonInfo(running=False)
-    beat = row.beat
-    running = row.stopped is None and now - beat <= HEARTBEAT_STALE
+    running = row.stopped is None and now - row.beat <= HEARTBEAT_STALE
     return DaemonInfo(
-        running=running, pid=row.pid, since=row.started, beat=beat, files=row.files,
+        running=running, pid=row.pid, since=row.started, beat=row.beat, files=row.files,
         proxy=row.proxy, fixtures=row.fixtures, control=row.control,
     )
 
 
 def status_document(
-    store: Store, config: Config, *, now: datetime, readable: bool | None = None
+    store: Store | Reader, config: Config, *, now: datetime, readable: bool | None = None
 ) -> dict[str, Any]:
     """The contract's ``canary status --json`` document."""
+    if not isinstance(store, Reader):
+        with _reader(store) as reader:
+            return status_document(reader, config, now=now, readable=readable)
     info = daemon_info(store, now=now)
     guards = []
     for facts, status in evaluate_all(store, config, now=now, readable=readable):
@@ -87,3 +114,20 @@ def status_document(
                    "files": info.files if info.running else 0, "heartbeat": iso(info.beat)},
         "guards": guards,
     }
+
+
+def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
+    """``status_document`` of the configured store, read the leanest way it can be.
+
+    Raises ``canary.errors.StoreError`` when the store cannot be opened.
+    """
+    with reads.open_sqlite(config.store.url) as reader:
+        if reader is not None:
+            return status_document(reader, config, now=now)
+    from canary.store.engine import Store
+
+    store = Store(config.store.url)
+    try:
+        return status_document(store, config, now=now)
+    finally:
+        store.close()

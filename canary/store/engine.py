@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import SQLModel, col, create_engine
 
 from canary import locations
+from canary.config.urls import redact_url
 from canary.errors import StoreError
 from canary.store.tables import (
     LINE_KEEP,
@@ -62,8 +63,15 @@ def _v3(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
 
 
+def _v4(conn: Connection) -> None:
+    """An index of runs by (guard, canary, variant, started), so a status reads a few rows per pair."""
+    for index in Run.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name == "ix_runs_pair_started":
+            index.create(conn, checkfirst=True)
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -95,7 +103,8 @@ def _as_store_error(url: str) -> Callable[[ExceptionContext], None]:
         hint = ""
         if "locked" in first or "busy" in first:
             hint = f" (another process held it for more than {BUSY_TIMEOUT_S:g}s)"
-        raise StoreError(f"the store at {url} could not be used: {first}{hint}", url=url) from original
+        shown = redact_url(url)
+        raise StoreError(f"the store at {shown} could not be used: {first}{hint}", url=url) from original
 
     return hook
 
@@ -119,9 +128,9 @@ class Store:
             event.listen(self.engine, "handle_error", _as_store_error(url))
             self._migrate()
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
         except OSError as exc:
-            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
 
     # -- setup --------------------------------------------------------------
 
@@ -152,7 +161,7 @@ class Store:
             current = int(row[0]) if row else 0
             if current > SCHEMA_VERSION:
                 raise StoreError(
-                    f"the store at {self.url} has schema version {current}, newer than this "
+                    f"the store at {redact_url(self.url)} has schema version {current}, newer than this "
                     f"guard-canary knows ({SCHEMA_VERSION}); upgrade guard-canary",
                     url=self.url,
                 )

@@ -21,6 +21,7 @@ from canary.cli.init.model import (
 from canary.cli.init.project import init_project, mark_covered
 from canary.cli.init.render import comment, match_value
 from canary.config.definitions import expand_glob
+from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_USAGE
@@ -156,7 +157,7 @@ def run_init(
 
 def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str] = ()) -> str:
     listen = config.model.listen
-    relay = (f"it relays every call to {config.model.upstream}, except a canary's"
+    relay = (f"it relays every call to {redact_url(config.model.upstream)}, except a canary's"
              if config.model.upstream else
              "with no [model] upstream it answers only canary calls: set upstream to your model server")
     steps = [
