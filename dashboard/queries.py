@@ -32,6 +32,7 @@ __all__ = [
     "latest_runs",
     "recent_firings",
     "recent_runs",
+    "run_firings",
 ]
 
 
@@ -177,6 +178,26 @@ def hourly_cells(engine: Engine, start: datetime, cell: timedelta, *, in_sql: bo
         for guard, moment, source, n in conn.execute(stmt_rows.where(where)):
             counted[(guard, _index(moment, start, cell), source)] += int(n)
     return [(g, i, src, n) for (g, i, src), n in counted.items()]
+
+
+def run_firings(engine: Engine, run_ids: list[int], limit: int = 20) -> dict[int, tuple[FiringRow, ...]]:
+    """The agent's log lines stored as each run's firings (at most ``limit`` a run), oldest first."""
+    found: dict[int, list[FiringRow]] = {}
+    if not run_ids:
+        return {}
+    stmt = (
+        select(col(Firing.ts), col(Firing.path), col(Firing.offset), col(Firing.line), col(Firing.run_id))
+        .where(col(Firing.run_id).in_(run_ids))
+        .order_by(col(Firing.ts), col(Firing.id))
+    )
+    with engine.connect() as conn:
+        for ts, p, o, line, r in conn.execute(stmt):
+            if r is None:
+                continue  # the query only asks for a run's firings; an organic row cannot come back
+            rows = found.setdefault(int(r), [])
+            if len(rows) < limit:
+                rows.append(FiringRow(ts, p, int(o), line, r))
+    return {r: tuple(rows) for r, rows in found.items()}
 
 
 def recent_firings(engine: Engine, guard: str, limit: int = 50) -> list[FiringRow]:

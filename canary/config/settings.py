@@ -195,14 +195,14 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
                         _size(model_t, "max_body", ModelConfig.max_body))
     fixtures = FixturesConfig(fixtures_t.listen("listen", FixturesConfig.listen),
                               fixtures_t.boolean("allow_remote", False))
-    daemon = DaemonConfig(daemon_t.listen("control", DaemonConfig.control),
+    daemon = DaemonConfig(daemon_t.listen("control", _project_control(path, model, fixtures)),
                           daemon_t.boolean("allow_remote", False))
     _distinct_ports(sink, [(("model", "listen"), model.listen),
                            (("fixtures", "listen"), fixtures.listen),
                            (("daemon", "control"), daemon.control)])
     logs = _logs(_section(top, "logs", ("paths", "format", "activity", "correlate",
                                          "timestamp", "timestamp_format")), path.parent)
-    store = _store(_section(top, "store", ("url", "retention")))
+    store = _store(_section(top, "store", ("url", "retention")), path)
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
@@ -376,11 +376,22 @@ def _logs(t: Table, base: Path) -> LogsConfig:
                       activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format)
 
 
-def _store(t: Table) -> StoreConfig:
+def _project_control(path: Path, model: ModelConfig, fixtures: FixturesConfig) -> str:
+    """The project's own control address, moved off a port its proxy or fixtures already use."""
+    address = locations.project_control(path)
+    taken = {model.listen.rpartition(":")[2], fixtures.listen.rpartition(":")[2]}
+    host, _, port = address.rpartition(":")
+    while port in taken:
+        port = str(locations.PROJECT_PORTS.start + (int(port) + 1 - locations.PROJECT_PORTS.start)
+                   % len(locations.PROJECT_PORTS))
+    return f"{host}:{port}"
+
+
+def _store(t: Table, config_path: Path) -> StoreConfig:
     url = t.string("url")
     retention = t.duration("retention", StoreConfig.retention) or StoreConfig.retention
     if url is None:
-        return StoreConfig(retention=retention)
+        return StoreConfig(locations.project_store_url(config_path), retention)
     if not _DB_URL.fullmatch(url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
@@ -400,6 +411,13 @@ def _alerts(t: Table) -> AlertsConfig:
         check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
     repeat = t.duration("repeat", AlertsConfig.repeat) or AlertsConfig.repeat
     return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat, t.has("desktop"))
+
+
+def unmatched_globs(config: Config) -> list[str]:
+    """The ``[logs] paths`` globs that match no file now, shown relative to the config's folder."""
+    base = config.path.parent if config.path is not None else Path.cwd()
+    return [str(Path(p).relative_to(base)) if Path(p).is_relative_to(base) else p
+            for p in config.logs.paths if not expand_glob(p, base)]
 
 
 def summarize(config: Config) -> str:

@@ -268,6 +268,7 @@ class Daemon:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
         from canary.daemon.control import create_control_app, ensure_token
         from canary.proxy.serving import BackgroundServer, split_listen
+        from canary.runs.holders import naming_the_key
 
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -283,10 +284,11 @@ class Daemon:
             try:
                 token = ensure_token()
                 host, port = split_listen(self.config.daemon.control)
-                self.control = BackgroundServer(
-                    create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
-                    name="control API",
-                ).start()
+                with naming_the_key("[daemon] control", port, self.store.path):
+                    self.control = BackgroundServer(
+                        create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
+                        name="control API",
+                    ).start()
                 slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
                 if self.config.agent is not None and slots:
                     self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=self.spread)

@@ -17,6 +17,7 @@ from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
 from canary.runs.attribution import TaskIds
+from canary.runs.holders import naming_the_key
 from canary.runs.registry import Registry
 from canary.runs.runner import DEFAULT_GRACE, Runner
 from canary.store.engine import Store
@@ -52,11 +53,12 @@ class Session:
         self.collection: Collection | None = None
         self.runner: Runner | None = None
 
-    def _server(self, app: Any, listen: str, allow_remote: bool, name: str) -> BackgroundServer:
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
         host, port = split_listen(listen)
         if not allow_remote and not is_loopback(host):
             raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
-        return BackgroundServer(app, host, port, name=name).start()
+        with naming_the_key(key, port, self.store.path):
+            return BackgroundServer(app, host, port, name=name).start()
 
     def start(self) -> Session:
         """Start the servers and the collectors; stop whatever started if one part fails."""
@@ -65,11 +67,11 @@ class Session:
             self.proxy = self._server(
                 create_proxy(model.upstream, self.registry, max_body=model.max_body,
                              allowed_hosts=listen_names(model.listen)),
-                model.listen, model.allow_remote, "model proxy",
+                model.listen, model.allow_remote, "model proxy", "[model] listen",
             )
             self.fixtures = self._server(
                 create_fixture_server(self.registry, allowed_hosts=listen_names(fixtures.listen)),
-                fixtures.listen, fixtures.allow_remote, "fixture server",
+                fixtures.listen, fixtures.allow_remote, "fixture server", "[fixtures] listen",
             )
             self.store.attribute = self._attribute
             self.store.observe = self._observe

@@ -98,9 +98,8 @@ def _private_database(path: Path) -> None:
     SQLite creates -wal and -shm with the database file's own mode, so a 0600 database
     keeps them 0600 too; existing ones are tightened here in case an older version made them.
     """
-    state = locations.state_dir()
     parent = path.parent
-    locations.private_dir(parent, tighten=parent.absolute() == state.absolute())
+    locations.private_dir(parent, tighten=locations.is_owned(parent))
     locations.private_file(path)
     for suffix in ("-wal", "-shm"):
         locations.tighten_file(path.with_name(path.name + suffix))

@@ -13,7 +13,7 @@ from canary.runs.record import AMBIGUOUS_ADVICE
 from canary.terminal import safe
 from canary.vocabulary import Status
 from dashboard.model import AlertHistory, Detail, Overview
-from dashboard.queries import RunRow
+from dashboard.queries import FiringRow, RunRow
 from dashboard.render import (
     badge,
     clock,
@@ -111,6 +111,8 @@ class RunPanel(Static):
     """One run in full: its timeline, the injected text and the final answer, the leak highlighted."""
 
     run: reactive[RunRow | None] = reactive(None, layout=True)
+    #: The agent's log lines stored as the run's firings; set before ``run``.
+    lines: tuple[FiringRow, ...] = ()
 
     def render(self) -> RenderableType:
         run = self.run
@@ -149,6 +151,12 @@ class RunPanel(Static):
             parts.append(Text.assemble(("tied by ", "bold"), tied))
         if run.error:
             parts.append(Text.assemble(("error ", "bold red"), safe(run.error)))
+        parts += [Text(""), Text("the agent's log lines of this run", style="bold underline")]
+        if not self.lines:
+            parts.append(Text("none stored: no line of the agent's log was a firing of this run",
+                              style="italic"))
+        for line in self.lines:
+            parts.append(Text.assemble((f"{safe(line.path)}@{line.offset} ", "dim"), safe(line.line)))
         return Group(*parts)
 
 

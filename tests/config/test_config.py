@@ -130,12 +130,13 @@ def test_defaults_when_sections_are_absent(tmp_path: Path) -> None:
     assert config == Config(
         path=path,
         guards=config.guards,
-        store=StoreConfig(f"sqlite:///{tmp_path / '_state' / 'canary.db'}"),
+        store=StoreConfig(locations.project_store_url(path)),
+        daemon=DaemonConfig(locations.project_control(path)),
     )
     assert config.agent is None
-    assert config.store.url == locations.default_store_url()
-    assert (config.model.listen, config.fixtures.listen, config.daemon.control) == (
-        "127.0.0.1:11435", "127.0.0.1:11436", "127.0.0.1:11437")
+    assert config.store.url.startswith(f"sqlite:///{tmp_path / '_state' / 'projects'}/")
+    assert (config.model.listen, config.fixtures.listen) == ("127.0.0.1:11435", "127.0.0.1:11436")
+    assert int(config.daemon.control.rpartition(":")[2]) in locations.PROJECT_PORTS
     assert config.alerts.repeat == timedelta(hours=6)
 
 
