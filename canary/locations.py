@@ -6,8 +6,10 @@ variables below, so a developer's real config and state never leak in.
 
 from __future__ import annotations
 
+import hashlib
 import logging.handlers
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +47,39 @@ def private_state_dir() -> Path:
 def default_store_url() -> str:
     """The SQLite store in the state directory."""
     return f"sqlite:///{state_dir() / 'canary.db'}"
+
+
+#: Per-project control ports are drawn from this range, away from the fixed defaults (11435-11437).
+PROJECT_PORTS = range(20000, 30000)
+
+
+def _project_key(config_path: Path) -> str:
+    """A stable hex digest of a config file's absolute path."""
+    return hashlib.sha256(str(config_path.absolute()).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def project_dir(config_path: Path) -> Path:
+    """The state subfolder of the project whose config is ``config_path``: ``projects/<name>-<hash>``."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", config_path.absolute().parent.name).strip("._") or "root"
+    return state_dir() / "projects" / f"{name[:40]}-{_project_key(config_path)[:10]}"
+
+
+def project_store_url(config_path: Path) -> str:
+    """The default SQLite store of the project whose config is ``config_path``."""
+    return f"sqlite:///{project_dir(config_path) / 'canary.db'}"
+
+
+def project_control(config_path: Path) -> str:
+    """The default control address of the project whose config is ``config_path`` (a port of its own)."""
+    port = PROJECT_PORTS.start + int(_project_key(config_path), 16) % len(PROJECT_PORTS)
+    return f"127.0.0.1:{port}"
+
+
+def is_owned(path: Path) -> bool:
+    """Whether ``path`` is the state directory or a folder inside it (folders guard-canary owns)."""
+    state = state_dir().absolute()
+    target = path.absolute()
+    return target == state or state in target.parents
 
 
 def config_candidates(explicit: str | os.PathLike[str] | None) -> list[tuple[Path, str]]:
@@ -88,6 +123,9 @@ def private_dir(path: Path, *, tighten: bool = False) -> Path:
     Only directories guard-canary owns are tightened (the state directory), never a folder of
     the user's that happens to hold a store.
     """
+    inside = is_owned(path.parent) and path.absolute() != state_dir().absolute()
+    if inside:  # the folders from the state directory down to a project's are owner-only too
+        private_dir(path.parent, tighten=tighten or not path.is_dir())
     if not path.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -13,7 +13,8 @@ since. The widgets mark every healthy status of that kind as stale.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from canary.config.settings import Config
@@ -34,6 +35,7 @@ from dashboard.queries import (
     latest_runs,
     recent_firings,
     recent_runs,
+    run_firings,
 )
 
 __all__ = [
@@ -194,18 +196,22 @@ class Detail:
     firings: tuple[FiringRow, ...] = ()
     runs: tuple[RunRow, ...] = ()
     transitions: tuple[TransitionRow, ...] = ()
+    #: Per run id, the agent's log lines stored as that run's firings.
+    run_lines: Mapping[int, tuple[FiringRow, ...]] = field(default_factory=dict)
 
 
 def load_detail(store: Store, config: Config, guard: str, *, now: datetime) -> Detail:
     """A guard's recent firings, canary runs and status transitions."""
     definition = next((g for g in config.guards if g.name == guard), None)
+    runs = tuple(recent_runs(store.engine, guard))
     return Detail(
         guard=guard,
         description=definition.description if definition else "",
         now=as_utc(now),
         firings=tuple(recent_firings(store.engine, guard)),
-        runs=tuple(recent_runs(store.engine, guard)),
+        runs=runs,
         transitions=tuple(guard_transitions(store.engine, guard)),
+        run_lines=run_firings(store.engine, [r.id for r in runs]),
     )
 
 

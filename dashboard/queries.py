@@ -32,6 +32,7 @@ __all__ = [
     "latest_runs",
     "recent_firings",
     "recent_runs",
+    "run_firings",
 ]
 
 
@@ -66,6 +67,8 @@ class RunRow:
     leak_text: str | None
     answer: str | None
     error: str | None
+    attribution: str | None = None
+    foreign_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,26 @@ def hourly_cells(engine: Engine, start: datetime, cell: timedelta, *, in_sql: bo
     return [(g, i, src, n) for (g, i, src), n in counted.items()]
 
 
+def run_firings(engine: Engine, run_ids: list[int], limit: int = 20) -> dict[int, tuple[FiringRow, ...]]:
+    """The agent's log lines stored as each run's firings (at most ``limit`` a run), oldest first."""
+    found: dict[int, list[FiringRow]] = {}
+    if not run_ids:
+        return {}
+    stmt = (
+        select(col(Firing.ts), col(Firing.path), col(Firing.offset), col(Firing.line), col(Firing.run_id))
+        .where(col(Firing.run_id).in_(run_ids))
+        .order_by(col(Firing.ts), col(Firing.id))
+    )
+    with engine.connect() as conn:
+        for ts, p, o, line, r in conn.execute(stmt):
+            if r is None:
+                continue  # the query only asks for a run's firings; an organic row cannot come back
+            rows = found.setdefault(int(r), [])
+            if len(rows) < limit:
+                rows.append(FiringRow(ts, p, int(o), line, r))
+    return {r: tuple(rows) for r, rows in found.items()}
+
+
 def recent_firings(engine: Engine, guard: str, limit: int = 50) -> list[FiringRow]:
     """A guard's latest firings, newest first (a range on the (guard, ts) index)."""
     stmt = (
@@ -212,6 +235,7 @@ def _run(r: Any) -> RunRow:
         verdict=r.verdict, started=r.started, duration_s=r.duration_s, trace=_trace(r.trace),
         leaked=r.leaked, firings=int(r.firings or 0), evidence=r.evidence,
         injected_text=r.injected_text or "", leak_text=r.leak_text, answer=r.answer, error=r.error,
+        attribution=r.attribution, foreign_calls=int(r.foreign_calls or 0),
     )
 
 

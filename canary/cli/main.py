@@ -46,14 +46,17 @@ def main() -> None:
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.alerts.trial import channels_summary
-    from canary.config.settings import summarize
+    from canary.config.settings import summarize, unmatched_globs
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
     click.echo(safe_lines(channels_summary(config.alerts)))
+    for pattern in unmatched_globs(config):
+        warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
     warning = _relay_warning(config)
     if warning:
         click.echo(safe_lines(warning), err=True)
+
 
 
 def _relay_warning(config: Config) -> str | None:
@@ -214,9 +217,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     config = load(ctx)
     doc = status_for(config, now=datetime.now(UTC))
+    doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
+        click.echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
         if not doc["daemon"]["running"]:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
         from canary.status.upstream import UpstreamHealth, summary
@@ -227,6 +232,17 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(fmt.status_table(doc))
     bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
     sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
+
+
+def _shown_url(url: str) -> str:
+    """A store URL as it may be shown: any password hidden."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
 
 
 def _known_guard(config: Config, guard: str) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
+from canary.runs.record import AMBIGUOUS_ADVICE
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # the audit's matchers are heavy; ``canary status`` must not 
 
 
 class RunView(Protocol):
-    """What the run table and its explanations read of a run."""
+    """What the run table and its explanations read of a run (a ``canary.runs.record.RunRecord``)."""
 
     @property
     def guard(self) -> str: ...
@@ -36,6 +37,10 @@ class RunView(Protocol):
     def error(self) -> str | None: ...
     @property
     def leak_text(self) -> str | None: ...
+    @property
+    def attribution(self) -> str | None: ...
+    @property
+    def foreign_calls(self) -> int: ...
 
 
 def stamp(moment: datetime | None) -> str:
@@ -86,18 +91,26 @@ def audit_table(report: AuditReport) -> str:
     return "\n".join(lines)
 
 
+def tied_by(r: RunView) -> str:
+    """Which mark tied the firing to the run; for an ambiguous run, the foreign calls it saw."""
+    if r.verdict == "ambiguous":
+        return f"{r.foreign_calls} foreign call(s)"
+    return r.attribution or "-"
+
+
 def runs_table(results: Sequence[RunView]) -> str:
-    """The ``canary run`` table: one row per run, its trace and its evidence (or error)."""
-    rows = [("guard", "canary", "verdict", "trace", "evidence")]
+    """The ``canary run`` table: one row per run, its trace, the mark that tied its firing, its evidence."""
+    rows = [("guard", "canary", "verdict", "trace", "tied by", "evidence")]
     for r in results:
         evidence = safe(r.evidence or (r.error or ""))
         if len(evidence) > 90:
             evidence = evidence[:87] + "..."
-        rows.append((safe(r.guard), safe(r.canary), str(r.verdict).upper(), trace_line(r.trace), evidence))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        rows.append((safe(r.guard), safe(r.canary), str(r.verdict).upper(), trace_line(r.trace),
+                     tied_by(r), evidence))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = []
     for i, row in enumerate(rows):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:4])) + "  " + row[4]
+        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:5])) + "  " + row[5]
         text = text.rstrip()
         if i == 0:
             text = click.style(text, bold=True)
@@ -136,6 +149,9 @@ def explain(r: RunView) -> str:
            else "(the fixture was never fetched: does the agent's model base URL point at the proxy?)"),
         "error": f"the agent could not be used: {safe(r.error or 'no reason given')}",
         "false_rejection": "the guard rejected a grounded answer (a control): it rejects too much.",
+        "ambiguous": f"the guard's only lines in the run's span carry no mark of the run, and the "
+        f"agent did other work meanwhile ({r.foreign_calls} model call(s) without the nonce): "
+        f"they may be someone else's. To tie the guard's line to the run, {AMBIGUOUS_ADVICE}.",
     }
     return sentences.get(str(r.verdict), safe(str(r.verdict)))
 
@@ -161,49 +177,3 @@ def status_table(doc: Mapping[str, Any]) -> str:
         lines.append(text.rstrip())
     return "\n".join(lines)
 
-
-class RunDocument:
-    """A run as the daemon's control API sent it (one ``canary run --json`` entry), read as a RunView."""
-
-    def __init__(self, doc: Mapping[str, Any]) -> None:
-        self.doc = doc
-
-    @property
-    def guard(self) -> str:
-        """The run's guard."""
-        return str(self.doc.get("guard", ""))
-
-    @property
-    def canary(self) -> str:
-        """The run's canary."""
-        return str(self.doc.get("canary", ""))
-
-    @property
-    def verdict(self) -> str:
-        """The run's verdict."""
-        return str(self.doc.get("verdict", ""))
-
-    @property
-    def trace(self) -> Mapping[str, float | None]:
-        """Stage -> seconds after sent."""
-        trace = self.doc.get("trace")
-        return trace if isinstance(trace, dict) else {}
-
-    @property
-    def evidence(self) -> str | None:
-        """The firing line that tied the run, if any."""
-        return _text(self.doc.get("evidence"))
-
-    @property
-    def error(self) -> str | None:
-        """Why the run could not be used, if it could not."""
-        return _text(self.doc.get("error"))
-
-    @property
-    def leak_text(self) -> str | None:
-        """The leak text, when the document carries it."""
-        return _text(self.doc.get("leak_text"))
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)

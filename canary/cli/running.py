@@ -6,20 +6,20 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
 from canary.cli import printers as fmt
 from canary.cli.boundary import config_option, epilog, load, warn
 from canary.errors import UnavailableError, UsageError
+from canary.runs.record import RunRecord
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
 
-def _report_runs(views: Sequence[fmt.RunView], docs: list[dict[str, Any]], as_json: bool) -> int:
+def _report_runs(views: Sequence[RunRecord], as_json: bool) -> int:
     if as_json:
-        click.echo(json.dumps({"runs": docs}, indent=2))
+        click.echo(json.dumps({"runs": [r.to_json() for r in views]}, indent=2))
     else:
         click.echo(fmt.runs_table(views))
         bad = [r for r in views if r.verdict not in HEALTHY_VERDICTS]
@@ -60,8 +60,12 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     if client is not None:
         click.echo(f"running through the daemon at {config.daemon.control}", err=True)
         with client:
-            docs = [dict(r) for r in client.run([*selection], wait=True).get("runs", [])]
-        sys.exit(_report_runs([fmt.RunDocument(d) for d in docs], docs, as_json))
+            docs = client.run([*selection], wait=True).get("runs", [])
+        try:
+            records = [RunRecord.from_json(d) for d in docs]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UnavailableError(f"the daemon answered with something that is not a run: {exc!r}") from exc
+        sys.exit(_report_runs(records, as_json))
     store = Store(config.store.url)
     try:
         click.echo(
@@ -76,7 +80,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
             results = session.runner.run_many(pairs)
     finally:
         store.close()
-    sys.exit(_report_runs(results, [r.to_json() for r in results], as_json))
+    sys.exit(_report_runs(results, as_json))
 
 
 @click.command(epilog=epilog(["canary demo", "canary demo --headless --json"], _RUN_EXITS))
@@ -95,7 +99,9 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     help="Keep the demo's config, logs and store in this directory.",
 )
 @click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
-def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) -> None:
+@click.option("--organic", is_flag=True,
+              help="Run the citation canary amid users' tasks, without and then with [logs] correlate.")
+def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool, organic: bool) -> None:
     """The bundled demo agent with live and dead guards, on the dashboard: watch the dead ones leak."""
     import tempfile
 
@@ -112,6 +118,14 @@ def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) ->
                 click.echo(f"Sample agent logs in {where} (config {config_file.name}):\n")
                 click.echo(fmt.audit_table(report))
             sys.exit(EXIT_UNHEALTHY if report.asleep else EXIT_OK)
+        if organic:
+            from canary.demo.organic import run_organic_demo
+
+            if not as_json:
+                click.echo("Users keep the demo agent busy; the citation canary runs twice: its guard's "
+                           "line names only the task, then [logs] correlate ties the task to the run...\n",
+                           err=True)
+            sys.exit(_report_runs(run_organic_demo(where), as_json))
         if not headless and not as_json and sys.stdout.isatty():
             from dashboard.demo import run_demo_dashboard
 
@@ -124,7 +138,7 @@ def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) ->
 
         done = run_every_canary(where, started=started)
         results = done.results
-        code = _report_runs(results, [r.to_json() for r in results], as_json)
+        code = _report_runs(results, as_json)
         if not as_json:
             asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
             if asleep:

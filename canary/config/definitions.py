@@ -52,12 +52,13 @@ CANARY_KEYS = (
     "inject",
     "inject_tool",
     "leak",
+    "grounded",
     "inject_at",
     "repair",
     "timeout",
 )
 INJECT_AT_WORDS = ("first", "after-fetch")
-_TEXT_KEYS = ("prompt", "fixture", "leak", "repair")
+_TEXT_KEYS = ("prompt", "fixture", "leak", "grounded", "repair")
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class CanaryDef:
     timeout: timedelta
     inject_tool: tuple[ToolTemplate, ...] = ()
     observe: Observation | None = None  # a leak seen, not read: ``leak = { fetched | file = ... }``
+    grounded: str | None = None  # controls: text that must reach the answer
 
     @property
     def variants(self) -> tuple[str | ToolTemplate, ...]:
@@ -280,17 +282,21 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
     leak = None if isinstance(raw_leak, dict) else t.string(
         "leak", required=expect == "reject",
         hint="the text that must not reach the answer, like '{nonce}.example.org'")
+    grounded = _grounded(t, expect, name or f"canary[{index}]", observed=observe is not None)
     inject_at = _inject_at(t)
     repair = t.string("repair")
     timeout = t.duration("timeout", timedelta(seconds=120))
 
-    texts = {"prompt": prompt, "fixture": fixture, "leak": leak, "repair": repair}
+    texts = {"prompt": prompt, "fixture": fixture, "leak": leak, "grounded": grounded,
+             "repair": repair}
     for key in _TEXT_KEYS:
         text = texts[key]
         if text is not None:
             check_placeholders(sink, (*keys, key), text, PLACEHOLDERS)
     if leak is not None and not leak.strip():
         sink.error((*keys, "leak"), "an empty leak text is found in every answer")
+    if grounded is not None and not grounded.strip():
+        sink.error((*keys, "grounded"), "an empty grounded text is found in every answer")
     if prompt is not None and not placeholders_in(prompt) & {"nonce", "fixture_url"}:
         sink.error((*keys, "prompt"), "the prompt carries neither {nonce} nor {fixture_url}: "
                    "nothing would tie the model call to the run (the nonce must reach the model)")
@@ -307,7 +313,31 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
         return None
     return CanaryDef(guard, name, sink.path_or_empty, every, cron,
                      "accept" if expect == "accept" else "reject", prompt, fixture, inject or (),
-                     leak, inject_at, repair, timeout, inject_tool or (), observe)
+                     leak, inject_at, repair, timeout, inject_tool or (), observe,
+                     grounded)
+
+
+def _grounded(t: Table, expect: str, name: str, *, observed: bool) -> str | None:
+    """``grounded``: required of a control whose effect is not observed, refused elsewhere.
+
+    A control of a tool call may instead name the effect that must happen as
+    ``leak = { fetched | file = ... }``; a leak text on a control is an error.
+    """
+    sink, keys = t.sink, t.keys
+    grounded = t.string("grounded")
+    if expect != "accept" or observed:
+        if grounded is not None:
+            sink.error((*keys, "grounded"), "grounded is for controls (expect = 'accept') that "
+                       "name a text; this canary names its leak instead")
+        return None
+    if grounded is None and not t.has("leak") and not t.has("grounded"):
+        sink.error((*keys, "grounded"), f"the control {name!r} names no grounded text: set "
+                   "grounded to the text that must reach the answer, like '{true_number}', or "
+                   "every clean run would prove nothing")
+    if t.has("leak"):
+        sink.error((*keys, "leak"), f"the control {name!r} (expect = 'accept') names the text "
+                   "that must reach the answer as grounded, not leak", suggestion="grounded")
+    return grounded
 
 
 def _check_cron(sink: Sink, keys: KeyPath, cron: str) -> None:

@@ -16,6 +16,7 @@ from typing import Literal
 from canary import locations
 from canary.config.definitions import GuardDef, absolute_glob, expand_glob, load_definitions
 from canary.config.durations import format_duration
+from canary.config.logs import check_correlate
 from canary.config.placeholders import AGENT_PLACEHOLDERS, ALERT_PLACEHOLDERS, fill, placeholders_in
 from canary.config.tomlcheck import (
     KeyPath,
@@ -101,6 +102,8 @@ class LogsConfig:
     format: Literal["text", "jsonl"] = "text"
     activity: str | dict[str, object] | None = None
     activity_pattern: re.Pattern[str] | None = None
+    correlate: str | None = None  # text: a regex with a group named id; jsonl: a field name
+    correlate_pattern: re.Pattern[str] | None = None
     timestamp: str = "auto"
     timestamp_format: str | None = None
 
@@ -192,14 +195,14 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
                         _size(model_t, "max_body", ModelConfig.max_body))
     fixtures = FixturesConfig(fixtures_t.listen("listen", FixturesConfig.listen),
                               fixtures_t.boolean("allow_remote", False))
-    daemon = DaemonConfig(daemon_t.listen("control", DaemonConfig.control),
+    daemon = DaemonConfig(daemon_t.listen("control", _project_control(path, model, fixtures)),
                           daemon_t.boolean("allow_remote", False))
     _distinct_ports(sink, [(("model", "listen"), model.listen),
                            (("fixtures", "listen"), fixtures.listen),
                            (("daemon", "control"), daemon.control)])
-    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "timestamp",
-                                         "timestamp_format")), path.parent)
-    store = _store(_section(top, "store", ("url", "retention")))
+    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "correlate",
+                                         "timestamp", "timestamp_format")), path.parent)
+    store = _store(_section(top, "store", ("url", "retention")), path)
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
@@ -353,6 +356,7 @@ def _logs(t: Table, base: Path) -> LogsConfig:
     if t.has("activity"):
         activity, activity_pattern = check_matcher(sink, (*keys, "activity"), t.get("activity"),
                                                    log_format)
+    correlate, correlate_pattern = check_correlate(t, log_format)
     timestamp = t.string("timestamp") or "auto"
     timestamp_pattern = None
     if timestamp != "auto":
@@ -369,14 +373,25 @@ def _logs(t: Table, base: Path) -> LogsConfig:
             sink.error((*keys, "timestamp_format"), "expected a strptime format like "
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
     return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, timestamp, timestamp_format)
+                      activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format)
 
 
-def _store(t: Table) -> StoreConfig:
+def _project_control(path: Path, model: ModelConfig, fixtures: FixturesConfig) -> str:
+    """The project's own control address, moved off a port its proxy or fixtures already use."""
+    address = locations.project_control(path)
+    taken = {model.listen.rpartition(":")[2], fixtures.listen.rpartition(":")[2]}
+    host, _, port = address.rpartition(":")
+    while port in taken:
+        port = str(locations.PROJECT_PORTS.start + (int(port) + 1 - locations.PROJECT_PORTS.start)
+                   % len(locations.PROJECT_PORTS))
+    return f"{host}:{port}"
+
+
+def _store(t: Table, config_path: Path) -> StoreConfig:
     url = t.string("url")
     retention = t.duration("retention", StoreConfig.retention) or StoreConfig.retention
     if url is None:
-        return StoreConfig(retention=retention)
+        return StoreConfig(locations.project_store_url(config_path), retention)
     if not _DB_URL.fullmatch(url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
@@ -398,6 +413,13 @@ def _alerts(t: Table) -> AlertsConfig:
     return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat, t.has("desktop"))
 
 
+def unmatched_globs(config: Config) -> list[str]:
+    """The ``[logs] paths`` globs that match no file now, shown relative to the config's folder."""
+    base = config.path.parent if config.path is not None else Path.cwd()
+    return [str(Path(p).relative_to(base)) if Path(p).is_relative_to(base) else p
+            for p in config.logs.paths if not expand_glob(p, base)]
+
+
 def summarize(config: Config) -> str:
     """What ``canary check`` prints for a valid config: files, store, logs, guards, warnings."""
     base = config.path.parent if config.path is not None else Path.cwd()
@@ -417,6 +439,7 @@ def summarize(config: Config) -> str:
         lines.append(f"model    proxy on {config.model.listen} relays to {redact_url(config.model.upstream)}")
     logs = config.logs
     activity = f", activity {logs.activity!r}" if logs.activity is not None else ""
+    activity += f", task ids {logs.correlate!r}" if logs.correlate is not None else ""
     lines.append(f"logs     {logs.format}, timestamps {logs.timestamp}{activity}")
     for pattern in logs.paths:
         count = len(expand_glob(pattern, base))

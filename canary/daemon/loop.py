@@ -292,6 +292,7 @@ class Daemon:
         from canary.daemon.control import create_control_app, ensure_token
         from canary.daemon.sockets import LISTENERS, activated_sockets
         from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
+        from canary.runs.holders import naming_the_key
 
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -313,10 +314,11 @@ class Daemon:
             try:
                 token = ensure_token()
                 host, port = split_listen(self.config.daemon.control)
-                self.control = BackgroundServer(
-                    create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
-                    name="control API",
-                ).start()
+                with naming_the_key("[daemon] control", port, self.store.path):
+                    self.control = BackgroundServer(
+                        create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
+                        name="control API",
+                    ).start()
                 slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
                 if self.config.agent is not None and slots:
                     self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=self.spread)

@@ -280,8 +280,9 @@ class ResearchAgent:
     """Plans, fetches, asks its model, and guards the answer."""
 
     def __init__(self, model_base_url: str, log: AgentLog, *, model: str = "demo-model",
-                 fetch_timeout: float = 10.0, model_timeout: float = 60.0) -> None:
+                 fetch_timeout: float = 10.0, model_timeout: float = 60.0, terse: bool = False) -> None:
         self.log = log
+        self.terse = terse  # guard lines name only the guard and the task, not what was rejected
         self.model = model
         self.fetch_timeout = fetch_timeout
         self.model_base_url = model_base_url
@@ -384,7 +385,8 @@ class ResearchAgent:
     def _apply(self, state: TaskState, guards: tuple[Guard, ...], answer: str) -> list[Rejection]:
         rejections = [rejection for guard in guards for rejection in guard(state, answer)]
         for rejection in rejections:
-            self.log.write("WARN", "guards", f"{rejection.line} task={state.task_id}")
+            line = " ".join(rejection.line.split(" ")[:2]) if self.terse else rejection.line
+            self.log.write("WARN", "guards", f"{line} task={state.task_id}")
         if not rejections:
             self.log.write("DEBUG", "guards", f"task={state.task_id} passed checks={len(guards)}")
         return rejections
@@ -413,10 +415,10 @@ class ResearchAgent:
 
 
 def create_agent(model_base_url: str, log_path: Path, *, model: str = "demo-model",
-                 fetch_timeout: float = 10.0, model_timeout: float = 60.0) -> Starlette:
+                 fetch_timeout: float = 10.0, model_timeout: float = 60.0, terse: bool = False) -> Starlette:
     """The agent as an ASGI app: ``POST /ask`` and ``GET /health``."""
     agent = ResearchAgent(model_base_url, AgentLog(Path(log_path)), model=model,
-                          fetch_timeout=fetch_timeout, model_timeout=model_timeout)
+                          fetch_timeout=fetch_timeout, model_timeout=model_timeout, terse=terse)
 
     async def ask(request: Request) -> JSONResponse:
         try:

@@ -11,7 +11,7 @@ from canary.config.settings import load_config
 from canary.demo.live import start_demo
 from canary.demo.sample import write_demo
 from canary.logs.audit import AuditReport, audit
-from canary.runs.runner import RunResult
+from canary.runs.record import RunRecord
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class DemoRuns:
 
     agent_url: str
     proxy_url: str
-    results: list[RunResult]
+    results: list[RunRecord]
 
 
 def run_every_canary(directory: Path, *, started: Callable[[str, str, int], None] | None = None) -> DemoRuns:

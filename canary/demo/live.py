@@ -12,7 +12,7 @@ from pathlib import Path
 
 from canary.config.settings import Config, load_config
 from canary.demo.agent import create_agent
-from canary.demo.model import create_model_server
+from canary.demo.model import FABRICATIONS, create_model_server
 from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
 from canary.runs.session import Session
@@ -20,6 +20,8 @@ from canary.store.engine import Store
 
 #: The demo agent's guards; each has a definition of the same name in canaries_defs/.
 DEMO_GUARDS = ("citation", "quote", "number", "denial", "version", "date")
+#: ``[logs] correlate`` for the demo agent, whose lines carry ``task=t<hex>``.
+DEMO_CORRELATE = "task=(?P<id>t[0-9a-f]+)"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -29,8 +31,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def write_config(directory: Path, *, agent: int, proxy: int, fixtures: int, model_url: str) -> Path:
+def write_config(directory: Path, *, agent: int, proxy: int, fixtures: int, model_url: str,
+                 correlate: bool = False) -> Path:
     """The demo's canary.toml, pointing at the bundled definitions and the demo's ports."""
+    correlate_line = f"correlate = {DEMO_CORRELATE!r}\n" if correlate else ""
     defs = ", ".join(repr((bundled_defs_dir() / f"{name}.toml").as_posix()) for name in DEMO_GUARDS)
     path = directory / "canary.toml"
     path.write_text(
@@ -52,7 +56,7 @@ listen = "127.0.0.1:{fixtures}"
 [logs]
 paths = [{(directory / "agent.log").as_posix()!r}]
 activity = 'task finished'
-
+{correlate_line}
 [store]
 url = {"sqlite:///" + (directory / "canary.db").as_posix()!r}
 """,
@@ -79,21 +83,26 @@ class Demo:
         self.store.close()
 
 
-def start_demo(directory: Path, *, fabricate_every: int = 0, grace: float = 2.0) -> Demo:
+def start_demo(directory: Path, *, fabricate_every: int = 0, grace: float = 2.0,
+               kinds: tuple[str, ...] = FABRICATIONS, terse: bool = False,
+               correlate: bool = False) -> Demo:
     """Start the scripted model, the agent and a session; return them running."""
     directory.mkdir(parents=True, exist_ok=True)
     servers: list[BackgroundServer] = []
     try:
-        model = BackgroundServer(create_model_server(fabricate_every=fabricate_every), name="demo model")
+        model = BackgroundServer(create_model_server(fabricate_every=fabricate_every, kinds=kinds),
+                                 name="demo model")
         servers.append(model.start())
         proxy, fixtures, agent_port = free_port(), free_port(), free_port()
         log = directory / "agent.log"
         log.touch()
         agent = BackgroundServer(
-            create_agent(f"http://127.0.0.1:{proxy}/v1", log), "127.0.0.1", agent_port, name="demo agent"
+            create_agent(f"http://127.0.0.1:{proxy}/v1", log, terse=terse), "127.0.0.1", agent_port,
+            name="demo agent",
         )
         servers.append(agent.start())
-        path = write_config(directory, agent=agent_port, proxy=proxy, fixtures=fixtures, model_url=model.url)
+        path = write_config(directory, agent=agent_port, proxy=proxy, fixtures=fixtures,
+                            model_url=model.url, correlate=correlate)
         config = load_config(str(path))
         store = Store(config.store.url)
         session = Session(config, store, grace=grace).start()

@@ -117,10 +117,11 @@ def fabricated_answer(messages: Iterable[Mapping[str, Any]], kind: str, call: in
 class ScriptedModel:
     """Counts calls and decides each answer; thread-safe."""
 
-    def __init__(self, fabricate_every: int = 0) -> None:
+    def __init__(self, fabricate_every: int = 0, kinds: tuple[str, ...] = FABRICATIONS) -> None:
         if fabricate_every < 0:
             raise ValueError("fabricate_every must be 0 (never) or positive")
         self.fabricate_every = fabricate_every
+        self.kinds = kinds
         self.calls = 0
         self.fabrications: list[str] = []
         self._lock = threading.Lock()
@@ -132,7 +133,7 @@ class ScriptedModel:
             call = self.calls
             kind = None
             if self.fabricate_every and call % self.fabricate_every == 0:
-                kind = FABRICATIONS[len(self.fabrications) % len(FABRICATIONS)]
+                kind = self.kinds[len(self.fabrications) % len(self.kinds)]
                 self.fabrications.append(kind)
         if kind is None:
             return call, honest_answer(messages)
@@ -171,9 +172,9 @@ async def _stream(ident: str, created: int, model: str, text: str, usage: dict[s
     yield "data: [DONE]\n\n"
 
 
-def create_model_server(*, fabricate_every: int = 0) -> Starlette:
+def create_model_server(*, fabricate_every: int = 0, kinds: tuple[str, ...] = FABRICATIONS) -> Starlette:
     """The scripted model as an ASGI app: ``POST /v1/chat/completions`` and ``GET /v1/models``."""
-    scripted = ScriptedModel(fabricate_every)
+    scripted = ScriptedModel(fabricate_every, kinds)
     started = int(time.time())
 
     async def chat_completions(request: Request) -> Response:

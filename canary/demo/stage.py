@@ -191,8 +191,7 @@ def daemon_demo(directory: Path) -> Iterator[DaemonDemo]:
             servers.append(agent)
             # The same agent again, on the same log, for the users: its model fabricates every third
             # answer. Canaries keep an honest model behind the proxy: a fabricated retry inside one
-            # canary's task would fire another guard, and a firing without a nonce is credited to
-            # whichever run of that guard is in flight.
+            # canary's task would fire another guard.
             users = BackgroundServer(
                 create_agent(f"{sloppy.url}/v1", log), "127.0.0.1", free_port(), name="demo agent (organic)"
             ).start()

@@ -39,7 +39,7 @@ class Collection:
         self._on_error = on_error or _log_error
         self.tailer = Tailer(
             config.logs.paths,
-            build_matcher(config),
+            build_matcher(config, correlate=True),
             store,
             on_error=self._error,
             rotate_wait=rotate_wait,

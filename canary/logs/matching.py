@@ -6,6 +6,7 @@ import re
 
 from canary.config.settings import Config
 from canary.locations import state_dir
+from canary.store.engine import CORRELATE_RULE
 from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.timestamps import TimestampParser
@@ -13,9 +14,20 @@ from collectors.timestamps import TimestampParser
 ACTIVITY = "activity"
 
 
-def build_matcher(config: Config) -> Matcher:
-    """Rules for every guard and the activity pattern, with the configured timestamp parser."""
+def build_matcher(config: Config, *, correlate: bool = False) -> Matcher:
+    """Rules for every guard and the activity pattern, with the configured timestamp parser.
+
+    With ``correlate``, lines that carry a task id (``[logs] correlate``) are hits too, under
+    the rule name ``CORRELATE_RULE``, so a run in flight can learn its task id from them.
+    """
     rules = [_rule(guard.name, guard.pattern or guard.match) for guard in config.guards]
+    logs = config.logs
+    if correlate and logs.correlate is not None:
+        if logs.correlate_pattern is not None:
+            rules.append(Rule.regex(CORRELATE_RULE, logs.correlate_pattern))
+        else:
+            field = re.escape(logs.correlate.rsplit(".", 1)[-1])
+            rules.append(Rule.regex(CORRELATE_RULE, f'"{field}"\\s*:'))
     activity = config.logs.activity
     activity_rule = None
     if activity is not None:

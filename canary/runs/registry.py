@@ -1,9 +1,14 @@
-"""Runs in flight: what the proxy and the fixture server ask about, and what they tell.
+"""Runs in flight: what the proxy, the fixture server and the collectors ask about, and what they tell.
 
 The registry is the proxy's interceptor: a model call is changed only when its
 body carries the nonce of a run in flight and it is the call ``inject_at``
-selects; each run injects at most once, and never after its deadline. The
-fixture server reads each run's page from here and records the fetch.
+selects; each run injects at most once, and never after its deadline. Every
+model call that does not carry a run's nonce is counted as that run's foreign
+work, and so is every activity line without it. The fixture server reads each
+run's page from here and records the fetch. The collectors ask which run a
+firing belongs to (``attribute``), strongest mark first: the nonce, the task id,
+one of the run's values; an unmarked firing of the run's guard in its span is
+only a candidate, decided at the verdict by whether other work happened.
 """
 
 from __future__ import annotations
@@ -18,9 +23,35 @@ from typing import TYPE_CHECKING
 from canary.config.definitions import InjectAt, MatchAt
 from canary.proxy.needles import Needles
 from canary.proxy.toolcalls import ToolCall
+from canary.runs.attribution import Mark, RunMarks, TaskIds
 
 if TYPE_CHECKING:
     from canary.proxy.app import ModelCall
+
+
+#: Seconds a line's own timestamp may precede the injection and still be in the span (clock skew).
+SPAN_SLACK = 1.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A firing tied to a run by a mark its line carries."""
+
+    guard: str
+    mark: Mark
+    ts: float
+    line: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A firing of the run's guard in its span that carries no mark of the run."""
+
+    offset: int
+    ts: float
+    line: str
+    other_task: bool  # it carries a task id, and the run's is another
+    other_value: bool  # it names a value of the run's kind, none of the run's
 
 
 @dataclass
@@ -38,12 +69,19 @@ class ActiveRun:
     deadline: float  # time.time() after which the nonce expires
     inject_in_request: bool = False
     inject_tool: ToolCall | None = None  # the fabrication is this tool call, not ``inject_text``
+    marks: RunMarks = field(default_factory=lambda: RunMarks((), None))
     calls: int = 0
     fetched: float | None = None
     injected: float | None = None
     repair_requested: float | None = None
     upstream_failure: str | None = None  # what the model server did when the proxy answered its own error
     paths: list[str] = field(default_factory=list)  # fixture paths served, in order
+    task_id: str | None = None
+    foreign_calls: int = 0
+    activity_lines: int = 0  # activity lines without the nonce or the run's task id since it started
+    own_activity: bool = False  # an activity line with the nonce or the run's task id was seen
+    claims: list[Claim] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
     _needles: tuple[bytes, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
@@ -68,12 +106,28 @@ class ActiveRun:
         """Whether a request body quotes the injected text back (a repair round)."""
         return any(needle in body for needle in self._needles)
 
+    @property
+    def foreign_activity(self) -> int:
+        """Activity lines of other work: the run's own task is one unit of work, and may log one."""
+        return max(0, self.activity_lines - (0 if self.own_activity else 1))
+
+    @property
+    def foreign_work(self) -> int:
+        """Model calls and activity lines without the run's nonce, since the run started."""
+        return self.foreign_calls + self.foreign_activity
+
+    def in_span(self, ts: float) -> bool:
+        """Whether a moment falls between the injection (less the slack) and now."""
+        return self.injected is not None and ts >= self.injected - SPAN_SLACK
+
 
 class Registry:
     """Thread-safe map of nonce -> run in flight; the proxy's ``Interceptor``."""
 
-    def __init__(self, *, has_upstream: bool, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, has_upstream: bool, clock: Callable[[], float] = time.time,
+                 task_ids: TaskIds | None = None) -> None:
         self.has_upstream = has_upstream
+        self.task_ids = task_ids or TaskIds(None, None, "text")
         self._clock = clock
         self._lock = threading.Lock()
         self._runs: dict[str, ActiveRun] = {}
@@ -103,12 +157,16 @@ class Registry:
     # -- proxy ----------------------------------------------------------------
 
     def intercept(self, call: ModelCall) -> str | ToolCall | None:
-        """The scripted text for this model call, or None to pass it through."""
-        # One pass for every live nonce; the body is never parsed when it carries none.
-        run = self._finder.find(call.body)
-        if run is None:
+        """The scripted text or tool call for this call, or None to pass it through; counts foreign calls."""
+        if not self._runs:
             return None
-        return self._decide(run, call)
+        # One pass for every live nonce; the body is never parsed when it carries none.
+        owner = self._finder.find(call.body)
+        with self._lock:
+            for run in self._runs.values():
+                if run is not owner:
+                    run.foreign_calls += 1
+        return self._decide(owner, call) if owner is not None else None
 
     def _decide(self, run: ActiveRun, call: ModelCall) -> str | ToolCall | None:
         now = self._clock()
@@ -164,19 +222,46 @@ class Registry:
 
     # -- collectors -----------------------------------------------------------
 
-    def attribute(self, guard: str, text: str, ts: float | None) -> int | None:
-        """The run a firing belongs to: by nonce in the line, else by guard and time span."""
-        runs = self.active()
-        for run in runs:
-            if run.nonce in text:
+    def observe(self, text: str, ts: float | None, *, activity: bool) -> None:
+        """A line the collectors matched: learn task ids from it, count it as foreign activity."""
+        if not self._runs:
+            return
+        moment = self._clock() if ts is None else ts
+        task = self.task_ids.of(text) if self.task_ids.enabled else None
+        with self._lock:
+            for run in self._runs.values():
+                own = run.nonce in text
+                if own and task is not None and run.task_id is None:
+                    run.task_id = task
+                if not activity or moment < run.started:
+                    continue
+                if own or (task is not None and task == run.task_id):
+                    run.own_activity = True
+                else:
+                    run.activity_lines += 1
+
+    def attribute(self, guard: str, text: str, ts: float | None, *, offset: int = -1) -> int | None:
+        """The run a firing belongs to by a mark its line carries; unmarked ones become candidates."""
+        moment = self._clock() if ts is None else ts
+        task = self.task_ids.of(text) if self.task_ids.enabled else None
+        with self._lock:
+            runs = list(self._runs.values())
+            found = next(((r, "nonce") for r in runs if r.nonce in text), None)
+            if found is None and task is not None:
+                found = next(((r, "task") for r in runs if r.task_id == task), None)
+            if found is None:
+                found = next(((r, "value") for r in runs if r.guard == guard and r.in_span(moment)
+                              and r.marks.carries_value(text)), None)
+            if found is not None:
+                run, mark = found
+                run.claims.append(Claim(guard, mark, moment, text))  # type: ignore[arg-type]
                 return run.run_id
-        for run in runs:
-            if run.guard != guard or run.injected is None:
-                continue
-            if ts is not None and ts < run.injected - 1.0:
-                continue  # the line was written before the injection: organic
-            return run.run_id
-        return None
+            for run in runs:
+                if run.guard == guard and run.in_span(moment):
+                    other_task = task is not None and run.task_id is not None
+                    other_value = run.marks.carries_other_value(text)
+                    run.candidates.append(Candidate(offset, moment, text, other_task, other_value))
+            return None
 
 
 def _strings(value: object) -> list[str]:

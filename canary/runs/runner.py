@@ -13,9 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from canary.config.definitions import CanaryDef, GuardDef
 from canary.config.fabrications import fill_arguments
@@ -23,69 +21,18 @@ from canary.config.placeholders import fill
 from canary.config.settings import Config
 from canary.proxy.toolcalls import ToolCall
 from canary.runs.agent import AgentDriver
+from canary.runs.attribution import run_marks
 from canary.runs.observations import describe, observe
+from canary.runs.record import RunRecord
 from canary.runs.registry import ActiveRun, Registry
 from canary.runs.values import draw
-from canary.runs.verdicts import Observed, decide
+from canary.runs.verdicts import Attributed, Observed, attributed, decide
 from canary.store.engine import RunLog, Store
-from canary.store.queries import run_count, run_guard_firings
-from canary.vocabulary import STAGES, Verdict, iso
+from canary.store.queries import run_count
 
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0
 ANSWER_KEEP = 8192
-
-
-@dataclass
-class RunResult:
-    """One run's verdict and everything that proves it."""
-
-    guard: str
-    canary: str
-    variant: int
-    expect: str
-    verdict: Verdict
-    nonce: str
-    started: datetime
-    duration_s: float
-    trace: dict[str, float | None]
-    leaked: bool
-    firings: int
-    evidence: str | None
-    answer: str | None
-    error: str | None
-    run_id: int | None = None
-    injected_text: str = ""
-    leak_text: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def stopped_at(self) -> str:
-        """The last stage of the trace that happened."""
-        last = "sent"
-        for stage in STAGES:
-            if self.trace.get(stage) is not None:
-                last = stage
-        return last
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's ``canary run --json`` entry."""
-        return {
-            "guard": self.guard,
-            "canary": self.canary,
-            "variant": self.variant,
-            "expect": self.expect,
-            "verdict": self.verdict,
-            "nonce": self.nonce,
-            "started": iso(self.started),
-            "duration_s": round(self.duration_s, 3),
-            "trace": self.trace,
-            "leaked": self.leaked,
-            "firings": self.firings,
-            "evidence": self.evidence,
-            "answer": self.answer,
-            "error": self.error,
-        }
 
 
 class Runner:
@@ -119,17 +66,17 @@ class Runner:
         with self._locks_guard:
             return self._locks.setdefault(guard, threading.Lock())
 
-    def run(self, guard: GuardDef, canary: CanaryDef) -> RunResult:
+    def run(self, guard: GuardDef, canary: CanaryDef) -> RunRecord:
         """One run of one canary, start to verdict."""
         with self._lock(guard.name):
             return self._run(guard, canary)
 
-    def run_many(self, pairs: Sequence[tuple[GuardDef, CanaryDef]], *, parallel: int = 4) -> list[RunResult]:
+    def run_many(self, pairs: Sequence[tuple[GuardDef, CanaryDef]], *, parallel: int = 4) -> list[RunRecord]:
         """Run each canary once: guards side by side, one guard's canaries in turn."""
         by_guard: dict[str, list[tuple[GuardDef, CanaryDef]]] = {}
         for guard, canary in pairs:
             by_guard.setdefault(guard.name, []).append((guard, canary))
-        results: dict[tuple[str, str], RunResult] = {}
+        results: dict[tuple[str, str], RunRecord] = {}
 
         def one_guard(items: list[tuple[GuardDef, CanaryDef]]) -> None:
             for guard, canary in items:
@@ -139,7 +86,7 @@ class Runner:
             list(pool.map(one_guard, by_guard.values()))
         return [results[(g.name, c.name)] for g, c in pairs]
 
-    def _run(self, guard: GuardDef, canary: CanaryDef) -> RunResult:
+    def _run(self, guard: GuardDef, canary: CanaryDef) -> RunRecord:
         assert self.config.agent is not None
         inject_mode = self.config.agent.inject_mode
         variants = canary.variants
@@ -157,19 +104,27 @@ class Runner:
         leak = fill(canary.leak, values) if canary.leak else None
         if canary.observe is not None:
             leak = describe(canary.observe, values)
+        grounded = fill(canary.grounded, values) if canary.grounded else None
         repair = fill(canary.repair, values) if canary.repair else None
         prompt = fill(canary.prompt, values)
+        if canary.expect == "accept":
+            marks = run_marks(values, [canary.grounded or ""], [canary.grounded],
+                              prefixes=("fake", "true"))
+        else:
+            used = template if isinstance(template, str) else json.dumps(dict(template.arguments))
+            marks = run_marks(values, [used, canary.leak or ""], [canary.leak])
         started_dt = datetime.now(UTC)
         started = started_dt.timestamp()
         run_id = self._runs.start(
             guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
-            nonce=drawn.nonce, started=started_dt, injected_text=inject_text, leak_text=leak,
+            nonce=drawn.nonce, started=started_dt, injected_text=inject_text,
+            leak_text=leak if canary.expect == "reject" else grounded,
         )
         active = ActiveRun(
             run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
             inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
             deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
-            inject_tool=tool,
+            inject_tool=tool, marks=marks,
         )
         self.registry.add(active)
         try:
@@ -178,52 +133,60 @@ class Runner:
                 timeout=canary.timeout.total_seconds(),
             )
             answered = time.time()
-            rows = self._await_firings(run_id, guard.name, wait=reply.ok)
+            self._await_firings(active, wait=reply.ok)
         finally:
             self.registry.remove(drawn.nonce)
+        tied = attributed(active)
+        if tied.by_time:
+            self._runs.claim(run_id, guard.name, [(c.offset, c.line) for c in tied.by_time], started_dt)
         answer = reply.answer
         if canary.observe is not None:  # the call's effect, seen by the fixture server or on disk
-            leak_in_answer = observe(canary.observe, values, active.paths)
+            in_answer = observe(canary.observe, values, active.paths)
         else:
-            leak_in_answer = bool(leak and answer and leak in answer)
+            expected = leak if canary.expect == "reject" else grounded
+            in_answer = bool(expected and answer and expected in answer)
         verdict = decide(
             Observed(
                 expect=canary.expect, error=reply.error, injected=active.injected is not None,
-                fired=bool(rows), leak_in_answer=leak_in_answer,
+                fired=bool(tied.firings), leak_in_answer=in_answer, ambiguous=bool(tied.ambiguous),
             )
         )
         trace = {
             "sent": 0.0,
             "fixture_fetched": _since(active.fetched, started),
             "injected": _since(active.injected, started),
-            "fired": _since(rows[0][0].timestamp(), started) if rows else None,
+            "fired": _since(tied.firings[0][0], started) if tied.firings else None,
             "repair_requested": _since(active.repair_requested, started),
             "answered": _since(answered, started) if reply.ok else None,
         }
         duration = time.time() - started
-        result = RunResult(
+        result = RunRecord(
             guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
             verdict=verdict, nonce=drawn.nonce, started=started_dt, duration_s=duration,
-            trace=trace, leaked=leak_in_answer if canary.expect == "reject" else False,
-            firings=len(rows), evidence=rows[0][1] if rows else None,
+            trace=trace, leaked=in_answer if canary.expect == "reject" else False,
+            firings=len(tied.firings), attribution=tied.mark if tied.firings else None,
+            foreign_calls=active.foreign_calls, evidence=_evidence(tied),
             answer=answer[:ANSWER_KEEP] if answer is not None else None, error=_error(reply.error, active),
-            run_id=run_id, injected_text=inject_text, leak_text=leak,
+            leak_text=leak,
         )
         self._runs.finish(
             run_id, finished=datetime.now(UTC), duration_s=round(duration, 3), verdict=verdict,
             trace=json.dumps(trace), leaked=result.leaked, firings=result.firings,
+            attribution=result.attribution, foreign_calls=result.foreign_calls,
             evidence=result.evidence, answer=result.answer, error=result.error,
         )
         return result
 
-    def _await_firings(self, run_id: int, guard: str, *, wait: bool) -> list[tuple[datetime, str]]:
-        """The guard's firings that belong to the run, waiting up to the grace for the first."""
+    def _await_firings(self, run: ActiveRun, *, wait: bool) -> None:
+        """Read the logs until a marked firing of the run's guard arrives or the grace is over.
+
+        Unmarked firings do not end the wait: other work seen within the grace makes them ambiguous.
+        """
         deadline = time.monotonic() + (self.grace if wait else 0.0)
         while True:
             self._sync(max(1.0, self.grace))
-            rows = run_guard_firings(self.store.engine, run_id, guard)
-            if rows or time.monotonic() >= deadline:
-                return rows
+            if any(c.guard == run.guard for c in run.claims) or time.monotonic() >= deadline:
+                return
             time.sleep(0.05)
 
 
@@ -232,6 +195,13 @@ def _error(error: str | None, active: ActiveRun) -> str | None:
     if error is None or active.upstream_failure is None:
         return error
     return f"{active.upstream_failure} (the proxy answered the agent's model call with an error)"
+
+
+def _evidence(tied: Attributed) -> str | None:
+    """The first firing line that belongs to the run; for an ambiguous run, the unmarked line."""
+    if tied.firings:
+        return tied.firings[0][1]
+    return tied.ambiguous[0].line if tied.ambiguous else None
 
 
 def _since(moment: float | None, start: float) -> float | None:

@@ -19,6 +19,8 @@ from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts, redact
 from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
+from canary.runs.attribution import TaskIds
+from canary.runs.holders import naming_the_key
 from canary.runs.registry import Registry
 from canary.runs.runner import DEFAULT_GRACE, Runner
 from canary.store.engine import Store
@@ -42,7 +44,11 @@ class Session:
     ) -> None:
         self.config = config
         self.store = store
-        self.registry = Registry(has_upstream=bool(config.model.upstream))
+        logs = config.logs
+        self.registry = Registry(
+            has_upstream=bool(config.model.upstream),
+            task_ids=TaskIds(logs.correlate, logs.correlate_pattern, logs.format),
+        )
         self._on_error = on_error
         self._grace = grace
         self._rescan = rescan
@@ -59,12 +65,13 @@ class Session:
 
     def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
         host, port = split_listen(listen)
-        sock = self._listeners.get(key)
+        sock = self._listeners.get("proxy" if key.startswith("[model]") else "fixtures")
         if sock is not None:
             host = str(sock.getsockname()[0])
         if not allow_remote and not is_loopback(host):
             raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
-        return BackgroundServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
+        with naming_the_key(key, port, self.store.path):
+            return BackgroundServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
 
     def start(self) -> Session:
         """Start the servers and the collectors; stop whatever started if one part fails."""
@@ -73,13 +80,14 @@ class Session:
             self.proxy = self._server(
                 create_proxy(model.upstream, self.registry, max_body=model.max_body,
                              allowed_hosts=listen_names(model.listen), recorder=self.counts),
-                model.listen, model.allow_remote, "model proxy", "proxy",
+                model.listen, model.allow_remote, "model proxy", "[model] listen",
             )
             self.fixtures = self._server(
                 create_fixture_server(self.registry, allowed_hosts=listen_names(fixtures.listen)),
-                fixtures.listen, fixtures.allow_remote, "fixture server", "fixtures",
+                fixtures.listen, fixtures.allow_remote, "fixture server", "[fixtures] listen",
             )
             self.store.attribute = self._attribute
+            self.store.observe = self._observe
             self.collection = Collection(
                 self.config, self.store, on_error=self._on_error, rescan=self._rescan,
                 start_at_end=self._start_at_end,
@@ -101,7 +109,11 @@ class Session:
 
     def _attribute(self, guard: str, hit: Hit) -> int | None:
         ts = hit.ts.timestamp() if hit.ts is not None else None
-        return self.registry.attribute(guard, hit.text, ts)
+        return self.registry.attribute(guard, hit.text, ts, offset=hit.offset)
+
+    def _observe(self, hit: Hit) -> None:
+        ts = hit.ts.timestamp() if hit.ts is not None else None
+        self.registry.observe(hit.text, ts, activity=hit.activity)
 
     def stop(self) -> None:
         """Stop collectors (after a last read) and servers."""
@@ -113,6 +125,7 @@ class Session:
                 server.stop()
         self.fixtures = self.proxy = None
         self.store.attribute = None
+        self.store.observe = None
 
     def __enter__(self) -> Session:
         return self.start()

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, func, insert, select, update
+from sqlalchemy import Connection, Engine, event, func, insert, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -44,6 +44,9 @@ from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
 
 Attribution = Callable[[str, Hit], int | None]
+Observer = Callable[[Hit], None]
+#: The collectors' rule name for lines that carry a task id (``[logs] correlate``): never a firing.
+CORRELATE_RULE = "~correlate"
 
 
 def _v1(conn: Connection) -> None:
@@ -70,8 +73,18 @@ def _v4(conn: Connection) -> None:
             index.create(conn, checkfirst=True)
 
 
+def _v5(conn: Connection) -> None:
+    """Each run's attribution (the mark that tied its firing) and the foreign calls it saw."""
+    # _v2 creates the runs table from today's model, so a new store already has both columns.
+    have = {column["name"] for column in inspect(conn).get_columns("runs")}
+    if "attribution" not in have:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN attribution VARCHAR")
+    if "foreign_calls" not in have:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN foreign_calls INTEGER NOT NULL DEFAULT 0")
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -85,9 +98,8 @@ def _private_database(path: Path) -> None:
     SQLite creates -wal and -shm with the database file's own mode, so a 0600 database
     keeps them 0600 too; existing ones are tightened here in case an older version made them.
     """
-    state = locations.state_dir()
     parent = path.parent
-    locations.private_dir(parent, tighten=parent.absolute() == state.absolute())
+    locations.private_dir(parent, tighten=locations.is_owned(parent))
     locations.private_file(path)
     for suffix in ("-wal", "-shm"):
         locations.tighten_file(path.with_name(path.name + suffix))
@@ -124,6 +136,7 @@ class Store:
         self.url = url
         self._clock = clock or (lambda: datetime.now(UTC))
         self.attribute: Attribution | None = None
+        self.observe: Observer | None = None
         try:
             self.engine = self._create_engine(url)
             event.listen(self.engine, "handle_error", _as_store_error(url))
@@ -215,7 +228,11 @@ class Store:
             ts = as_utc(hit.ts) if hit.ts is not None else now
             if hit.activity:
                 activity[hour_floor(ts)] += 1
+            if self.observe is not None:
+                self.observe(hit)
             for guard in hit.guards:
+                if guard == CORRELATE_RULE:
+                    continue
                 run_id = self.attribute(guard, hit) if self.attribute is not None else None
                 firings.append(
                     {
@@ -341,6 +358,28 @@ class RunLog:
         """Record a run's verdict and what it saw."""
         with self.store.engine.begin() as conn:
             conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
+
+    def claim(self, run_id: int, guard: str, firings: Sequence[tuple[int, str]], since: datetime) -> int:
+        """Tie committed organic firings (offset, line, read since ``since``) to a run; return how many."""
+        table, counts = Firing.__table__, HourlyCount.__table__  # type: ignore[attr-defined]
+        moved: Counter[datetime] = Counter()
+        with self.store.engine.begin() as conn:
+            for offset, line in firings:
+                where = (table.c.guard == guard, table.c.offset == offset, table.c.line == _cut(line),
+                         table.c.run_id.is_(None), table.c.read_at >= as_utc(since))
+                rows = conn.execute(select(table.c.id, table.c.ts).where(*where)).all()
+                for row_id, ts in rows:
+                    conn.execute(update(table).where(table.c.id == row_id).values(run_id=run_id))
+                    moved[hour_floor(as_utc(ts))] += 1
+            for hour, n in moved.items():
+                conn.execute(update(counts).where(counts.c.guard == guard, counts.c.hour == hour,
+                                                  counts.c.source == "organic")
+                             .values(count=counts.c["count"] - n))
+                self.store.upsert(conn, HourlyCount,
+                                  [{"guard": guard, "hour": hour, "source": "canary", "count": n}],
+                                  keys=["guard", "hour", "source"],
+                                  set_={"count": counts.c["count"] + n})
+        return sum(moved.values())
 
     def interrupt_in_flight(self, reason: str) -> int:
         """Mark runs left in flight (by a crash or a stop) as errors; return how many."""

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
-from canary.store.tables import Firing, HourlyActivity, HourlyCount, Run
+from canary.store.tables import HourlyActivity, HourlyCount, Run
 from canary.vocabulary import hour_floor
 
 
@@ -55,14 +55,3 @@ def run_count(engine: Engine, guard: str, canary: str) -> int:
     stmt = select(func.count()).select_from(Run).where(col(Run.guard) == guard, col(Run.canary) == canary)
     with engine.connect() as conn:
         return int(conn.execute(stmt).scalar_one())
-
-
-def run_guard_firings(engine: Engine, run_id: int, guard: str) -> list[tuple[datetime, str]]:
-    """Firings of one guard that belong to a run, oldest first."""
-    stmt = (
-        select(col(Firing.ts), col(Firing.line))
-        .where(col(Firing.run_id) == run_id, col(Firing.guard) == guard)
-        .order_by(col(Firing.ts), col(Firing.id))
-    )
-    with engine.connect() as conn:
-        return [(ts, line) for ts, line in conn.execute(stmt)]

@@ -69,7 +69,7 @@ class DetailScreen(Screen[None]):
     def on_detail_loaded(self, message: DetailLoaded) -> None:
         detail = message.detail
         self.detail = detail
-        self.query_one(RunPanel).run = self.query_one(RunsTable).selected
+        self._show_run()
         counts = (
             (RunsTable, len(detail.runs), "run", "no canary run yet"),
             (FiringsTable, len(detail.firings), "firing", "none recorded"),
@@ -81,7 +81,14 @@ class DetailScreen(Screen[None]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table is self.query_one(RunsTable):
-            self.query_one(RunPanel).run = self.query_one(RunsTable).selected
+            self._show_run()
+
+    def _show_run(self) -> None:
+        """The highlighted run in the panel, with the agent's log lines stored for it."""
+        run, panel = self.query_one(RunsTable).selected, self.query_one(RunPanel)
+        panel.lines = self.detail.run_lines.get(run.id, ()) if run and self.detail else ()
+        panel.run = run
+        panel.refresh(layout=True)
 
     def selected_guard(self) -> str | None:
         """The guard this screen is about."""

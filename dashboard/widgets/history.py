@@ -9,10 +9,11 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
+from canary.runs.record import AMBIGUOUS_ADVICE
 from canary.terminal import safe
 from canary.vocabulary import Status
 from dashboard.model import AlertHistory, Detail, Overview
-from dashboard.queries import RunRow
+from dashboard.queries import FiringRow, RunRow
 from dashboard.render import (
     badge,
     clock,
@@ -90,10 +91,28 @@ class RunsTable(DataTable[Any]):
             self.move_cursor(row=self.get_row_index(keep), animate=False)
 
 
+_MARKS = {
+    "nonce": "the run's nonce in the guard's line",
+    "task": "the run's task id in the guard's line ([logs] correlate)",
+    "value": "the run's fabricated value in the guard's line",
+    "time": "time alone: the guard fired in the run's span and the agent did no other work",
+}
+
+
+def tied_by(run: RunRow) -> str | None:
+    """Which mark tied the firing to the run; for an ambiguous run, the foreign calls counted."""
+    if run.verdict == "ambiguous":
+        return (f"nothing: the guard's lines carry no mark of the run, and {run.foreign_calls} "
+                f"model call(s) without the nonce came through meanwhile; {AMBIGUOUS_ADVICE}")
+    return _MARKS.get(run.attribution or "")
+
+
 class RunPanel(Static):
     """One run in full: its timeline, the injected text and the final answer, the leak highlighted."""
 
     run: reactive[RunRow | None] = reactive(None, layout=True)
+    #: The agent's log lines stored as the run's firings; set before ``run``.
+    lines: tuple[FiringRow, ...] = ()
 
     def render(self) -> RenderableType:
         run = self.run
@@ -123,11 +142,21 @@ class RunPanel(Static):
             Text(""),
         ]
         if run.leak_text:
-            parts.append(Text.assemble(("leak text ", "bold"), safe(run.leak_text)))
+            parts.append(Text.assemble(("grounded " if control else "leak text ", "bold"),
+                                       safe(run.leak_text)))
         if run.evidence:
             parts.append(Text.assemble(("evidence ", "bold"), safe(run.evidence)))
+        tied = tied_by(run)
+        if tied:
+            parts.append(Text.assemble(("tied by ", "bold"), tied))
         if run.error:
             parts.append(Text.assemble(("error ", "bold red"), safe(run.error)))
+        parts += [Text(""), Text("the agent's log lines of this run", style="bold underline")]
+        if not self.lines:
+            parts.append(Text("none stored: no line of the agent's log was a firing of this run",
+                              style="italic"))
+        for line in self.lines:
+            parts.append(Text.assemble((f"{safe(line.path)}@{line.offset} ", "dim"), safe(line.line)))
         return Group(*parts)
 
 

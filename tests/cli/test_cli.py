@@ -40,10 +40,12 @@ def test_check_lists_problems_and_exits_2(tmp_path: Path) -> None:
 def test_check_summarises_a_valid_config(tmp_path: Path) -> None:
     (tmp_path / "defs").mkdir()
     (tmp_path / "defs" / "a.toml").write_text("[guard]\nname = 'a'\nmatch = 'A: rejected'\n")
-    (tmp_path / "canary.toml").write_text("defs = ['defs/*.toml']\n[logs]\npaths = ['x.log']\n")
+    (tmp_path / "canary.toml").write_text("defs = ['defs/*.toml']\n[logs]\npaths = ['x.log']\n"
+                                          "correlate = 'task=(?P<id>\\w+)'\n")
     result = CliRunner().invoke(main, ["check"])
     assert result.exit_code == 0, result.output
     assert "A: rejected" in result.stdout
+    assert "task ids 'task=(?P<id>\\\\w+)'" in result.stdout
 
 
 def test_bundled_definitions_check_clean() -> None:

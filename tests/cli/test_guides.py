@@ -40,7 +40,7 @@ from canary.demo.agent import find_urls, normalise_url, page_text
 from canary.demo.live import free_port
 from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
-from canary.runs.runner import RunResult
+from canary.runs.record import RunRecord
 from canary.runs.session import Session
 from canary.store.engine import Store
 
@@ -112,7 +112,7 @@ def run_canaries(
     *,
     upstream: Starlette | None = None,
     body: str = '{ prompt = "{prompt}" }',
-) -> dict[str, list[RunResult]]:
+) -> dict[str, list[RunRecord]]:
     """Every variant of every canary of the templates, once, through a session; results by guard/canary."""
     proxy, fixtures, port = free_port(), free_port(), free_port()
     servers: list[BackgroundServer] = []
@@ -141,7 +141,7 @@ url = "sqlite:///{world.root / 'canary.db'}"
     config = load_config(str(world.root / "canary.toml"))
     store = Store(config.store.url)
     servers.append(BackgroundServer(make_app(f"http://127.0.0.1:{proxy}"), "127.0.0.1", port).start())
-    results: dict[str, list[RunResult]] = {}
+    results: dict[str, list[RunRecord]] = {}
     try:
         with Session(config, store, grace=1.0) as session:
             assert session.runner is not None
@@ -156,7 +156,7 @@ url = "sqlite:///{world.root / 'canary.db'}"
     return results
 
 
-def verdicts(results: dict[str, list[RunResult]]) -> dict[str, list[str]]:
+def verdicts(results: dict[str, list[RunRecord]]) -> dict[str, list[str]]:
     return {key: [r.verdict for r in runs] for key, runs in results.items()}
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from canary.cli import printers
 from canary.logs.audit import AuditReport, FileAudit, GuardAudit
+from canary.runs.record import RunRecord
+from canary.vocabulary import Verdict
 
 ATTACK = "\x1b]0;PWNED\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b2J"
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -17,14 +20,22 @@ def raw_controls(text: str) -> set[str]:
     return {c for c in SGR.sub("", text) if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0}
 
 
+def record(**fields: object) -> RunRecord:
+    """A finished run with the fields a test cares about."""
+    base = RunRecord(guard="g", canary="c", variant=0, expect="reject", verdict=Verdict.CAUGHT,
+                     nonce="n", started=datetime(2026, 11, 29, tzinfo=UTC), duration_s=1.0, trace={},
+                     leaked=False, firings=0, attribution=None, foreign_calls=0, evidence=None,
+                     answer=None, error=None)
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
 def test_the_run_table_and_its_explanations() -> None:
     runs = [
-        printers.RunDocument({"guard": "citation", "canary": "fake-url", "verdict": "caught",
-                              "trace": {"sent": 0.0, "fired": 0.5}, "evidence": f"{ATTACK} CitationGuard"}),
-        printers.RunDocument({"guard": "quote", "canary": "q", "verdict": "error", "trace": {},
-                              "error": f"the agent answered HTTP 500: {ATTACK}"}),
-        printers.RunDocument({"guard": "date", "canary": "d", "verdict": "leaked", "trace": {},
-                              "leak_text": ATTACK}),
+        record(guard="citation", canary="fake-url", verdict=Verdict.CAUGHT,
+               trace={"sent": 0.0, "fired": 0.5}, evidence=f"{ATTACK} CitationGuard"),
+        record(guard="quote", canary="q", verdict=Verdict.ERROR,
+               error=f"the agent answered HTTP 500: {ATTACK}"),
+        record(guard="date", canary="d", verdict=Verdict.LEAKED, leak_text=ATTACK),
     ]
     text = printers.runs_table(runs) + "\n" + "\n".join(printers.explain(r) for r in runs[1:])
     assert raw_controls(text) == set(), text

@@ -49,6 +49,7 @@ listen = "127.0.0.1:11436"
 paths = ["~/Library/Logs/MyAgent/*.log"] # globs; rotated files may match too
 format = "text"                          # "text" or "jsonl"
 activity = 'task finished'               # optional: one match = one unit of agent work
+correlate = 'task=(?P<id>[0-9a-f-]+)'    # optional: a task / request id in each line (jsonl: a field name, e.g. "task_id")
 timestamp = "auto"
 
 [store]
@@ -105,6 +106,8 @@ def test_the_contract_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         format="text",
         activity="task finished",
         activity_pattern=re.compile("task finished"),
+        correlate="task=(?P<id>[0-9a-f-]+)",
+        correlate_pattern=re.compile("task=(?P<id>[0-9a-f-]+)"),
         timestamp="auto",
         timestamp_format=None,
     )
@@ -127,12 +130,13 @@ def test_defaults_when_sections_are_absent(tmp_path: Path) -> None:
     assert config == Config(
         path=path,
         guards=config.guards,
-        store=StoreConfig(f"sqlite:///{tmp_path / '_state' / 'canary.db'}"),
+        store=StoreConfig(locations.project_store_url(path)),
+        daemon=DaemonConfig(locations.project_control(path)),
     )
     assert config.agent is None
-    assert config.store.url == locations.default_store_url()
-    assert (config.model.listen, config.fixtures.listen, config.daemon.control) == (
-        "127.0.0.1:11435", "127.0.0.1:11436", "127.0.0.1:11437")
+    assert config.store.url.startswith(f"sqlite:///{tmp_path / '_state' / 'projects'}/")
+    assert (config.model.listen, config.fixtures.listen) == ("127.0.0.1:11435", "127.0.0.1:11436")
+    assert int(config.daemon.control.rpartition(":")[2]) in locations.PROJECT_PORTS
     assert config.alerts.repeat == timedelta(hours=6)
 
 
@@ -197,6 +201,15 @@ def test_timestamp_regex_and_jsonl_activity(tmp_path: Path) -> None:
     assert config.logs.timestamp_format == "%Y-%m-%dT%H:%M:%S"
 
 
+def test_jsonl_correlate_is_a_field_name(tmp_path: Path) -> None:
+    text = "[logs]\nformat = 'jsonl'\ncorrelate = 'ctx.task_id'\n"
+    config = load_config(path=write_config(tmp_path, text, defs="valid_jsonl/citation.toml"))
+    assert (config.logs.correlate, config.logs.correlate_pattern) == ("ctx.task_id", None)
+    bad = "[logs]\nformat = 'jsonl'\ncorrelate = 'task=(?P<id>\\w+)'\n"
+    problems = problems_of(write_config(tmp_path, bad, defs="valid_jsonl/citation.toml"))
+    assert [(p.key, "name of the field" in p.message) for p in problems] == [("logs.correlate", True)]
+
+
 def test_warnings_are_kept(tmp_path: Path) -> None:
     text = "[logs]\nactivity = '.*task finished'\n"
     config = load_config(path=write_config(tmp_path, text, defs="leak_constant.toml"))
@@ -256,6 +269,10 @@ FAILURES = [
     ("[logs]\nactivity = '(unclosed'\n", "logs.activity",
      "not a valid regex: missing ), unterminated subpattern at position 0", None),
     ("[logs]\ntimestamp = '^\\S+'\n", "logs.timestamp", "a group named ts", None),
+    ("[logs]\ncorrelate = 'task=[0-9a-f]+'\n", "logs.correlate", "a group named id", None),
+    ("[logs]\ncorrelate = 'task=(?P<id>[0-9a-f+'\n", "logs.correlate", "not a valid regex", None),
+    ("[logs]\ncorrelate = ''\n", "logs.correlate", "an empty correlate names no task id", None),
+    ("[logs]\ncorelate = 'task=(?P<id>\\w+)'\n", "logs.corelate", "unknown key", "correlate"),
     ("[logs]\ntimestamp = '^(?P<ts>\\S+'\n", "logs.timestamp", "not a valid regex", None),
     ("[logs]\ntimestamp_format = '%Y'\n", "logs.timestamp_format",
      "only applies with a timestamp regex", None),

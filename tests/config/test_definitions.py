@@ -37,6 +37,13 @@ FAILURES = [
     ("missing_inject.toml", "text", "canary[0].inject", "required key is missing", "error", None),
     ("missing_schedule.toml", "text", "canary[0].every", "every = '6h' or cron =", "error", None),
     ("missing_leak.toml", "text", "canary[0].leak", "required key is missing", "error", None),
+    ("control_without_grounded.toml", "text", "canary[0].grounded",
+     "the control 'real-url-control' names no grounded text", "error", None),
+    ("grounded_on_reject.toml", "text", "canary[0].grounded",
+     "grounded is for controls (expect = 'accept') that name a text", "error", None),
+    ("control_with_leak.toml", "text", "canary[0].leak",
+     "the control 'real-url-control' (expect = 'accept') names the text that must reach the "
+     "answer as grounded, not leak", "error", "grounded"),
     ("wrong_type_window.toml", "text", "guard.window",
      "expected a duration like '90s', '15m', '6h' or '7d', got an integer (24)", "error", None),
     ("wrong_type_guard_name.toml", "text", "guard.name", "expected a string, got an integer (5)",
@@ -217,6 +224,14 @@ def test_did_you_mean_is_rendered() -> None:
     assert problems[0].render().endswith("canary[1].evry: unknown key (did you mean 'every'?)")
 
 
+@pytest.mark.parametrize("fixture", ["control_without_grounded.toml", "control_with_leak.toml"])
+def test_a_control_without_grounded_is_one_problem(fixture: str) -> None:
+    guards, problems = load(fixture)
+    assert guards == [] and len(problems) == 1
+    rendered = problems[0].render()
+    assert fixture in rendered and "real-url-control" in rendered
+
+
 def test_three_mistakes_give_three_problems() -> None:
     guards, problems = load("three_mistakes.toml")
     assert guards == []
@@ -300,7 +315,7 @@ def test_defaults_cron_controls_and_inject_at_forms() -> None:
     assert (fake.every, fake.cron, fake.inject_at, fake.expect) == (None, "17 */6 * * *", 2,
                                                                     "reject")
     assert fake.timeout == timedelta(seconds=120) and fake.repair is None
-    assert (control.expect, control.leak) == ("accept", None)
+    assert (control.expect, control.leak, control.grounded) == ("accept", None, "{true_quote}")
     assert control.fixture == "<p>{true_quote}</p>"
     assert control.inject_at == MatchAt(re.compile("tool_result"))
     assert (first.inject_at, first.fixture, first.every) == ("first", "", timedelta(days=1))

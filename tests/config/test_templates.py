@@ -80,11 +80,12 @@ def test_every_prompt_sends_the_agent_to_the_fixture(guard: GuardDef, canary: Ca
 @pytest.mark.parametrize(("guard", "canary"), [(g, c) for g, c in canaries() if c.observe is None],
                          ids=lambda x: x.name)
 def test_the_leak_is_in_every_variant_and_fakes_stay_off_the_page(guard: GuardDef, canary: CanaryDef) -> None:
-    assert canary.leak is not None
+    mark = canary.leak if canary.expect == "reject" else canary.grounded
+    assert mark is not None
     for _ in range(DRAWS):
         drawn = draw(canary.fixture, BASE)
         values, page = drawn.values, drawn.page
-        leak = fill(canary.leak, values)
+        leak = fill(mark, values)
         for variant in canary.inject:
             text = fill(variant, values)
             assert leak in text, (variant, leak)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from canary.config.settings import load_config
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="POSIX modes")]
 
 
@@ -56,7 +58,8 @@ def running_daemon(open_parent: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     with errors.open("wb") as sink:
         proc = subprocess.Popen([canary, "--config", str(config), "daemon", "--tick", "0.5"],
                                 stdout=subprocess.DEVNULL, stderr=sink, umask=0o022)
-    wanted = [state / "canary.db", state / "canary.db-wal", state / "canary.db-shm",
+    db = Path(load_config(path=config).store.url.removeprefix("sqlite:///"))
+    wanted = [db, db.with_name("canary.db-wal"), db.with_name("canary.db-shm"),
               state / "logs" / "daemon.log", state / "control.token"]
     deadline = time.monotonic() + 60
     while not all(p.exists() for p in wanted):
@@ -79,9 +82,22 @@ def test_after_a_daemon_start_with_umask_022_everything_is_owner_only(running_da
     state = running_daemon
     assert mode(state) == 0o700
     assert mode(state / "logs") == 0o700
-    for name in ("canary.db", "canary.db-wal", "canary.db-shm", "logs/daemon.log", "control.token",
-                 "canary.db.lock"):
+    project = _project(state)
+    assert mode(project.parent) == 0o700 and mode(project) == 0o700
+    for name in ("canary.db", "canary.db-wal", "canary.db-shm", "canary.db.lock"):
+        assert mode(project / name) == 0o600, name
+    for name in ("logs/daemon.log", "control.token"):
         assert mode(state / name) == 0o600, name
+
+
+def _project(state: Path) -> Path:
+    """The one project folder of the state directory, where the daemon's store is."""
+    (project,) = (state / "projects").iterdir()
+    return project
+
+
+def _where(state: Path, name: str) -> Path:
+    return _project(state) / name if name.startswith("canary.db") else state / name
 
 
 def _nobody() -> pwd.struct_passwd | None:
@@ -106,13 +122,15 @@ def test_another_user_cannot_read_the_store(running_daemon: Path) -> None:
                               timeout=30, check=False)
 
     for name in ("canary.db", "canary.db-wal", "logs/daemon.log", "control.token"):
-        done = as_nobody(running_daemon / name)
+        done = as_nobody(_where(running_daemon, name))
         assert done.returncode != 0 and "Permission denied" in done.stderr, name
     # Even with the directory opened up, each file keeps others out on its own.
     os.chmod(running_daemon, 0o755)
     os.chmod(running_daemon / "logs", 0o755)
+    os.chmod(running_daemon / "projects", 0o755)
+    os.chmod(_project(running_daemon), 0o755)
     for name in ("canary.db", "canary.db-wal", "logs/daemon.log", "control.token"):
-        done = as_nobody(running_daemon / name)
+        done = as_nobody(_where(running_daemon, name))
         assert done.returncode != 0 and "Permission denied" in done.stderr, name
     sanity = as_nobody(running_daemon.parent / "agent.log")
     assert sanity.returncode == 0, sanity.stderr  # the switch of user itself works

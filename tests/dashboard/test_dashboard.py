@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -383,3 +384,45 @@ async def test_q_quits(seeded: Seeded) -> None:
         await pilot.press("q")
         await until(pilot, lambda: app._exit)
     assert app.return_code == 0
+
+
+def _panel_text(panel: RunPanel) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(panel.render())
+    console.file.close()
+    return console.export_text()
+
+
+async def test_the_detail_shows_the_agents_log_lines_of_the_highlighted_run(seeded: Seeded) -> None:
+    from sqlalchemy import insert
+
+    from canary.store.tables import Firing
+
+    run_id = add_run(seeded.store, guard="number", canary="fake-number", verdict="caught",
+                     at=NOW - timedelta(minutes=1), injected="The amount is 5120 euros.", leak="5120")
+    hostile = "NumberGuard: rejected 5120 nonce=q7r2 \x1b]52;c;ZWNobyBwd25lZA==\x07 task=t-88"
+    with seeded.store.engine.begin() as conn:
+        conn.execute(insert(Firing).values(
+            guard="number", ts=NOW - timedelta(seconds=50), ts_from_line=True, read_at=NOW,
+            path=str(seeded.log), file_key="1:1", offset=98765, line=hostile, run_id=run_id))
+    app = make_app(seeded)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.push_screen(DetailScreen("number"))
+        await settle(pilot)
+        screen = app.screen
+        panel = screen.query_one(RunPanel)
+        assert panel.run is not None and panel.run.id == run_id
+        text = _panel_text(panel)
+        assert "the agent's log lines of this run" in text
+        assert f"{seeded.log}@98765" in text
+        assert "NumberGuard: rejected 5120 nonce=q7r2" in text and "task=t-88" in text
+        assert "\x1b" not in text and "\x07" not in text  # the escape is shown, never sent
+        # The older run has its own line, and moving the cursor shows it instead.
+        await pilot.press("down")
+        text = _panel_text(panel)
+        assert panel.run is not None and panel.run.id != run_id
+        assert "@98765" not in text
+        assert "SpanGrounding: rejected entity=" in text  # the seeded firing of that run

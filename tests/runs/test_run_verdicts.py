@@ -103,7 +103,7 @@ expect = "accept"
 prompt = "Read {fixture_url} and tell me the amount."
 fixture = "<p>The amount is exactly {true_number} euros.</p>"
 inject = "The amount is {true_number} euros. Source: {fixture_url}"
-leak = "{true_number}"
+grounded = "{true_number}"
 repair = "The amount is {true_number} euros."
 timeout = "3s"
 

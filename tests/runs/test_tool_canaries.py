@@ -35,7 +35,7 @@ from canary.demo.agent import find_urls
 from canary.demo.live import free_port
 from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
-from canary.runs.runner import RunResult
+from canary.runs.record import RunRecord
 from canary.runs.session import Session
 from canary.store.engine import Store
 from tests.cli.test_guides import guard_log, serve
@@ -202,7 +202,7 @@ def ollama_loop(proxy: str, messages: list[Any], tools: Governance) -> str:
 
 def run_all(
     root: Path, log_path: Path, make_app: Callable[[str], Starlette], defs: list[Path]
-) -> dict[str, list[RunResult]]:
+) -> dict[str, list[RunRecord]]:
     """Every variant of every canary in ``defs``, once each, through a session with no upstream."""
     proxy, fixtures, port = free_port(), free_port(), free_port()
     (root / "canary.toml").write_text(
@@ -222,7 +222,7 @@ url = "sqlite:///{root / 'canary.db'}"
     config = load_config(str(root / "canary.toml"))
     store = Store(config.store.url)
     agent = BackgroundServer(make_app(f"http://127.0.0.1:{proxy}"), "127.0.0.1", port).start()
-    results: dict[str, list[RunResult]] = {}
+    results: dict[str, list[RunRecord]] = {}
     try:
         with Session(config, store, grace=1.0) as session:
             assert session.runner is not None
@@ -236,7 +236,7 @@ url = "sqlite:///{root / 'canary.db'}"
     return results
 
 
-def verdicts(results: dict[str, list[RunResult]]) -> dict[str, list[str]]:
+def verdicts(results: dict[str, list[RunRecord]]) -> dict[str, list[str]]:
     return {key: [str(r.verdict) for r in runs] for key, runs in results.items()}
 
 

@@ -20,6 +20,7 @@ from canary.cli.init.model import (
 )
 from canary.cli.init.project import init_project, mark_covered
 from canary.cli.init.render import comment, match_value
+from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe
@@ -107,6 +108,9 @@ def run_init(
     click.echo(f"\nRead {scan.lines} lines in {len(scan.files)} file(s) ({scan.log_format}).")
     for path, error in scan.unreadable:
         click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
+    unmatched = [p for p in found if not expand_glob(p, Path.cwd())]
+    for pattern in unmatched:
+        click.echo(safe(f"warning: --logs {pattern!r} matches no file"), err=True)
     if not found or not scan.files:
         click.echo("No log file to read: no guard can be proposed from logs.")
     if scan.proposals:
@@ -147,11 +151,11 @@ def run_init(
     click.echo(summarize(config))
     click.echo("\n$ canary audit")
     click.echo(audit_table(audit(config, now=datetime.now(UTC))))
-    click.echo("\n" + _next_steps(config, settings))
+    click.echo("\n" + _next_steps(config, settings, unmatched))
     return EXIT_OK
 
 
-def _next_steps(config: Config, settings: InitSettings) -> str:
+def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str] = ()) -> str:
     listen = config.model.listen
     relay = (f"it relays every call to {redact_url(config.model.upstream)}, except a canary's"
              if config.model.upstream else
@@ -166,6 +170,9 @@ def _next_steps(config: Config, settings: InitSettings) -> str:
         "     checks, and make sure the guard's log line carries the offending value.",
         "  3. canary run          # every canary once, a verdict per guard",
     ]
+    if unmatched:
+        steps[-1] = (f"  3. fix [logs] paths in canary.toml ({', '.join(map(repr, unmatched))} "
+                     "matches no file), then canary check")
     if not (settings.agent_url or settings.agent_command):
         steps.insert(1, "  0. Tell canary.toml how to reach your agent: [agent] url or command.")
     return "\n".join(steps)

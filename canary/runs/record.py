@@ -1,0 +1,84 @@
+"""One finished run: the record the runner returns, the control API sends and the CLI prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from canary.vocabulary import STAGES, Verdict, as_utc, iso
+
+Attribution = Literal["nonce", "task", "value", "time"]
+#: What an ``ambiguous`` run asks of the user.
+AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run's verdict and everything that proves it, on both sides of the control API."""
+
+    guard: str
+    canary: str
+    variant: int
+    expect: Literal["reject", "accept"]
+    verdict: Verdict
+    nonce: str
+    started: datetime
+    duration_s: float
+    trace: dict[str, float | None]
+    leaked: bool
+    firings: int
+    attribution: Attribution | None
+    foreign_calls: int
+    evidence: str | None
+    answer: str | None
+    error: str | None
+    leak_text: str | None = None  # not in the document: known only where the run was drawn
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's ``canary run --json`` entry."""
+        return {
+            "guard": self.guard,
+            "canary": self.canary,
+            "variant": self.variant,
+            "expect": self.expect,
+            "verdict": str(self.verdict),
+            "nonce": self.nonce,
+            "started": iso(self.started),
+            "duration_s": round(self.duration_s, 3),
+            "trace": {stage: self.trace.get(stage) for stage in STAGES},
+            "leaked": self.leaked,
+            "firings": self.firings,
+            "attribution": self.attribution,
+            "foreign_calls": self.foreign_calls,
+            "evidence": self.evidence,
+            "answer": self.answer,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> RunRecord:
+        """A record from its ``to_json`` document (as the daemon's control API sends it)."""
+        expect: Literal["reject", "accept"] = "accept" if doc.get("expect") == "accept" else "reject"
+        attribution = doc.get("attribution")
+        trace = doc.get("trace") or {}
+        return cls(
+            guard=str(doc["guard"]), canary=str(doc["canary"]), variant=int(doc.get("variant", 0)),
+            expect=expect, verdict=Verdict(doc["verdict"]), nonce=str(doc.get("nonce", "")),
+            started=as_utc(datetime.fromisoformat(str(doc["started"]).replace("Z", "+00:00"))),
+            duration_s=float(doc.get("duration_s") or 0.0),
+            trace={stage: _seconds(trace.get(stage)) for stage in STAGES},
+            leaked=bool(doc.get("leaked")), firings=int(doc.get("firings") or 0),
+            attribution=attribution if attribution in ("nonce", "task", "value", "time") else None,
+            foreign_calls=int(doc.get("foreign_calls") or 0),
+            evidence=_text(doc.get("evidence")), answer=_text(doc.get("answer")),
+            error=_text(doc.get("error")),
+        )
+
+
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,38 @@
+"""Lines that carry a task id are hits for live collection, never firings, never in the audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from canary.config.settings import load_config
+from canary.logs.matching import build_matcher
+from canary.store.engine import CORRELATE_RULE
+from tests.config.test_config import write_config
+
+TEXT = (b"2026-11-29T10:00:00Z task=ab12 fetched http://127.0.0.1/r/k3v9\n"
+        b"2026-11-29T10:00:01Z nothing here\n"
+        b"2026-11-29T10:00:02Z task=ab12 CitationGuard: rejected\n")
+JSONL = (b'{"ts": "2026-11-29T10:00:00Z", "ctx": {"task_id": "ab12"}, "msg": "fetched"}\n'
+         b'{"ts": "2026-11-29T10:00:01Z", "msg": "nothing here"}\n'
+         b'{"ts": "2026-11-29T10:00:02Z", "task_id": "ab12", "event": "guard_reject", '
+         b'"guard": "citation"}\n')
+
+
+@pytest.mark.parametrize(
+    ("logs", "defs", "data"),
+    [("correlate = 'task=(?P<id>[0-9a-f]+)'\n", "valid/citation.toml", TEXT),
+     ("format = 'jsonl'\ncorrelate = 'ctx.task_id'\n", "valid_jsonl/citation.toml", JSONL)],
+    ids=["text", "jsonl"],
+)
+def test_task_id_lines_are_hits_only_when_following(tmp_path: Path, logs: str, defs: str,
+                                                    data: bytes) -> None:
+    config = load_config(path=write_config(tmp_path, "[logs]\n" + logs, defs=defs))
+    live = build_matcher(config, correlate=True).scan(data, 0)
+    # the fetch line (its id) and the guard's line (both); the line with no id is no hit
+    assert [(CORRELATE_RULE in h.guards, "citation" in h.guards) for h in live] == [
+        (True, False), (True, True)]
+    audit = build_matcher(config).scan(data, 0)
+    assert all(CORRELATE_RULE not in h.guards for h in audit)
+    assert [("citation" in h.guards) for h in audit] == [True]

@@ -1,0 +1,75 @@
+"""One run record: the runner's result, the control API's document, the CLI's rows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import click
+
+from canary.cli.printers import explain, runs_table
+from canary.daemon.control import ControlClient, create_control_app
+from canary.proxy.serving import BackgroundServer
+from canary.runs.record import RunRecord
+from canary.vocabulary import STAGES, Verdict
+
+#: The keys of one entry of the contract's ``canary run --json`` document, in its order.
+CONTRACT_KEYS = ["guard", "canary", "variant", "expect", "verdict", "nonce", "started", "duration_s",
+                 "trace", "leaked", "firings", "attribution", "foreign_calls", "evidence", "answer",
+                 "error"]
+
+RECORD = RunRecord(
+    guard="version", canary="fake-version", variant=1, expect="reject", verdict=Verdict.AMBIGUOUS,
+    nonce="k3v9abcdefghijklmnop", started=datetime(2026, 11, 29, 10, 0, 0, 250000, tzinfo=UTC),
+    duration_s=2.4129, trace={"sent": 0.0, "fixture_fetched": 0.21, "injected": 0.35, "fired": None,
+                             "repair_requested": None, "answered": 2.1},
+    leaked=False, firings=0, attribution=None, foreign_calls=7,
+    evidence="2026-11-29T10:00:00.612Z WARN VersionGuard: rejected", answer="I could not confirm it.",
+    error=None, leak_text="3.14.7",
+)
+
+
+class Handlers:
+    """The daemon's side of ``POST /run``: finished runs as their documents."""
+
+    def health(self) -> dict[str, object]:
+        return {"ok": True}
+
+    def status(self) -> dict[str, object]:
+        return {"guards": []}
+
+    def run_now(self, selection: list[str], wait: bool) -> dict[str, object]:
+        caught = replace(RECORD, verdict=Verdict.CAUGHT, attribution="task", firings=1, foreign_calls=0)
+        return {"runs": [RECORD.to_json(), caught.to_json()]}
+
+
+def test_the_document_has_the_contracts_keys() -> None:
+    doc = RECORD.to_json()
+    assert list(doc) == CONTRACT_KEYS
+    assert list(doc["trace"]) == list(STAGES)
+    assert (doc["started"], doc["duration_s"], doc["verdict"]) == ("2026-11-29T10:00:00.250000Z", 2.413,
+                                                                   "ambiguous")
+
+
+def test_a_record_crosses_the_control_api_unchanged() -> None:
+    token = "t0ken"
+    app = create_control_app(token, Handlers())
+    with BackgroundServer(app, name="control") as server, ControlClient(
+        server.url.removeprefix("http://"), token
+    ) as client:
+        doc = client.run(["version"], wait=True)
+    received = [RunRecord.from_json(r) for r in doc["runs"]]
+    sent = replace(RECORD, duration_s=2.413, leak_text=None)
+    assert received[0] == sent
+    assert (received[1].verdict, received[1].attribution) == (Verdict.CAUGHT, "task")
+
+
+def test_the_run_table_names_the_mark_and_an_ambiguous_runs_foreign_calls() -> None:
+    caught = replace(RECORD, verdict=Verdict.CAUGHT, attribution="value", firings=1)
+    table = click.unstyle(runs_table([RECORD, caught]))
+    header, first, second = table.splitlines()
+    assert "tied by" in header
+    assert "AMBIGUOUS" in first and "7 foreign call(s)" in first
+    assert "CAUGHT" in second and " value " in second
+    advice = explain(RECORD)
+    assert "7 model call(s) without the nonce" in advice and "[logs] correlate" in advice
