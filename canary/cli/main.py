@@ -236,13 +236,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 def _shown_url(url: str) -> str:
     """A store URL as it may be shown: any password hidden."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from canary.config.urls import redact_url
 
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    return redact_url(url)
 
 
 def _known_guard(config: Config, guard: str) -> None:

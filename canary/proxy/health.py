@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import urlsplit, urlunsplit
+
+from canary.config.urls import redact_url
 
 #: Every outcome of a request through the proxy.
 OUTCOMES = ("ok", "upstream_5xx", "refused", "timeout", "broken", "scripted", "no_upstream")
@@ -25,14 +26,8 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 
 
 
 def redact(url: str | None) -> str:
-    """A URL with any ``user:password@`` removed, for every message that shows it."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """A URL with its ``user:password@`` shown as ``***@``, for every message that shows it."""
+    return redact_url(url) if url else ""
 
 
 class Recorder(Protocol):

@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, select
-from sqlmodel import col
-
-from canary.store.engine import Store
 from canary.store.reads import Reader
-from canary.store.tables import Meta, Transition
 from canary.vocabulary import as_utc, iso
+
+if TYPE_CHECKING:
+    from canary.store.engine import Store
 
 #: The name its transitions and alerts carry; guard names are ``[a-z0-9_-]+``, so none clashes.
 MODEL_SERVER = "model server"
@@ -103,6 +101,12 @@ def load(store: Store | Reader) -> UpstreamHealth | None:
         rows = store.rows("SELECT value FROM meta WHERE key = :key", key=HEALTH_KEY)
         text = rows[0][0] if rows else None
     else:
+        # The ORM is imported only on the store's side: ``canary status`` reads through a Reader.
+        from sqlalchemy import select
+        from sqlmodel import col
+
+        from canary.store.tables import Meta
+
         with store.engine.connect() as conn:
             text = conn.execute(select(col(Meta.value)).where(col(Meta.key) == HEALTH_KEY)).scalar()
     if not text:
@@ -115,6 +119,10 @@ def load(store: Store | Reader) -> UpstreamHealth | None:
 
 def record(store: Store, health: UpstreamHealth, *, now: datetime) -> dict[str, Any] | None:
     """Store the health; on a change of state, also a transition row, which is returned."""
+    from sqlalchemy import insert
+
+    from canary.store.tables import Meta, Transition
+
     previous = load(store)
     row = {"key": HEALTH_KEY, "value": json.dumps(health.to_json())}
     change = None

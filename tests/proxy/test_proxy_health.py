@@ -90,8 +90,8 @@ def test_a_failing_recorder_never_breaks_the_agent() -> None:
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("http://user:pw@127.0.0.1:11434", "http://127.0.0.1:11434"),
-        ("http://token@model.example/v1", "http://model.example/v1"),
+        ("http://user:pw@127.0.0.1:11434", "http://***@127.0.0.1:11434"),
+        ("http://token@model.example/v1", "http://***@model.example/v1"),
         ("http://127.0.0.1:11434", "http://127.0.0.1:11434"),
         (None, ""),
     ],

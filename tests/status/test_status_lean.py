@@ -39,7 +39,7 @@ def write_config(tmp_path: Path) -> Config:
             "[[canary]]\nname = 'two'\nevery = '6h'\nprompt = 'Read {fixture_url}.'\n"
             "fixture = '<p>{true_number}</p>'\ninject = 'd {fake_number}'\nleak = '{fake_number}'\n"
             "[[canary]]\nname = 'ctl'\nevery = '12h'\nexpect = 'accept'\nprompt = 'Read {fixture_url}.'\n"
-            "fixture = '<p>{true_number}</p>'\ninject = 'e {true_number}'\nleak = '{true_number}'\n"
+            "fixture = '<p>{true_number}</p>'\ninject = 'e {true_number}'\ngrounded = '{true_number}'\n"
         )
     (tmp_path / "canary.toml").write_text(
         f"defs = ['defs/*.toml']\n[logs]\npaths = []\n[store]\nurl = 'sqlite:///{tmp_path / 'c.db'}'\n"
