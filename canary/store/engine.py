@@ -8,6 +8,7 @@ a SIGKILL at any moment neither loses nor doubles a firing after restart.
 from __future__ import annotations
 
 import os
+import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -36,8 +37,9 @@ from canary.store.tables import (
     Transition,
 )
 from canary.vocabulary import as_utc, hour_floor
+from collectors.identity import Mark
+from collectors.positions import Batch, FileState
 from collectors.scan import Hit
-from collectors.tailer import Batch, FileState
 
 Attribution = Callable[[str, Hit], int | None]
 
@@ -59,8 +61,21 @@ def _v3(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
 
 
+def _v4(conn: Connection) -> None:
+    """Read positions proved by the bytes before the offset, and the state before a truncation."""
+    columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(file_positions)")} if (
+        conn.dialect.name == "sqlite"
+    ) else set()
+    for name, kind in (
+        ("head", "BLOB NOT NULL DEFAULT x''"), ("tail_len", "INTEGER NOT NULL DEFAULT 0"),
+        ("tail_hash", "BLOB NOT NULL DEFAULT x''"), ("prior", "BLOB"),
+    ):
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE file_positions ADD COLUMN {name} {kind}")
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -186,6 +201,10 @@ class Store:
                 source = "organic" if run_id is None else "canary"
                 counts[(guard, hour_floor(ts), source)] += 1
         state = batch.state
+        extra = {
+            "head": state.head, "tail_len": state.tail_len, "tail_hash": state.tail_hash,
+            "prior": _pack(state.prior),
+        }
         with self.engine.begin() as conn:
             if firings:
                 conn.execute(insert(Firing), firings)
@@ -217,12 +236,12 @@ class Store:
                     "key": state.key, "dev": state.dev, "ino": state.ino, "path": state.path,
                     "offset": state.offset, "head_len": state.head_len,
                     "head_hash": state.head_hash, "size": state.size, "lines": batch.lines,
-                    "updated_at": now,
+                    "updated_at": now, **extra,
                 }],
                 keys=["key"],
                 set_={
                     "path": state.path, "offset": state.offset, "head_len": state.head_len,
-                    "head_hash": state.head_hash, "size": state.size, "updated_at": now,
+                    "head_hash": state.head_hash, "size": state.size, "updated_at": now, **extra,
                     "lines": FilePosition.__table__.c.lines + batch.lines,  # type: ignore[attr-defined]
                 },
             )
@@ -262,7 +281,26 @@ def _state(row: Any) -> FileState:
     return FileState(
         key=pos.key, dev=pos.dev, ino=pos.ino, path=pos.path, offset=pos.offset,
         head_len=pos.head_len, head_hash=bytes(pos.head_hash), size=pos.size,
+        head=bytes(pos.head or b""), tail_len=int(pos.tail_len or 0),
+        tail_hash=bytes(pos.tail_hash or b""), prior=_unpack(pos.prior),
     )
+
+
+def _pack(mark: Mark | None) -> bytes | None:
+    """A mark as bytes: offset, head length, tail length, then head hash, tail hash, head."""
+    if mark is None:
+        return None
+    sizes = struct.pack(">QII", mark.offset, mark.head_len, mark.tail_len)
+    return sizes + mark.head_hash.ljust(16, b"\0") + mark.tail_hash.ljust(16, b"\0") + mark.head
+
+
+def _unpack(data: bytes | None) -> Mark | None:
+    if not data or len(data) < 48:
+        return None
+    data = bytes(data)
+    offset, head_len, tail_len = struct.unpack(">QII", data[:16])
+    tail_hash = data[32:48] if tail_len else b""
+    return Mark(offset, head_len, data[16:32], tail_len, tail_hash, data[48:])
 
 
 def _run_table() -> Any:

@@ -1,0 +1,74 @@
+"""Where a file with a stored position went: its inode among its rotated siblings.
+
+A file rotated while nothing followed it (or while it was idle and closed) is
+looked for by inode in the directory it was last seen in, under its live name
+or a rotated name of it (``.1``, ``-YYYYMMDD``, ``.2026-11-29``); a directory
+that cannot be listed proves nothing, so its files are kept.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from collectors.files import is_compressed, live_name
+from collectors.positions import FileState, file_key
+
+__all__ = ["Found", "locate", "matches_any"]
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where a stored file is now: ``path`` and ``size``, or ``gone`` (listed, not there)."""
+
+    path: str | None
+    size: int = 0
+    gone: bool = False
+
+
+def locate(states: Iterable[FileState]) -> dict[str, Found]:
+    """For each state, its file among its live name and rotated siblings, by inode.
+
+    A state whose directory cannot be listed is left out: it is neither found nor gone.
+    """
+    by_dir: dict[str, list[FileState]] = {}
+    for state in states:
+        by_dir.setdefault(os.path.dirname(state.path) or ".", []).append(state)
+    found: dict[str, Found] = {}
+    for directory, group in by_dir.items():
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        inodes: dict[str, tuple[str, str, int]] = {}
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            inodes[file_key(st.st_dev, st.st_ino)] = (entry.name, entry.path, st.st_size)
+        for state in group:
+            hit = inodes.get(state.key)
+            base = live_name(os.path.basename(state.path))
+            if (
+                hit is None
+                or live_name(hit[0]) != base
+                or is_compressed(Path(hit[1]))
+            ):
+                found[state.key] = Found(None, gone=True)
+            else:
+                found[state.key] = Found(hit[1], hit[2])
+    return found
+
+
+def matches_any(path: str, patterns: Sequence[str]) -> bool:
+    """Whether ``path`` (absolute) matches one of the globs, ``**`` matching any depth."""
+    for pattern in patterns:
+        full = os.path.join(os.getcwd(), os.path.expanduser(pattern))
+        if fnmatch.fnmatch(path, full):
+            return True
+    return False
