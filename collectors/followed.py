@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from collectors.identity import HEAD, TAIL, Mark, Observed, digest
+from collectors.identity import HEAD, TAIL, Mark, Observed, Source, digest
 from collectors.positions import FileState
 from collectors.scan import FeedResult, LineScanner
 
@@ -126,3 +127,48 @@ def close_fd(fd: int) -> None:
     """Close, ignoring errors."""
     with contextlib.suppress(OSError):
         os.close(fd)
+
+
+def at_end(f: Followed) -> bool:
+    """Whether everything the file held when last looked at was read and committed."""
+    return f.scanner.read_pos >= f.size and not f.unsaved
+
+
+def truncated(f: Followed) -> bool:
+    """Whether an open file is now shorter than what was read, or has another head."""
+    if f.fd is None:
+        return False
+    try:
+        size = os.fstat(f.fd).st_size
+    except OSError:
+        return True
+    return size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head
+
+
+def sources_for(key: str, files: Mapping[str, Followed], stored: Mapping[str, FileState]) -> list[Source]:
+    """The marks a new file ``key`` may be a copy of: followed files', and stored ones'."""
+    out: list[Source] = []
+    for f in files.values():
+        if f.key == key:
+            continue
+        if f.prior is not None and f.prior.offset:
+            out.append(Source(f.key, f.prior, True))
+        if f.scanner.offset and not f.fresh:
+            out.append(Source(f.key, f.mark(), truncated(f)))
+    for s in stored.values():
+        held = files.get(s.key)
+        if held is not None and s.key != key and not held.fresh:
+            continue  # its live state is above; a fresh one does not hold its stored mark
+        if s.prior is not None and s.prior.offset:
+            out.append(Source(s.key, s.prior, True))
+        if s.key != key and s.offset:
+            out.append(Source(s.key, s.mark, True))
+    return out
+
+
+def hole_loss(fd: int, size: int, offset: int) -> int:
+    """Bytes lost to a truncation a writer without O_APPEND went on past: its leading hole
+    beyond what had been read (0 if the file starts with data)."""
+    data = pread_upto(fd, min(size, CHUNK))
+    hole = len(data) - len(data.lstrip(b"\0"))
+    return max(0, hole - offset) if hole else 0

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.files import is_compressed, live_name
+from collectors.files import expand, is_compressed, live_name, rotated_siblings
 from collectors.positions import FileState, file_key
 
-__all__ = ["Found", "locate", "matches_any"]
+__all__ = ["Found", "adoptable", "copy_candidates", "locate", "matched", "matches_any"]
 
 
 @dataclass(frozen=True)
@@ -72,3 +72,56 @@ def matches_any(path: str, patterns: Sequence[str]) -> bool:
         if fnmatch.fnmatch(path, full):
             return True
     return False
+
+
+def matched(patterns: Sequence[str], report: Callable[[str, str], None]) -> dict[str, str]:
+    """The plain (not compressed) files the globs match now, by ``dev:ino`` key."""
+    seen: dict[str, str] = {}
+    for path in expand(patterns):
+        if is_compressed(path):
+            continue
+        name = str(path)
+        try:
+            st = os.stat(name)
+        except OSError as exc:
+            report(name, f"cannot stat {name}: {exc.strerror or exc}")
+            continue
+        seen.setdefault(file_key(st.st_dev, st.st_ino), name)
+    return seen
+
+
+def adoptable(
+    missing: Sequence[FileState], settled: Mapping[str, int], patterns: Sequence[str]
+) -> tuple[set[str], list[str]]:
+    """Of stored files no glob matches now: the keys gone for good, and the paths to read again.
+
+    A file is read again when it sits under its live name or a rotated name of it, its live
+    name is still in the globs, and its size is not the one it was left at.
+    """
+    gone: set[str] = set()
+    moved: list[str] = []
+    by_key = {s.key: s for s in missing}
+    for key, where in locate(missing).items():
+        if where.gone:
+            gone.add(key)
+        elif where.path is not None:
+            known = settled.get(key, by_key[key].offset)
+            live = os.path.join(os.path.dirname(where.path), live_name(os.path.basename(where.path)))
+            if where.size != known and matches_any(live, patterns):
+                moved.append(where.path)
+    return gone, moved
+
+
+def copy_candidates(path: str, followed: Container[str]) -> list[str]:
+    """Rotated siblings of ``path`` not followed, not compressed and not empty."""
+    out: list[str] = []
+    for sibling in rotated_siblings(Path(path)):
+        if is_compressed(sibling):
+            continue
+        try:
+            st = os.stat(sibling)
+        except OSError:
+            continue
+        if file_key(st.st_dev, st.st_ino) not in followed and st.st_size > 0:
+            out.append(str(sibling))
+    return out

@@ -15,37 +15,30 @@ go to files that grow.
 
 from __future__ import annotations
 
-import errno
 import os
-import resource
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-from collectors.files import expand, is_compressed, rotated_siblings
+from collectors.descriptors import Descriptors
 from collectors.followed import (
     CHUNK,
-    OPEN_FLAGS,
     Followed,
-    close_fd,
+    at_end,
+    hole_loss,
     last_line_end,
     observe,
     pread_upto,
+    sources_for,
     tail_before,
 )
-from collectors.identity import HEAD, Kind, Source, classify, tail_offsets
+from collectors.identity import HEAD, Kind, classify, tail_offsets
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher
-from collectors.siblings import locate, matches_any
+from collectors.siblings import adoptable, copy_candidates, matched
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 
 ErrorCallback = Callable[[str, str], None]
-
-
-def open_limit() -> int:
-    """The soft limit on open files of this process."""
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class Tailer:
@@ -72,7 +65,6 @@ class Tailer:
         self.rotate_wait = rotate_wait
         self.start_at_end = start_at_end
         self.idle_close = idle_close
-        self.max_open = max_open if max_open is not None else max(8, min(open_limit() // 2, 4096))
         self._on_error = on_error
         self._clock = clock
         self._chunk = chunk
@@ -83,7 +75,7 @@ class Tailer:
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
         self._first_scan = True
         self._reported: set[str] = set()
-        self.open_fds = 0
+        self._fds = Descriptors(self._files, self._report, max_open)
         self.lines_total = 0
         self.truncations = 0
 
@@ -99,12 +91,12 @@ class Tailer:
         consumed = 0
         for f in list(self._files.values()):
             consumed += self._drain(f, now)
-            self._trim(f)
+            self._fds.trim(f)
         for name, rotated in names:
             opened = self._open(name, now, rotated=rotated)
             if opened is not None:
                 consumed += self._drain(opened, now)
-                self._trim(opened)
+                self._fds.trim(opened)
         if rescan:
             self._probe_copies(now)
             self._forget_gone()
@@ -122,7 +114,7 @@ class Tailer:
     def close(self) -> None:
         """Close every file descriptor; committed positions stay in the store."""
         for f in self._files.values():
-            self._close_fd(f)
+            self._fds.close(f)
         self._files.clear()
 
     def reload_positions(self) -> None:
@@ -141,17 +133,7 @@ class Tailer:
     def _rescan(self, now: float) -> list[tuple[str, bool]]:
         """Mark what the globs match; return the names of files to open, and whether rotated."""
         stored = self._positions()
-        seen: dict[str, str] = {}
-        for path in expand(self.patterns):
-            if is_compressed(path):
-                continue
-            name = str(path)
-            try:
-                st = os.stat(name)
-            except OSError as exc:
-                self._report(name, f"cannot stat {name}: {exc.strerror or exc}")
-                continue
-            seen.setdefault(file_key(st.st_dev, st.st_ino), name)
+        seen = matched(self.patterns, self._report)
         todo: list[tuple[str, bool]] = []
         for key, name in seen.items():
             followed = self._files.get(key)
@@ -165,13 +147,9 @@ class Tailer:
                 f.rotated = True
                 f.last_change = now
         missing = [s for k, s in stored.items() if k not in self._files and k not in seen]
-        for key, where in locate(missing).items():
-            if where.gone:
-                self._gone.add(key)
-            elif where.path is not None:
-                known = self._settled.get(key, stored[key].offset)
-                if where.size != known and matches_any(_live(where.path), self.patterns):
-                    todo.append((where.path, True))
+        gone, moved = adoptable(missing, self._settled, self.patterns)
+        self._gone |= gone
+        todo += [(path, True) for path in moved]
         return todo
 
     def _probe_copies(self, now: float) -> None:
@@ -179,21 +157,12 @@ class Tailer:
         for f in list(self._files.values()):
             if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
                 continue
-            for sibling in rotated_siblings(Path(f.path)):
-                if is_compressed(sibling):
-                    continue
-                try:
-                    st = os.stat(sibling)
-                except OSError:
-                    continue
-                key = file_key(st.st_dev, st.st_ino)
-                if key in self._files or st.st_size < 1:
-                    continue
-                copy = self._open(str(sibling), now, rotated=True, only_copies=True)
+            for sibling in copy_candidates(f.path, self._files):
+                copy = self._open(sibling, now, rotated=True, only_copies=True)
                 if copy is not None:
                     f.prior_at = -1e18  # found: look no further
                     self._drain(copy, now)
-                    self._trim(copy)
+                    self._fds.trim(copy)
                     break
 
     def _forget_gone(self) -> None:
@@ -204,45 +173,17 @@ class Tailer:
 
     # -- opening and deciding -----------------------------------------------
 
-    def _open_fd(self, name: str) -> int | None:
-        for attempt in (0, 1):
-            try:
-                fd = os.open(name, OPEN_FLAGS)
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE) and attempt == 0:
-                    self._free_fds(len(self._files) // 4 + 1)
-                    continue
-                if exc.errno in (errno.EMFILE, errno.ENFILE):
-                    self._report(
-                        name,
-                        f"cannot open {name}: too many open files (the limit is {open_limit()}, "
-                        f"{len(self._files)} files are followed and {self.open_fds} open); "
-                        "its position is kept and it is retried",
-                    )
-                else:
-                    self._report(name, f"cannot open {name}: {exc.strerror or exc}; will retry")
-                return None
-            self.open_fds += 1
-            return fd
-        return None
-
-    def _close_fd(self, f: Followed) -> None:
-        if f.fd is not None:
-            f.close()
-            self.open_fds -= 1
-
     def _open(
         self, name: str, now: float, *, rotated: bool = False, only_copies: bool = False
     ) -> Followed | None:
-        fd = self._open_fd(name)
+        fd = self._fds.open_fd(name)
         if fd is None:
             return None
         self._resolved(name)
         st = os.fstat(fd)
         key = file_key(st.st_dev, st.st_ino)
         if key in self._files:
-            close_fd(fd)
-            self.open_fds -= 1
+            self._fds.drop(fd)
             return None
         f = Followed(
             key=key, dev=st.st_dev, ino=st.st_ino, path=name, fd=fd,
@@ -253,35 +194,16 @@ class Tailer:
         self._gone.discard(key)
         decided = self._decide(f, now, only_copies=only_copies)
         if only_copies and not decided:
-            self._close_fd(f)
+            self._fds.close(f)
             del self._files[key]
             return None
         return f
-
-    def _sources(self, key: str) -> list[Source]:
-        out: list[Source] = []
-        for f in self._files.values():
-            if f.key == key:
-                continue
-            if f.prior is not None and f.prior.offset:
-                out.append(Source(f.key, f.prior, True))
-            if f.scanner.offset and not f.fresh:
-                out.append(Source(f.key, f.mark(), _truncated(f)))
-        for s in self._positions().values():
-            held = self._files.get(s.key)
-            if held is not None and s.key != key and not held.fresh:
-                continue  # its live state is above; a fresh one does not hold its stored mark
-            if s.prior is not None and s.prior.offset:
-                out.append(Source(s.key, s.prior, True))
-            if s.key != key and s.offset:
-                out.append(Source(s.key, s.mark, True))
-        return out
 
     def _decide(self, f: Followed, now: float, *, only_copies: bool = False) -> bool:
         """Choose where a fresh file starts; False while that cannot be decided yet."""
         assert f.fd is not None
         stored = self._positions().get(f.key)
-        sources = self._sources(f.key)
+        sources = sources_for(f.key, self._files, self._positions())
         mark = stored.mark if stored is not None else None
         observed = observe(
             f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
@@ -331,13 +253,12 @@ class Tailer:
             return False
         if st.st_size == f.scanner.read_pos and st.st_mtime_ns == f.mtime_ns and not f.unsaved:
             return False
-        fd = self._open_fd(f.path)
+        fd = self._fds.open_fd(f.path)
         if fd is None:
             return False
         fst = os.fstat(fd)
         if file_key(fst.st_dev, fst.st_ino) != f.key:
-            close_fd(fd)
-            self.open_fds -= 1
+            self._fds.drop(fd)
             return False
         f.fd = fd
         return True
@@ -398,10 +319,8 @@ class Tailer:
     def _report_loss(self, f: Followed) -> None:
         """A writer without O_APPEND goes on past a truncation: the hole is what copytruncate lost."""
         assert f.fd is not None
-        data = pread_upto(f.fd, min(f.size, CHUNK))
-        hole = len(data) - len(data.lstrip(b"\0"))
-        lost = hole - f.scanner.offset
-        if hole and lost > 0:
+        lost = hole_loss(f.fd, f.size, f.scanner.offset)
+        if lost:
             self._warn(
                 f.path,
                 f"{f.path} was truncated (copytruncate?) {lost} bytes after the last line read; "
@@ -442,19 +361,6 @@ class Tailer:
 
     # -- closing ------------------------------------------------------------
 
-    def _trim(self, f: Followed) -> None:
-        """Over the descriptor budget, a file read to its end gives its descriptor back."""
-        if self.open_fds > self.max_open and f.fd is not None and not f.rotated and _at_end(f):
-            self._close_fd(f)
-
-    def _free_fds(self, n: int) -> None:
-        idle = sorted(
-            (f for f in self._files.values() if f.fd is not None and not f.rotated and _at_end(f)),
-            key=lambda f: f.last_change,
-        )
-        for f in idle[:n]:
-            self._close_fd(f)
-
     def _close_quiet(self, now: float) -> None:
         for key, f in list(self._files.items()):
             quiet = now - f.last_change
@@ -464,16 +370,16 @@ class Tailer:
                     self._settled[key] = f.size
                 continue
             if not f.rotated:
-                if quiet >= self.idle_close and _at_end(f) and not f.fresh:
-                    self._close_fd(f)
+                if quiet >= self.idle_close and at_end(f) and not f.fresh:
+                    self._fds.close(f)
                 continue
-            if quiet < self.rotate_wait or not _at_end(f):
+            if quiet < self.rotate_wait or not at_end(f):
                 continue
             try:
                 deleted = os.fstat(f.fd).st_nlink == 0
             except OSError:
                 deleted = False
-            self._close_fd(f)
+            self._fds.close(f)
             del self._files[key]
             self._settled[key] = f.size
             if deleted:
@@ -504,10 +410,6 @@ class Tailer:
         self._reported.discard(path)
 
 
-def _at_end(f: Followed) -> bool:
-    return f.scanner.read_pos >= f.size and not f.unsaved
-
-
 def _leads_to(path: str, key: str) -> bool:
     """Whether ``path`` still names the file ``key`` (a failed listing proves nothing)."""
     try:
@@ -515,20 +417,3 @@ def _leads_to(path: str, key: str) -> bool:
     except OSError:
         return False
     return file_key(st.st_dev, st.st_ino) == key
-
-
-def _live(path: str) -> str:
-    from collectors.files import live_name
-
-    return os.path.join(os.path.dirname(path), live_name(os.path.basename(path)))
-
-
-def _truncated(f: Followed) -> bool:
-    """Whether a followed file is now shorter than what was read, or has another head."""
-    if f.fd is None:
-        return False
-    try:
-        size = os.fstat(f.fd).st_size
-    except OSError:
-        return True
-    return size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head
