@@ -41,6 +41,7 @@ class Followed:
     seen_size: int = -1
     at_start: bool = False
     unsaved: bool = False  # its last commit failed: commit its state again even with nothing read
+    base: int = 0  # where what is not committed yet was read from: read again from there on a failure
     errors: set[str] = field(default_factory=set)
 
     def feed(self, data: bytes) -> FeedResult:

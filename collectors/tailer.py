@@ -239,6 +239,7 @@ class Tailer:
         assert f.fd is not None
         head = pread_upto(f.fd, min(offset, HEAD))
         f.restart_at(LineScanner(self.matcher, offset), head, tail_before(f.fd, offset))
+        f.base = offset
 
     # -- reading ------------------------------------------------------------
 
@@ -314,6 +315,7 @@ class Tailer:
         f.prior_at = now
         self._report_loss(f)
         f.restart_at(LineScanner(self.matcher, 0), b"", b"")
+        f.base = 0
         self._commit(f, [], 0, 0)
 
     def _report_loss(self, f: Followed) -> None:
@@ -336,30 +338,15 @@ class Tailer:
             # Nothing was committed: forget what was read so it is read again.
             f.unsaved = True
             if f.fd is not None:
-                self._start_at(f, self._resume_offset(f))
+                self._start_at(f, f.base)
             self._report(f.path, f"cannot commit what was read from {f.path}: {exc}")
             return False
         f.unsaved = False
+        f.base = f.scanner.offset
         self._positions()[f.key] = state
         f.lines += lines
         self.lines_total += lines
         return True
-
-    def _resume_offset(self, f: Followed) -> int:
-        """Where to read again after a failed commit: the stored offset if it is this content's."""
-        try:
-            stored = self.store.position(f.key)
-        except Exception:
-            return 0
-        assert f.fd is not None
-        if stored is None or not stored.offset:
-            return 0
-        size = os.fstat(f.fd).st_size
-        observed = observe(f.fd, f.key, size, tail_offsets(stored.mark, []))
-        decision = classify(stored.mark, observed)
-        return stored.offset if decision.kind is Kind.RESUME else 0
-
-    # -- closing ------------------------------------------------------------
 
     def _close_quiet(self, now: float) -> None:
         for key, f in list(self._files.items()):
