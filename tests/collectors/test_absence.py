@@ -77,14 +77,14 @@ def test_idle_files_give_their_descriptors_back(tmp_path: Path, store: Store) ->
     t = make_tailer(store, str(tmp_path / "*.log"), clock, max_open=5)
     t.poll()
     assert store.count_firings() == 20
-    assert t._fds.open <= 5  # noqa: SLF001
+    assert t._fds.open <= 5
     append(tmp_path / "f3.log", hits(1, 300))
     clock.now += 1
     t.poll()
     assert store.count_firings() == 21
     clock.now += 60
     t.poll()
-    assert t._fds.open == 0  # noqa: SLF001
+    assert t._fds.open == 0
     t.close()
 
 
