@@ -74,6 +74,7 @@ class Tailer:
         self._gone: set[str] = set()
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
         self._first_scan = True
+        self._reload = False
         self._reported: set[str] = set()
         self._fds = Descriptors(self._files, self._report, max_open)
         self.lines_total = 0
@@ -87,6 +88,10 @@ class Tailer:
         Returns the number of bytes of complete lines consumed.
         """
         now = self._clock()
+        if self._reload:
+            self._reload = False
+            self.reload_positions()
+            rescan = True
         names = self._rescan(now) if rescan else []
         consumed = 0
         for f in list(self._files.values()):
@@ -121,7 +126,12 @@ class Tailer:
         """Forget what is known of the store (it was replaced): read it again, drop open files."""
         self.close()
         self._stored = None
+        self._settled.clear()
         self._first_scan = True
+
+    def request_reload(self) -> None:
+        """Reload the positions at the start of the next poll (safe from another thread)."""
+        self._reload = True
 
     # -- scanning -----------------------------------------------------------
 
@@ -339,7 +349,8 @@ class Tailer:
             f.unsaved = True
             if f.fd is not None:
                 self._start_at(f, f.base)
-            self._report(f.path, f"cannot commit what was read from {f.path}: {exc}")
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the SQL and its lines
+            self._report(f.path, f"cannot commit what was read from {f.path}: {reason}")
             return False
         f.unsaved = False
         f.base = f.scanner.offset

@@ -19,7 +19,7 @@ import click
 
 from canary import __version__
 from canary.cli import printers as fmt
-from canary.errors import CanaryError, ConfigError, UsageError
+from canary.errors import CanaryError, ConfigError, StoreError, UsageError
 
 EXIT_OK, EXIT_ASLEEP, EXIT_CONFIG, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -358,17 +358,22 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     config = _load(ctx)
     try:
-        store = Store(config.store.url)
+        store = Store.existing(config.store.url)
     except CanaryError as exc:
         _fail(exc)
     doc = status_document(store, config, now=datetime.now(UTC))
     store.close()
+    error = doc["daemon"].get("error")
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
-        if not doc["daemon"]["running"]:
+        if error:
+            click.echo(f"daemon error: {error}", err=True)
+        elif not doc["daemon"]["running"]:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
         click.echo(fmt.status_table(doc))
+    if error:
+        sys.exit(StoreError.exit_code)
     bad = [g for g in doc["guards"] if g["status"] in ("asleep", "degraded", "inconclusive")]
     sys.exit(EXIT_ASLEEP if bad else EXIT_OK)
 

@@ -30,12 +30,14 @@ from sqlmodel import col
 
 from canary import locations
 from canary.config.settings import Config
+from canary.daemon.storewatch import StoreWatch, store_failure
 from canary.errors import UnavailableError
 from canary.runs.runner import DEFAULT_GRACE, select_canaries
 from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
 from canary.runs.session import Session
 from canary.status.overview import evaluate_all, record_transitions, status_document
 from canary.store.engine import RunLog, Store
+from canary.store.health import StoreProblem
 from canary.store.tables import Firing, Heartbeat
 from canary.vocabulary import as_utc
 
@@ -177,6 +179,7 @@ class Daemon:
         self._last_prune: datetime | None = None
         self._alerts_due = threading.Event()
         self._alerts: threading.Thread | None = None
+        self.watch: StoreWatch | None = None
 
     # control API ------------------------------------------------------------
 
@@ -191,6 +194,7 @@ class Daemon:
             "files": len(session.collection.files()) if session and session.collection else 0,
             "proxy": session.proxy.url if session and session.proxy else None,
             "fixtures": session.fixtures.url if session and session.fixtures else None,
+            "store_error": self.watch.problem.sentence() if self.watch and self.watch.problem else None,
         }
 
     def run_now(self, selection: list[str], *, wait: bool) -> dict[str, object]:
@@ -237,8 +241,51 @@ class Daemon:
             log.info("%s/%s: %s", guard.name, canary.name, result.verdict)
 
     def step(self) -> None:
-        """One tick: heartbeat, statuses and transitions, alerts, retention."""
+        """One tick: the store checked, heartbeat, statuses and transitions, alerts, retention."""
         now = self.clock()
+        watch = self.watch
+        if watch is not None:
+            watch.check(now)
+        try:
+            self._tick(now)
+        except Exception as exc:
+            reason = store_failure(exc)
+            if watch is None or reason is None:
+                raise
+            watch.failed(reason, now)
+            return
+        if watch is not None:
+            watch.worked(now)
+
+    # store watching ---------------------------------------------------------------
+
+    def _store_reopened(self) -> None:
+        """The store was re-opened: the collectors re-read from the positions it holds."""
+        if self.session is not None and self.session.collection is not None:
+            self.session.collection.tailer.request_reload()
+
+    def _alert_store(self, problem: StoreProblem) -> None:
+        """Tell every alert channel, in a thread of its own."""
+        from canary.alerts.channels import AlertPayload, default_sender, enabled_channels
+
+        sentence = problem.sentence()
+        payload: AlertPayload = {
+            "guard": "(daemon)", "status": "error", "previous": None, "reason": sentence,
+            "since": problem.since.isoformat(), "evidence": None, "kind": "change",
+            "text": f"guard-canary daemon: {sentence}",
+        }
+        send = default_sender(self.config.alerts)
+
+        def deliver() -> None:
+            for channel in enabled_channels(self.config.alerts):
+                try:
+                    send(channel, payload)
+                except Exception as exc:
+                    log.error("the store problem could not be sent on %s: %s", channel, exc)
+
+        threading.Thread(target=deliver, name="canary-store-alert", daemon=True).start()
+
+    def _tick(self, now: datetime) -> None:
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
              addresses=self._addresses())
@@ -257,8 +304,12 @@ class Daemon:
             self._alerts_due.clear()
             try:
                 alert_step(self.store, self.config, now=self.clock())
-            except Exception:
-                log.exception("alert delivery failed; it will be retried")
+            except Exception as exc:
+                if store_failure(exc) is None:
+                    log.exception("alert delivery failed; it will be retried")
+                else:
+                    log.warning("alert delivery failed (the store: %s); it will be retried",
+                                store_failure(exc))
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
@@ -276,6 +327,7 @@ class Daemon:
                 self.config, self.store, grace=self.grace, start_at_end=False,
                 on_error=lambda path, message: log.warning("%s", message),
             ).start()
+            self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store)
             try:
                 token = ensure_token()
                 host, port = split_listen(self.config.daemon.control)

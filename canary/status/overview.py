@@ -19,6 +19,7 @@ from canary.config.definitions import CanaryDef
 from canary.config.settings import Config
 from canary.status.evaluate import CanaryFact, GuardFacts, GuardStatus, RunFact, evaluate
 from canary.store.engine import Store
+from canary.store.health import read_problem
 from canary.store.queries import window_activity, window_counts
 from canary.store.tables import Firing, Heartbeat, HourlyActivity, Mute, Run, Transition
 from canary.vocabulary import as_utc
@@ -170,19 +171,26 @@ class DaemonInfo:
     proxy: str | None = None
     fixtures: str | None = None
     control: str | None = None
+    error: str | None = None  # the store cannot be written: what, and since when
 
 
 def daemon_info(store: Store, *, now: datetime) -> DaemonInfo:
-    """The heartbeat row read back: running if it beat recently and did not say it stopped."""
+    """The heartbeat row read back: running if it beat recently and did not say it stopped.
+
+    A daemon that holds the store's lock and reported a store problem is running, in error,
+    whatever its (frozen) heartbeat says.
+    """
+    problem = read_problem(store.path) if store.path is not None else None
+    error = problem.sentence() if problem is not None else None
     with store.engine.connect() as conn:
         row = conn.execute(select(Heartbeat)).first()
     if row is None:
-        return DaemonInfo(running=False)
+        return DaemonInfo(running=error is not None, error=error)
     beat = as_utc(row.beat)
-    running = row.stopped is None and now - beat <= HEARTBEAT_STALE
+    running = error is not None or (row.stopped is None and now - beat <= HEARTBEAT_STALE)
     return DaemonInfo(
         running=running, pid=row.pid, since=as_utc(row.started), beat=beat, files=row.files,
-        proxy=row.proxy, fixtures=row.fixtures, control=row.control,
+        proxy=row.proxy, fixtures=row.fixtures, control=row.control, error=error,
     )
 
 
@@ -214,6 +222,7 @@ def status_document(
         )
     return {
         "daemon": {"running": info.running, "since": _iso(info.since) if info.running else None,
-                   "files": info.files if info.running else 0, "heartbeat": _iso(info.beat)},
+                   "files": info.files if info.running else 0, "heartbeat": _iso(info.beat),
+                   "error": info.error},
         "guards": guards,
     }

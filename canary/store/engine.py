@@ -93,9 +93,10 @@ class Store:
         self.url = url
         self._clock = clock or (lambda: datetime.now(UTC))
         self.attribute: Attribution | None = None
+        self.home: Path | None = None
         try:
             self.engine = self._create_engine(url)
-            self._migrate()
+            self._migrate(self.engine)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
         except OSError as exc:
@@ -123,8 +124,8 @@ class Store:
 
         return engine
 
-    def _migrate(self) -> None:
-        with self.engine.begin() as conn:
+    def _migrate(self, engine: Engine) -> None:
+        with engine.begin() as conn:
             Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
             row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
             current = int(row[0]) if row else 0
@@ -146,9 +147,37 @@ class Store:
         """Release every connection."""
         self.engine.dispose()
 
+    def reopen(self) -> None:
+        """Open the store's file again (a new one if it was deleted), and migrate it."""
+        old = self.engine
+        try:
+            engine = self._create_engine(self.url)
+            self._migrate(engine)
+            self.engine = engine  # only once migrated: other threads use it at once
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot open the store at {self.url}: {exc}", url=self.url) from exc
+        finally:
+            old.dispose()
+
+    @classmethod
+    def existing(cls, url: str) -> Store:
+        """The store at ``url``, never created: a SQLite file not there yet reads as an empty
+        store in memory (whose ``path`` still names the file)."""
+        parsed = make_url(url)
+        database = parsed.database
+        if parsed.get_backend_name() == "sqlite" and database not in (None, "", ":memory:"):
+            file = Path(os.path.expanduser(str(database)))
+            if not file.exists():
+                store = cls("sqlite://")
+                store.home = file
+                return store
+        return cls(url)
+
     @property
     def path(self) -> Path | None:
         """The database file, for SQLite stores."""
+        if self.home is not None:
+            return self.home
         parsed = make_url(self.url)
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
             return Path(os.path.expanduser(str(parsed.database)))
