@@ -30,7 +30,8 @@ from sqlmodel import col
 
 from canary import locations
 from canary.config.settings import Config
-from canary.daemon.storewatch import StoreWatch, store_failure
+from canary.daemon.reload import backfill, changed_guards, fingerprint, load_checked
+from canary.daemon.storewatch import StoreWatch, alert_problem, store_failure
 from canary.errors import UnavailableError
 from canary.runs.runner import DEFAULT_GRACE, select_canaries
 from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
@@ -180,6 +181,9 @@ class Daemon:
         self._alerts_due = threading.Event()
         self._alerts: threading.Thread | None = None
         self.watch: StoreWatch | None = None
+        self.reload_due = threading.Event()
+        self.reload_error: str | None = None
+        self._defs_seen = fingerprint(config)
 
     # control API ------------------------------------------------------------
 
@@ -265,25 +269,33 @@ class Daemon:
             self.session.collection.tailer.request_reload()
 
     def _alert_store(self, problem: StoreProblem) -> None:
-        """Tell every alert channel, in a thread of its own."""
-        from canary.alerts.channels import AlertPayload, default_sender, enabled_channels
+        alert_problem(self.config.alerts, problem)
 
-        sentence = problem.sentence()
-        payload: AlertPayload = {
-            "guard": "(daemon)", "status": "error", "previous": None, "reason": sentence,
-            "since": problem.since.isoformat(), "evidence": None, "kind": "change",
-            "text": f"guard-canary daemon: {sentence}",
-        }
-        send = default_sender(self.config.alerts)
+    # definitions reload ---------------------------------------------------------
 
-        def deliver() -> None:
-            for channel in enabled_channels(self.config.alerts):
-                try:
-                    send(channel, payload)
-                except Exception as exc:
-                    log.error("the store problem could not be sent on %s: %s", channel, exc)
-
-        threading.Thread(target=deliver, name="canary-store-alert", daemon=True).start()
+    def reload_step(self, now: datetime) -> bool:
+        """Reload the definitions if SIGHUP asked or a file changed; True if new ones run."""
+        seen = fingerprint(self.config)
+        if not self.reload_due.is_set() and seen == self._defs_seen:
+            return False
+        self.reload_due.clear()
+        self._defs_seen = seen
+        new = load_checked(self.config)
+        if isinstance(new, str):
+            self.reload_error = new
+            log.error("the definitions were not reloaded; the old ones keep running:\n%s", new)
+            return False
+        self.reload_error = None
+        changed = changed_guards(self.config, new)
+        session = self.session
+        if session is not None and session.collection is not None:
+            session.replace_collection(new, before=lambda: backfill(self.store, new, changed, now=now))
+        else:
+            backfill(self.store, new, changed, now=now)
+        self.config = new
+        log.info("definitions reloaded: %d guard(s); counted again: %s", len(new.guards),
+                 ", ".join(changed) or "none")
+        return True
 
     def _tick(self, now: datetime) -> None:
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
@@ -319,6 +331,7 @@ class Daemon:
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.stop_event.set())
+            signal.signal(signal.SIGHUP, lambda *_: self.reload_due.set())
         with store_lock(self.store):
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
@@ -347,6 +360,7 @@ class Daemon:
                 self._alerts.start()
                 while not self.stop_event.is_set():
                     try:
+                        self.reload_step(self.clock())
                         self.step()
                     except Exception:
                         log.exception("a daemon step failed; the next tick retries")

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from canary.config.settings import AlertsConfig
 from canary.errors import CanaryError, StoreError
 from canary.store.engine import Store
 from canary.store.health import StoreProblem, clear_problem, prepare_problem, write_problem
@@ -141,3 +143,25 @@ class StoreWatch:
         log.error("the corrupt store was moved to %s; a new one is created", aside)
         self.reopen(now)
         self._until = now + self.sticky
+
+
+def alert_problem(config: AlertsConfig, problem: StoreProblem) -> None:
+    """Tell every alert channel of a store problem, in a thread of its own."""
+    from canary.alerts.channels import AlertPayload, default_sender, enabled_channels
+
+    sentence = problem.sentence()
+    payload: AlertPayload = {
+        "guard": "(daemon)", "status": "error", "previous": None, "reason": sentence,
+        "since": iso(problem.since) or "", "evidence": None, "kind": "change",
+        "text": f"guard-canary daemon: {sentence}",
+    }
+    send = default_sender(config)
+
+    def deliver() -> None:
+        for channel in enabled_channels(config):
+            try:
+                send(channel, payload)
+            except Exception as exc:
+                log.error("the store problem could not be sent on %s: %s", channel, exc)
+
+    threading.Thread(target=deliver, name="canary-store-alert", daemon=True).start()

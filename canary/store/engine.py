@@ -8,7 +8,6 @@ a SIGKILL at any moment neither loses nor doubles a firing after restart.
 from __future__ import annotations
 
 import os
-import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import SQLModel, col, create_engine
 
 from canary.errors import StoreError
+from canary.store.positions import pack_mark, state_of
 from canary.store.tables import (
     LINE_KEEP,
     Delivery,
@@ -37,7 +37,6 @@ from canary.store.tables import (
     Transition,
 )
 from canary.vocabulary import as_utc, hour_floor
-from collectors.identity import Mark
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
 
@@ -189,61 +188,92 @@ class Store:
         """The committed state of a followed file."""
         with self.engine.connect() as conn:
             row = conn.execute(select(FilePosition).where(col(FilePosition.key) == key)).first()
-        return _state(row) if row else None
+        return state_of(row) if row else None
 
     def positions(self) -> list[FileState]:
         """Every committed file state."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(FilePosition)).all()
-        return [_state(row) for row in rows]
+        return [state_of(row) for row in rows]
 
     def forget(self, key: str) -> None:
         """Drop a file that is gone for good."""
         with self.engine.begin() as conn:
             conn.execute(FilePosition.__table__.delete().where(col(FilePosition.key) == key))  # type: ignore[attr-defined]
 
-    def commit(self, batch: Batch) -> None:
-        """Firings, hourly counts, activity and the new position, in one transaction."""
-        now = as_utc(self._clock())
+    def _rows(
+        self, hits: Iterable[Hit], path: str, key: str, now: datetime, *, attribute: bool = True
+    ) -> tuple[list[dict[str, Any]], Counter[tuple[str, datetime, str]], Counter[datetime]]:
+        """The firing rows of some hits, their hourly counts, and activity per hour."""
         firings: list[dict[str, Any]] = []
         counts: Counter[tuple[str, datetime, str]] = Counter()
         activity: Counter[datetime] = Counter()
-        for hit in batch.hits:
+        for hit in hits:
             ts = as_utc(hit.ts) if hit.ts is not None else now
             if hit.activity:
                 activity[hour_floor(ts)] += 1
             for guard in hit.guards:
-                run_id = self.attribute(guard, hit) if self.attribute is not None else None
+                run_id = self.attribute(guard, hit) if attribute and self.attribute is not None else None
                 firings.append(
                     {
-                        "guard": guard,
-                        "ts": ts,
-                        "ts_from_line": hit.ts is not None,
-                        "read_at": now,
-                        "path": batch.state.path,
-                        "file_key": batch.state.key,
-                        "offset": hit.offset,
-                        "line": _cut(hit.text),
-                        "run_id": run_id,
+                        "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
+                        "read_at": now, "path": path, "file_key": key, "offset": hit.offset,
+                        "line": _cut(hit.text), "run_id": run_id,
                     }
                 )
                 source = "organic" if run_id is None else "canary"
                 counts[(guard, hour_floor(ts), source)] += 1
+        return firings, counts, activity
+
+    def _add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
+        for (guard, hour, source), n in counts.items():
+            self.upsert(
+                conn, HourlyCount,
+                [{"guard": guard, "hour": hour, "source": source, "count": n}],
+                keys=["guard", "hour", "source"],
+                set_={"count": HourlyCount.__table__.c["count"] + n},  # type: ignore[attr-defined]
+            )
+
+    def recount(self, guards: Sequence[str], since: datetime, hits: Iterable[tuple[str, str, Hit]]) -> int:
+        """Replace the organic firings of ``guards`` from the hour of ``since`` on by ``hits``
+        (path, file key, hit) read again from the logs; return how many were stored."""
+        now = as_utc(self._clock())
+        start = hour_floor(as_utc(since))
+        wanted = set(guards)
+        rows: list[dict[str, Any]] = []
+        counts: Counter[tuple[str, datetime, str]] = Counter()
+        for path, key, hit in hits:
+            kept = tuple(g for g in hit.guards if g in wanted)
+            if not kept or (hit.ts is not None and as_utc(hit.ts) < start):
+                continue
+            one = Hit(hit.offset, hit.text, kept, False, hit.ts)
+            firings, c, _ = self._rows([one], path, key, now, attribute=False)
+            rows += firings
+            counts.update(c)
+        with self.engine.begin() as conn:
+            for table in (Firing, HourlyCount):
+                t = table.__table__  # type: ignore[union-attr]
+                column = t.c.ts if table is Firing else t.c.hour
+                organic = t.c.run_id.is_(None) if table is Firing else t.c.source == "organic"
+                conn.execute(t.delete().where(t.c.guard.in_(wanted), column >= start, organic))
+            if rows:
+                conn.execute(insert(Firing), rows)
+            self._add_counts(conn, counts)
+        return len(rows)
+
+    def commit(self, batch: Batch) -> None:
+        """Firings, hourly counts, activity and the new position, in one transaction."""
+        now = as_utc(self._clock())
+        firings, counts, activity = self._rows(batch.hits, batch.state.path, batch.state.key, now)
         state = batch.state
         extra = {
             "head": state.head, "tail_len": state.tail_len, "tail_hash": state.tail_hash,
-            "prior": _pack(state.prior),
+            "prior": pack_mark(state.prior),
         }
         with self.engine.begin() as conn:
             if firings:
                 conn.execute(insert(Firing), firings)
-            for (guard, hour, source), n in counts.items():
-                self.upsert(
-                    conn, HourlyCount,
-                    [{"guard": guard, "hour": hour, "source": source, "count": n}],
-                    keys=["guard", "hour", "source"],
-                    set_={"count": HourlyCount.__table__.c["count"] + n},  # type: ignore[attr-defined]
-                )
+            self._add_counts(conn, counts)
             read_hour = hour_floor(now)
             activity.setdefault(read_hour, 0)
             for hour, n in activity.items():
@@ -303,33 +333,6 @@ class Store:
         """How many firing rows the store holds."""
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(Firing)).scalar_one())
-
-
-def _state(row: Any) -> FileState:
-    pos = row[0] if not isinstance(row, FilePosition) and len(row) == 1 else row
-    return FileState(
-        key=pos.key, dev=pos.dev, ino=pos.ino, path=pos.path, offset=pos.offset,
-        head_len=pos.head_len, head_hash=bytes(pos.head_hash), size=pos.size,
-        head=bytes(pos.head or b""), tail_len=int(pos.tail_len or 0),
-        tail_hash=bytes(pos.tail_hash or b""), prior=_unpack(pos.prior),
-    )
-
-
-def _pack(mark: Mark | None) -> bytes | None:
-    """A mark as bytes: offset, head length, tail length, then head hash, tail hash, head."""
-    if mark is None:
-        return None
-    sizes = struct.pack(">QII", mark.offset, mark.head_len, mark.tail_len)
-    return sizes + mark.head_hash.ljust(16, b"\0") + mark.tail_hash.ljust(16, b"\0") + mark.head
-
-
-def _unpack(data: bytes | None) -> Mark | None:
-    if not data or len(data) < 48:
-        return None
-    data = bytes(data)
-    offset, head_len, tail_len = struct.unpack(">QII", data[:16])
-    tail_hash = data[32:48] if tail_len else b""
-    return Mark(offset, head_len, data[16:32], tail_len, tail_hash, data[48:])
 
 
 def _run_table() -> Any:
