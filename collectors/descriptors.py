@@ -8,13 +8,37 @@ import resource
 from collections.abc import Callable, Mapping
 
 from collectors.followed import OPEN_FLAGS, Followed, at_end, close_fd
+from collectors.positions import file_key
 
-__all__ = ["Descriptors", "open_limit"]
+__all__ = ["Descriptors", "Reporter", "open_limit"]
 
 
 def open_limit() -> int:
     """The soft limit on open files of this process."""
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class Reporter:
+    """Errors to a callback: each path's once until it works again; warnings every time."""
+
+    def __init__(self, on_error: Callable[[str, str], None] | None) -> None:
+        self.on_error = on_error
+        self.reported: set[str] = set()
+
+    def report(self, path: str, message: str) -> None:
+        """Tell the callback once per path until ``resolved(path)``."""
+        if path not in self.reported:
+            self.reported.add(path)
+            self.warn(path, message)
+
+    def warn(self, path: str, message: str) -> None:
+        """Tell the callback."""
+        if self.on_error is not None:
+            self.on_error(path, message)
+
+    def resolved(self, path: str) -> None:
+        """The path works again: its next error is told."""
+        self.reported.discard(path)
 
 
 class Descriptors:
@@ -55,6 +79,27 @@ class Descriptors:
             self.open += 1
             return fd
         return None
+
+    def reopen(self, f: Followed) -> bool:
+        """Open an idle file again if its path still leads to it and it changed."""
+        try:
+            st = os.stat(f.path)
+        except OSError:
+            return False
+        if file_key(st.st_dev, st.st_ino) != f.key:
+            f.rotated = True
+            return False
+        if st.st_size == f.scanner.read_pos and st.st_mtime_ns == f.mtime_ns and not f.unsaved:
+            return False
+        fd = self.open_fd(f.path)
+        if fd is None:
+            return False
+        fst = os.fstat(fd)
+        if file_key(fst.st_dev, fst.st_ino) != f.key:
+            self.drop(fd)
+            return False
+        f.fd = fd
+        return True
 
     def drop(self, fd: int) -> None:
         """Close an fd from ``open_fd`` that no file kept."""

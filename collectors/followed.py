@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from collectors.identity import HEAD, TAIL, Mark, Observed, Source, digest
 from collectors.positions import FileState
-from collectors.scan import FeedResult, LineScanner
+from collectors.scan import FeedResult, Hit, LineScanner
 
 CHUNK = 1 << 20
 OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -173,3 +173,15 @@ def hole_loss(fd: int, size: int, offset: int) -> int:
     data = pread_upto(fd, min(size, CHUNK))
     hole = len(data) - len(data.lstrip(b"\0"))
     return max(0, hole - offset) if hole else 0
+
+
+def read_time_if_ahead(hits: list[Hit], limit: float) -> tuple[list[Hit], Hit | None]:
+    """The hits with every stamp past ``limit`` (epoch seconds) dropped, so they count at
+    their read time; and the first such hit."""
+    out, first = hits, None
+    for i, hit in enumerate(hits):
+        if hit.ts is not None and hit.ts.timestamp() > limit:
+            if first is None:
+                out, first = list(hits), hit
+            out[i] = replace(hit, ts=None)
+    return out, first

@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-from collectors.descriptors import Descriptors
+from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
     Followed,
@@ -28,6 +28,7 @@ from collectors.followed import (
     last_line_end,
     observe,
     pread_upto,
+    read_time_if_ahead,
     sources_for,
     tail_before,
 )
@@ -58,6 +59,8 @@ class Tailer:
         batch_bytes: int = 8 * CHUNK,
         idle_close: float = 30.0,
         max_open: int | None = None,
+        skew: float = 300.0,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.patterns = list(patterns)
         self.matcher = matcher
@@ -65,7 +68,6 @@ class Tailer:
         self.rotate_wait = rotate_wait
         self.start_at_end = start_at_end
         self.idle_close = idle_close
-        self._on_error = on_error
         self._clock = clock
         self._chunk = chunk
         self._batch_bytes = batch_bytes
@@ -75,8 +77,9 @@ class Tailer:
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
         self._first_scan = True
         self._reload = False
-        self._reported: set[str] = set()
-        self._fds = Descriptors(self._files, self._report, max_open)
+        self._errors = Reporter(on_error)
+        self._fds = Descriptors(self._files, self._errors.report, max_open)
+        self._skew, self._wall = skew, wall
         self.lines_total = 0
         self.truncations = 0
 
@@ -143,7 +146,7 @@ class Tailer:
     def _rescan(self, now: float) -> list[tuple[str, bool]]:
         """Mark what the globs match; return the names of files to open, and whether rotated."""
         stored = self._positions()
-        seen = matched(self.patterns, self._report)
+        seen = matched(self.patterns, self._errors.report)
         todo: list[tuple[str, bool]] = []
         for key, name in seen.items():
             followed = self._files.get(key)
@@ -189,7 +192,7 @@ class Tailer:
         fd = self._fds.open_fd(name)
         if fd is None:
             return None
-        self._resolved(name)
+        self._errors.resolved(name)
         st = os.fstat(fd)
         key = file_key(st.st_dev, st.st_ino)
         if key in self._files:
@@ -253,35 +256,14 @@ class Tailer:
 
     # -- reading ------------------------------------------------------------
 
-    def _reopen(self, f: Followed) -> bool:
-        """Open an idle file again if its path still leads to it and it changed."""
-        try:
-            st = os.stat(f.path)
-        except OSError:
-            return False
-        if file_key(st.st_dev, st.st_ino) != f.key:
-            f.rotated = True
-            return False
-        if st.st_size == f.scanner.read_pos and st.st_mtime_ns == f.mtime_ns and not f.unsaved:
-            return False
-        fd = self._fds.open_fd(f.path)
-        if fd is None:
-            return False
-        fst = os.fstat(fd)
-        if file_key(fst.st_dev, fst.st_ino) != f.key:
-            self._fds.drop(fd)
-            return False
-        f.fd = fd
-        return True
-
     def _drain(self, f: Followed, now: float) -> int:
-        if f.fd is None and not self._reopen(f):
+        if f.fd is None and not self._fds.reopen(f):
             return 0
         assert f.fd is not None
         try:
             st = os.fstat(f.fd)
         except OSError as exc:
-            self._report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
+            self._errors.report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
             return 0
         f.size, f.mtime_ns = st.st_size, st.st_mtime_ns
         if f.fresh and not self._decide(f, now):
@@ -295,12 +277,12 @@ class Tailer:
             try:
                 data = os.pread(f.fd, self._chunk, f.scanner.read_pos)
             except OSError as exc:
-                self._report(f.path, f"cannot read {f.path}: {exc.strerror or exc}")
+                self._errors.report(f.path, f"cannot read {f.path}: {exc.strerror or exc}")
                 break
             if not data:
                 break
             result = f.feed(data)
-            hits.extend(result.hits)
+            hits.extend(self._trusted(f, result.hits))
             lines += result.lines
             pending += result.consumed
             if pending >= self._batch_bytes:
@@ -315,6 +297,16 @@ class Tailer:
         if consumed:
             f.last_change = now
         return consumed
+
+    def _trusted(self, f: Followed, hits: list[Hit]) -> list[Hit]:
+        """Hits whose stamp lies more than ``skew`` ahead count at their read time (told once)."""
+        out, bad = read_time_if_ahead(hits, self._wall() + self._skew)
+        if bad is not None and "skew" not in f.errors:
+            f.errors.add("skew")
+            self._errors.warn(f.path, f"{f.path}: a line at offset {bad.offset} is stamped "
+                       f"{bad.ts.isoformat() if bad.ts else '?'}, more than {self._skew:g} s ahead "
+                       "of this clock (clock skew?); such lines count at the time they are read")
+        return out
 
     def _truncated_now(self, f: Followed, now: float) -> None:
         """The file is shorter than what was read, or has another head: read it again from 0."""
@@ -333,7 +325,7 @@ class Tailer:
         assert f.fd is not None
         lost = hole_loss(f.fd, f.size, f.scanner.offset)
         if lost:
-            self._warn(
+            self._errors.warn(
                 f.path,
                 f"{f.path} was truncated (copytruncate?) {lost} bytes after the last line read; "
                 "those bytes are lost",
@@ -350,7 +342,7 @@ class Tailer:
             if f.fd is not None:
                 self._start_at(f, f.base)
             reason = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the SQL and its lines
-            self._report(f.path, f"cannot commit what was read from {f.path}: {reason}")
+            self._errors.report(f.path, f"cannot commit what was read from {f.path}: {reason}")
             return False
         f.unsaved = False
         f.base = f.scanner.offset
@@ -387,25 +379,10 @@ class Tailer:
         try:
             self.store.forget(key)
         except Exception as exc:
-            self._report(path, f"cannot forget {path}: {exc}")
+            self._errors.report(path, f"cannot forget {path}: {exc}")
             return
         self._positions().pop(key, None)
 
-    # -- errors -------------------------------------------------------------
-
-    def _report(self, path: str, message: str) -> None:
-        """Tell the callback once per path until the path works again."""
-        if path in self._reported:
-            return
-        self._reported.add(path)
-        self._warn(path, message)
-
-    def _warn(self, path: str, message: str) -> None:
-        if self._on_error is not None:
-            self._on_error(path, message)
-
-    def _resolved(self, path: str) -> None:
-        self._reported.discard(path)
 
 
 def _leads_to(path: str, key: str) -> bool:

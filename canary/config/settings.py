@@ -102,6 +102,7 @@ class LogsConfig:
     timestamp: str = "auto"
     timestamp_format: str | None = None
     timestamp_pattern: re.Pattern[str] | None = None
+    clock_skew: timedelta = timedelta(minutes=5)  # a line stamped further ahead counts when read
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
                            (("fixtures", "listen"), fixtures.listen),
                            (("daemon", "control"), daemon.control)])
     logs = _logs(_section(top, "logs", ("paths", "format", "activity", "timestamp",
-                                         "timestamp_format")), path.parent)
+                                         "timestamp_format", "clock_skew")), path.parent)
     store = _store(_section(top, "store", ("url", "retention")))
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
@@ -339,8 +340,9 @@ def _logs(t: Table, base: Path) -> LogsConfig:
         elif "%" not in timestamp_format:
             sink.error((*keys, "timestamp_format"), "expected a strptime format like "
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
+    skew = t.duration("clock_skew", timedelta(minutes=5)) or timedelta(minutes=5)
     return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, timestamp, timestamp_format, timestamp_pattern)
+                      activity_pattern, timestamp, timestamp_format, timestamp_pattern, skew)
 
 
 def _store(t: Table) -> StoreConfig:

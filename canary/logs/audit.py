@@ -134,6 +134,7 @@ def audit(
     moment = now or datetime.now(UTC)
     end = until or moment
     matcher = build_matcher(config)
+    skew = config.logs.clock_skew
     report = AuditReport(
         since=since,
         until=end,
@@ -155,7 +156,9 @@ def audit(
                     result = scanner.feed(data)
                     file_audit.lines += result.lines
                     for hit in result.hits:
-                        _count(report, by_name, hit.guards, hit.activity, hit.ts, since, end)
+                        # as the collectors do: a stamp too far ahead counts when read (now)
+                        ts = hit.ts if hit.ts is None or hit.ts <= moment + skew else moment
+                        _count(report, by_name, hit.guards, hit.activity, ts, since, end)
         except (OSError, EOFError, ValueError) as exc:
             file_audit.error = f"{type(exc).__name__}: {exc}"
     return report
