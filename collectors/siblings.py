@@ -17,7 +17,7 @@ from pathlib import Path
 from collectors.files import expand, is_compressed, live_name, rotated_siblings
 from collectors.positions import FileState, file_key
 
-__all__ = ["Found", "adoptable", "copy_candidates", "locate", "matched", "matches_any"]
+__all__ = ["Found", "adoptable", "copy_candidates", "locate", "matched", "matches_any", "unread_between"]
 
 
 @dataclass(frozen=True)
@@ -124,4 +124,28 @@ def copy_candidates(path: str, followed: Container[str]) -> list[str]:
             continue
         if file_key(st.st_dev, st.st_ino) not in followed and st.st_size > 0:
             out.append(str(sibling))
+    return out
+
+
+def unread_between(lives: Iterable[str], known: Container[str]) -> list[str]:
+    """Rotated siblings newer than the newest one already known, and unknown themselves.
+
+    A file created and rotated while nothing followed it (two rotations during a stop, or
+    faster than a rescan) sits between a known rotated file and the live one; it was never
+    read, so it is read now. Nothing is read when no sibling is known.
+    """
+    out: list[str] = []
+    for live in sorted(set(lives)):
+        keyed: list[tuple[str, str]] = []
+        for sibling in rotated_siblings(Path(live)):
+            if is_compressed(sibling):
+                continue
+            try:
+                st = os.stat(sibling)
+            except OSError:
+                continue
+            keyed.append((str(sibling), file_key(st.st_dev, st.st_ino)))
+        newest = max((i for i, (_p, k) in enumerate(keyed) if k in known), default=None)
+        if newest is not None:
+            out.extend(p for p, k in keyed[newest + 1 :] if k not in known)
     return out

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from collectors.descriptors import Descriptors, Reporter
+from collectors.files import live_name
 from collectors.followed import (
     CHUNK,
     Followed,
@@ -35,7 +36,7 @@ from collectors.followed import (
 from collectors.identity import HEAD, Kind, classify, tail_offsets
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher
-from collectors.siblings import adoptable, copy_candidates, matched
+from collectors.siblings import adoptable, copy_candidates, matched, unread_between
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 
@@ -163,6 +164,9 @@ class Tailer:
         gone, moved = adoptable(missing, self._settled, self.patterns)
         self._gone |= gone
         todo += [(path, True) for path in moved]
+        lives = {_live(f.path) for f in self._files.values()} | {_live(n) for n in seen.values()}
+        known = set(self._files) | set(stored) | set(seen)
+        todo += [(path, True) for path in unread_between(lives, known) if path not in moved]
         return todo
 
     def _probe_copies(self, now: float) -> None:
@@ -392,3 +396,8 @@ def _leads_to(path: str, key: str) -> bool:
     except OSError:
         return False
     return file_key(st.st_dev, st.st_ino) == key
+
+
+def _live(path: str) -> str:
+    """The live log's path a rotated file's path derives from."""
+    return os.path.join(os.path.dirname(path), live_name(os.path.basename(path)))
