@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.helpers_logs import GUARD_MATCH, WRITER, guard_seqs, seqs_in_file  # noqa: E402
+from tests.helpers_logs import GUARD_MATCH, WRITER, guard_seqs, seqs_in_file
 
 EVERY = 10
 LOGROTATE = shutil.which("logrotate") or "/usr/sbin/logrotate"
@@ -98,12 +98,15 @@ def write_config(root: Path, glob: str) -> Path:
 class Cell:
     """One run of the matrix."""
 
-    def __init__(self, root: Path, mode: str, glob: str, rate: int, seconds: float, period: float) -> None:
-        self.root, self.mode, self.glob, self.rate = root, mode, glob, rate
+    def __init__(
+        self, root: Path, mode: str, glob: str, rate: int, seconds: float, period: float,
+        *, settle: float = 5.0,
+    ) -> None:
+        self.root, self.mode, self.glob, self.rate, self.settle = root, mode, glob, rate, settle
         self.seconds, self.period = seconds, period
         self.directives, self.reopen, self.stopped = MODES[mode]
         self.log = root / "logs" / "agent.log"
-        self.log.parent.mkdir(parents=True)
+        self.log.parent.mkdir(parents=True)  # root may be new
         self.config = write_config(root, glob)
         self.env = dict(os.environ, CANARY_STATE_DIR=str(root / "state"), CANARY_CONFIG_DIR=str(root / "cfg"))
         self.daemon: subprocess.Popen[bytes] | None = None
@@ -170,7 +173,7 @@ class Cell:
                 self.start_daemon()
             elif w.poll() is None:
                 self.rotate(w)
-        out, err = w.communicate()
+        out, _err = w.communicate()
         summary = json.loads(out)
         expected = guard_seqs(int(summary["first"]), int(summary["last"]), EVERY)
         self._settle()
@@ -195,14 +198,14 @@ class Cell:
         return firing_seqs(self.root / "canary.db")
 
     def _settle(self) -> None:
-        """Wait until the count stops moving for 5 s (the daemon caught up)."""
+        """Wait until the count stops moving for ``settle`` s (the daemon caught up)."""
         last, still = -1, time.monotonic()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             n = sum(self._counted().values())
             if n != last:
                 last, still = n, time.monotonic()
-            elif time.monotonic() - still > 5:
+            elif time.monotonic() - still > self.settle:
                 return
             time.sleep(0.3)
 
