@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from canary.vocabulary import EXIT_UNAVAILABLE, EXIT_USAGE
+
 Severity = Literal["error", "warning"]
 
 
@@ -52,13 +54,13 @@ class Problem:
 class CanaryError(Exception):
     """Base of every error guard-canary raises on purpose."""
 
-    exit_code = 3
+    exit_code = EXIT_UNAVAILABLE
 
 
 class ConfigError(CanaryError):
     """Raised when canary.toml or a definition file is invalid; holds every problem found."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = [p for p in problems if p.severity == "error"]
@@ -69,7 +71,7 @@ class ConfigError(CanaryError):
 class UsageError(CanaryError):
     """Raised when a command's arguments cannot be used (a bad --since, an unknown guard)."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
     def __init__(self, message: str, *, option: str | None = None) -> None:
         self.option = option
@@ -79,7 +81,7 @@ class UsageError(CanaryError):
 class StoreError(CanaryError):
     """Raised when the store cannot be opened, migrated or written."""
 
-    exit_code = 3
+    exit_code = EXIT_UNAVAILABLE
 
     def __init__(self, message: str, *, url: str | None = None) -> None:
         self.url = url
@@ -89,7 +91,7 @@ class StoreError(CanaryError):
 class UnavailableError(CanaryError):
     """Raised when something a command needs is not there (no readable log, a port taken)."""
 
-    exit_code = 3
+    exit_code = EXIT_UNAVAILABLE
 
     def __init__(self, message: str, *, paths: list[Path] | None = None) -> None:
         self.paths = list(paths or [])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
+from typing import overload
 
 
 class Verdict(enum.StrEnum):
@@ -107,6 +108,12 @@ def as_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+@overload
+def iso(moment: datetime) -> str: ...
+@overload
+def iso(moment: None) -> None: ...
+@overload
+def iso(moment: datetime | None) -> str | None: ...
 def iso(moment: datetime | None) -> str | None:
     """ISO 8601 in UTC with a ``Z``, as every JSON document writes times; None stays None."""
     if moment is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from collectors.identity import HEAD, TAIL, Mark, Observed, Source, digest
 from collectors.positions import FileState
@@ -183,5 +183,5 @@ def read_time_if_ahead(hits: list[Hit], limit: float) -> tuple[list[Hit], Hit | 
         if hit.ts is not None and hit.ts.timestamp() > limit:
             if first is None:
                 out, first = list(hits), hit
-            out[i] = replace(hit, ts=None)
+            out[i] = Hit(hit.offset, hit.text, hit.guards, hit.activity, None)
     return out, first

@@ -5,6 +5,12 @@ A rule is a regex (text logs) or a table of JSON fields that must all be equal
 carries the longest literal its regex requires: a buffer is searched for that
 literal with ``bytes.find`` (memchr speed) and only the lines that contain it
 are decoded and matched for real.
+
+Matching for real runs on ``re``, except for patterns of a shape that can backtrack
+for ages (``collectors.patterns.catastrophic``) or that the native engine can only
+prefilter (lookaround, backreferences): those run on ``regex`` (in its
+``re``-compatible VERSION0 mode) with a time budget per line, so such a pattern
+costs at most the budget per line instead of stopping the scan.
 """
 
 from __future__ import annotations
@@ -16,11 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors.patterns import catastrophic, prefilter
+
 _sre: Any = importlib.import_module("re._parser")
 _LITERAL = _sre.LITERAL
 _SUBPATTERN = _sre.SUBPATTERN
 _MAX_REPEAT = _sre.MAX_REPEAT
 _MIN_REPEAT = _sre.MIN_REPEAT
+
+#: Seconds one pattern may spend on one line before the line is skipped for it.
+LINE_BUDGET = 0.05
 
 #: Bytes a JSON encoder may escape; a value containing any of them cannot prefilter.
 _JSON_SAFE = re.compile(r'[ -!#-\[\]-~]+')
@@ -93,12 +104,24 @@ class Rule:
     pattern: re.Pattern[str] | None = None
     fields: Mapping[str, object] | None = None
     literal: Literal | None = field(default=None, compare=False)
+    bounded: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def regex(cls, name: str, pattern: str | re.Pattern[str]) -> Rule:
         """A text rule: ``pattern`` is searched in each decoded line."""
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
-        return cls(name, compiled, None, required_literal(compiled.pattern, compiled.flags))
+        bounded = bounded_compile(compiled.pattern, compiled.flags) if needs_budget(compiled) else None
+        literal = required_literal(compiled.pattern, compiled.flags)
+        return cls(name, compiled, None, literal, bounded)
+
+    def search(self, text: str, obj: Mapping[str, object] | None, budget: float) -> bool | None:
+        """Like ``matches``, but None when the pattern spent more than ``budget`` s on the line."""
+        if self.bounded is None or not text:  # re on an empty line takes no time
+            return self.matches(text, obj)
+        try:
+            return self.bounded.search(text, timeout=budget) is not None
+        except TimeoutError:
+            return None
 
     @classmethod
     def json_fields(cls, name: str, fields: Mapping[str, object]) -> Rule:
@@ -120,6 +143,27 @@ class Rule:
         if obj is None or self.fields is None:
             return False
         return all(_lookup(obj, key) == value for key, value in self.fields.items())
+
+
+def bounded_compile(source: str, flags: int) -> Any:
+    """``source`` compiled by ``regex`` (VERSION0: ``re``'s syntax and meaning), whose searches
+    take a timeout; None if it will not compile there. Imported here, on first need."""
+    import regex  # 0.1 s of import that most configurations never need
+
+    try:
+        return regex.compile(source, flags | regex.VERSION0)
+    except (regex.error, ValueError):  # pragma: no cover - re accepted it
+        return None
+
+
+def needs_budget(pattern: re.Pattern[str]) -> bool:
+    """Whether ``pattern`` is matched under the per-line time budget (see the module docstring)."""
+    if catastrophic(pattern.pattern, pattern.flags) is not None:
+        return True
+    try:
+        return not prefilter(pattern).exact
+    except ValueError:
+        return True
 
 
 _MISSING = object()

@@ -1,42 +1,28 @@
-"""Turning buffers of log bytes into hits: which lines fired which guard.
+"""Splitting a stream of log bytes into lines and matching the complete ones.
 
-Pure functions and small state machines, no I/O: the tailer and the audit
-feed them bytes as they read them. Lines are ``\\n``-terminated; a trailing
-``\\r`` is dropped, a UTF-8 BOM at the very start of a file is ignored, and
-invalid UTF-8 is decoded with replacement characters.
+Pure state machines, no I/O: the tailer and the audit feed them bytes as they
+read them, in whatever sizes they read. A line is matched on its first
+``max_line`` bytes however it arrived, so live counting and the audit agree; a
+longer line is cut there and reported as a warning naming the file and offset.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
-from collectors.rules import Rule, parse_json_line
-from collectors.timestamps import TimestampParser
+from collectors.matcher import BOM, KEEP_CHARS, Hit, Matcher
+from collectors.rules import Rule
 
-BOM = b"\xef\xbb\xbf"
+__all__ = [
+    "BOM", "KEEP_CHARS", "MAX_LINE", "FeedResult", "Hit", "LineScanner", "Matcher", "Rule",
+    "ScanWarning",
+]
+
 #: Longest line kept for matching; the rest of a longer line is consumed and dropped.
 MAX_LINE = 1 << 20
-#: Characters of a matched line kept in a hit.
-KEEP_CHARS = 4096
-#: Shortest substring shared by several literals that is searched once for all of them.
-MIN_ANCHOR = 8
-#: An anchor met more than once per this many bytes of a buffer gives way to per-literal search.
-ANCHOR_DENSITY = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A line that fired at least one guard or counts as agent activity."""
-
-    offset: int
-    text: str
-    guards: tuple[str, ...]
-    activity: bool
-    ts: datetime | None
+#: Warnings one scanner keeps; later ones are only counted.
+MAX_WARNINGS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,182 +32,20 @@ class FeedResult:
     hits: list[Hit]
     lines: int
     consumed: int
+    #: Lines that were only activity, counted instead of returned (``feed(count_activity=True)``).
+    activity: int = 0
 
 
-class Matcher:
-    """Matches buffers of complete lines against every guard rule and the activity rule."""
+@dataclass(frozen=True, slots=True)
+class ScanWarning:
+    """A line that could not be matched whole: cut at ``max_line``, or a pattern over budget."""
 
-    def __init__(
-        self,
-        rules: Sequence[Rule],
-        activity: Rule | None = None,
-        *,
-        timestamps: TimestampParser | None = None,
-    ) -> None:
-        self.rules = list(rules)
-        self.activity = activity
-        self._all: list[Rule] = [*self.rules, *([activity] if activity else [])]
-        self._timestamps = timestamps or TimestampParser()
-        self._needs_json = any(r.fields is not None for r in self._all)
-        fast = [(i, r) for i, r in enumerate(self._all) if r.literal is not None]
-        self._groups, self._fast = _anchor_groups(fast)
-        self._slow = [(i, r) for i, r in enumerate(self._all) if r.literal is None]
-        self._slow_multiline: dict[int, re.Pattern[str] | None] = {
-            i: _multiline(r.pattern) for i, r in self._slow if r.pattern is not None
-        }
+    source: str
+    offset: int
+    message: str
 
-    def scan(self, buf: bytes, base: int, lo: int = 0, hi: int | None = None) -> list[Hit]:
-        """Hits in the complete lines ``buf[lo:hi]``, at offsets ``base`` + index, in file order."""
-        if hi is None:
-            hi = len(buf)
-        candidates: dict[int, set[int]] = {}
-        lowered: bytes | None = None
-        for anchor, members in self._groups:
-            budget = (hi - lo) // ANCHOR_DENSITY
-            pos = buf.find(anchor, lo, hi)
-            while pos >= 0:
-                start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
-                if budget == 0:  # too common here: each literal from this line on
-                    for index, needle in members:
-                        _find_lines(buf, buf, needle, index, lo=start, hi=hi, candidates=candidates)
-                    break
-                budget -= 1
-                end = buf.find(b"\n", pos, hi)
-                if end < 0:
-                    end = hi
-                for index, needle in members:
-                    if buf.find(needle, start, end) >= 0:
-                        candidates.setdefault(start, set()).add(index)
-                pos = buf.find(anchor, end + 1, hi)
-        for index, rule in self._fast:
-            lit = rule.literal
-            assert lit is not None
-            if lit.icase:
-                if lowered is None:
-                    lowered = buf.lower()
-                hay = lowered
-            else:
-                hay = buf
-            _find_lines(buf, hay, lit.text, index, lo=lo, hi=hi, candidates=candidates)
-        if self._slow:
-            if lo or hi != len(buf):
-                within: dict[int, set[int]] = {}
-                self._slow_candidates(buf[lo:hi], within)
-                for start, indexes in within.items():
-                    candidates.setdefault(lo + start, set()).update(indexes)
-            else:
-                self._slow_candidates(buf, candidates)
-        if not candidates:
-            return []
-        confirmed = (self._confirm(buf, base, start, candidates[start]) for start in sorted(candidates))
-        return [hit for hit in confirmed if hit is not None]
-
-    def _slow_candidates(self, buf: bytes, candidates: dict[int, set[int]]) -> None:
-        chunk_ok = buf.isascii() and b"\r" not in buf
-        text = buf.decode("ascii") if chunk_ok else None
-        every_line: list[int] = []
-        for index, rule in self._slow:
-            multiline = self._slow_multiline.get(index)
-            if text is None or multiline is None or rule.pattern is None:
-                every_line.append(index)
-                continue
-            pos = 0
-            while (m := multiline.search(text, pos)) is not None:
-                start = text.rfind("\n", 0, m.start()) + 1
-                end = text.find("\n", m.start())
-                if end < 0:
-                    end = len(text)
-                if rule.pattern.search(text, start, end) is not None:
-                    candidates.setdefault(start, set()).add(index)
-                    pos = end + 1
-                else:
-                    pos = m.start() + 1
-                if pos > len(text):
-                    break
-        if every_line:
-            start = 0
-            size = len(buf)
-            while start < size:
-                end = buf.find(b"\n", start)
-                if end < 0:
-                    end = size
-                candidates.setdefault(start, set()).update(every_line)
-                start = end + 1
-
-    def _confirm(self, buf: bytes, base: int, start: int, indexes: set[int]) -> Hit | None:
-        end = buf.find(b"\n", start)
-        raw = buf[start : end if end >= 0 else len(buf)]
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        if base + start == 0 and raw.startswith(BOM):
-            raw = raw[len(BOM) :]
-        text = raw.decode("utf-8", "replace")
-        obj: dict[str, Any] | None = parse_json_line(text) if self._needs_json else None
-        guards: list[str] = []
-        activity = False
-        for index in sorted(indexes):
-            rule = self._all[index]
-            if not rule.matches(text, obj):
-                continue
-            if rule is self.activity:
-                activity = True
-            else:
-                guards.append(rule.name)
-        if not guards and not activity:
-            return None
-        ts = self._timestamps.parse(raw, obj)
-        return Hit(base + start, text[:KEEP_CHARS], tuple(guards), activity, ts)
-
-
-def _find_lines(
-    buf: bytes, hay: bytes, needle: bytes, index: int, *, lo: int, hi: int,
-    candidates: dict[int, set[int]],
-) -> None:
-    """Mark rule ``index`` on every line of ``buf[lo:hi]`` whose ``hay`` holds ``needle``."""
-    pos = hay.find(needle, lo, hi)
-    while pos >= 0:
-        start = max(buf.rfind(b"\n", lo, pos) + 1, lo)
-        end = buf.find(b"\n", pos, hi)
-        if end < 0:
-            end = hi
-        candidates.setdefault(start, set()).add(index)
-        pos = hay.find(needle, end + 1, hi)
-
-
-def _anchor_groups(
-    fast: list[tuple[int, Rule]],
-) -> tuple[list[tuple[bytes, list[tuple[int, bytes]]]], list[tuple[int, Rule]]]:
-    """Group case-sensitive literals by a substring several share (``: rejected `` in ``X: rejected``).
-
-    Greedy: the substring of at least MIN_ANCHOR bytes contained in the most
-    remaining literals (then the longest) anchors a group, until no substring
-    is shared. Returns the groups and the rules still searched one by one.
-    """
-    left = [(i, r.literal.text) for i, r in fast if r.literal is not None and not r.literal.icase]
-    groups: list[tuple[bytes, list[tuple[int, bytes]]]] = []
-    while len(left) >= 2:
-        best: tuple[int, int, bytes] = (1, 0, b"")
-        for _, text in left:
-            for a in range(len(text) - MIN_ANCHOR + 1):
-                for b in range(a + MIN_ANCHOR, len(text) + 1):
-                    sub = text[a:b]
-                    shared = sum(1 for _, other in left if sub in other)
-                    if (shared, len(sub)) > best[:2]:
-                        best = (shared, len(sub), sub)
-        if best[0] < 2:
-            break
-        anchor = best[2]
-        groups.append((anchor, [(i, t) for i, t in left if anchor in t]))
-        left = [(i, t) for i, t in left if anchor not in t]
-    grouped = {i for _, members in groups for i, _ in members}
-    return groups, [(i, r) for i, r in fast if i not in grouped]
-
-
-def _multiline(pattern: re.Pattern[str] | None) -> re.Pattern[str] | None:
-    """The pattern with MULTILINE, for whole-buffer search; None where that changes its meaning."""
-    if pattern is None or "\\A" in pattern.pattern or "\\Z" in pattern.pattern:
-        return None
-    return re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+    def __str__(self) -> str:
+        return self.message
 
 
 class LineScanner:
@@ -230,68 +54,118 @@ class LineScanner:
     ``offset`` is always the end of the last complete line consumed: the only
     position it is safe to commit, since a partial last line is never counted.
     A line longer than ``max_line`` keeps its first ``max_line`` bytes for
-    matching; the rest is consumed and dropped up to its newline.
+    matching; the rest is consumed and dropped up to its newline. Warnings are
+    kept in ``warnings`` (the first ``MAX_WARNINGS``; ``warnings_dropped`` counts
+    the rest) and handed to ``on_warning`` as they happen.
     """
 
-    def __init__(self, matcher: Matcher, offset: int = 0, *, max_line: int = MAX_LINE) -> None:
+    def __init__(
+        self,
+        matcher: Matcher,
+        offset: int = 0,
+        *,
+        max_line: int = MAX_LINE,
+        source: str = "",
+        on_warning: Callable[[ScanWarning], None] | None = None,
+    ) -> None:
         self.matcher = matcher
         self.offset = offset
         self.max_line = max_line
+        self.source = source
         self.oversize = 0
+        self.warnings: list[ScanWarning] = []
+        self.warnings_dropped = 0
+        self._on_warning = on_warning
         self._pending = b""
-        self._head: bytes | None = None
         self._skipped = 0
+        self._count_activity = False
+        self._counted = 0
 
     @property
     def read_pos(self) -> int:
         """Where the next byte of the file is to be read from."""
-        if self._head is not None:
-            return self.offset + len(self._head) + self._skipped
-        return self.offset + len(self._pending)
+        return self.offset + len(self._pending) + self._skipped
 
-    def feed(self, data: bytes) -> FeedResult:
-        """Consume the next bytes of the file; return the hits of the lines they completed."""
+    def feed(self, data: bytes, *, count_activity: bool = False) -> FeedResult:
+        """Consume the next bytes of the file; return the hits of the lines they completed.
+
+        With ``count_activity``, lines that are only activity are counted, not returned.
+        """
+        self._count_activity = count_activity
+        self._counted = 0
         hits: list[Hit] = []
         lines = 0
         before = self.offset
-        if self._head is not None:
-            newline = data.find(b"\n")
-            if newline < 0:
-                self._skipped += len(data)
-                return FeedResult(hits, 0, 0)
-            hits.extend(self.matcher.scan(self._head + b"\n", self.offset))
-            self.offset += len(self._head) + self._skipped + newline + 1
-            self.oversize += 1
-            lines += 1
-            self._head = None
-            self._skipped = 0
-            data = data[newline + 1 :]
         start = 0
-        if self._pending:
-            # Finish the pending line on its own, so the new bytes are never copied.
+        if self._pending or self._skipped:
             newline = data.find(b"\n")
             if newline < 0:
-                rest = self._pending + data
-            else:
-                first = self._pending + data[: newline + 1]
-                hits.extend(self.matcher.scan(first, self.offset))
-                lines += 1
-                self.offset += len(first)
-                self._pending = b""
-                start = newline + 1
-        if not self._pending:
-            last = data.rfind(b"\n", start)
-            if last >= 0:
-                hits.extend(self.matcher.scan(data, self.offset - start, start, last + 1))
-                lines += data.count(b"\n", start, last + 1)
-                self.offset += last + 1 - start
-                rest = data[last + 1 :]
-            else:
-                rest = data[start:]
-        if len(rest) > self.max_line:
-            self._head = rest[: self.max_line]
-            self._skipped = len(rest) - self.max_line
+                self._keep(data)
+                return FeedResult(hits, 0, 0, 0)
+            self._keep(data[:newline])
+            hits.extend(self._scan_line(self._pending + b"\n", self.offset, cut=self._skipped > 0))
+            self.offset += len(self._pending) + self._skipped + 1
+            lines += 1
             self._pending = b""
+            self._skipped = 0
+            start = newline + 1
+        last = data.rfind(b"\n", start)
+        if last >= 0:
+            hits.extend(self._scan_region(data, self.offset - start, start, last + 1))
+            lines += data.count(b"\n", start, last + 1)
+            self.offset += last + 1 - start
+            start = last + 1
+        if start < len(data):
+            self._keep(data[start:] if start else data)
+        return FeedResult(hits, lines, self.offset - before, self._counted)
+
+    def _keep(self, chunk: bytes) -> None:
+        """Add bytes to the partial line, keeping at most ``max_line`` of them."""
+        room = self.max_line - len(self._pending)
+        if len(chunk) <= room:
+            self._pending += chunk
         else:
-            self._pending = rest
-        return FeedResult(hits, lines, self.offset - before)
+            self._pending += chunk[: max(room, 0)]
+            self._skipped += len(chunk) - max(room, 0)
+
+    def _scan_region(self, data: bytes, base: int, lo: int, hi: int) -> list[Hit]:
+        """Hits in the complete lines ``data[lo:hi]``, lines over ``max_line`` cut first."""
+        hits: list[Hit] = []
+        pos = segment = lo
+        limit = self.max_line
+        while hi - pos > limit:  # a line longer than the limit may start at pos or later
+            newline = data.rfind(b"\n", pos, pos + limit + 1)
+            if newline >= 0:
+                pos = newline + 1
+                continue
+            end = data.find(b"\n", pos + limit + 1, hi)
+            if segment < pos:
+                hits.extend(self._match(data, base, segment, pos))
+            hits.extend(self._scan_line(data[pos : pos + limit] + b"\n", base + pos, cut=True))
+            pos = segment = end + 1
+        if segment < hi:
+            hits.extend(self._match(data, base, segment, hi))
+        return hits
+
+    def _match(self, data: bytes, base: int, lo: int, hi: int) -> list[Hit]:
+        hits, counted = self.matcher.scan_counted(
+            data, base, lo, hi, warn=self._warn, count_activity=self._count_activity
+        )
+        self._counted += counted
+        return hits
+
+    def _scan_line(self, line: bytes, offset: int, *, cut: bool) -> list[Hit]:
+        if cut:
+            self.oversize += 1
+            self._warn(offset, f"the line is longer than {self.max_line} bytes; only its first "
+                       f"{self.max_line} bytes are matched")
+        return self._match(line, offset, 0, len(line))
+
+    def _warn(self, offset: int, message: str) -> None:
+        warning = ScanWarning(self.source, offset, f"{self.source or 'log'}: offset {offset}: {message}")
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(warning)
+        else:
+            self.warnings_dropped += 1
+        if self._on_warning is not None:
+            self._on_warning(warning)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
-__all__ = ["TimestampParser", "hour_of"]
+__all__ = ["TimestampParser"]
 
 _FIELDS = ("ts", "time", "timestamp")
 _BOM = b"\xef\xbb\xbf"
@@ -46,15 +46,12 @@ _AUTO = re.compile(
     """,
     re.VERBOSE,
 )
+# The most common stamp, ``2026-11-29T10:00:00.123Z`` at the start of a line, read without
+# the general pattern: the seconds part is parsed once per second of log.
+_ISO_Z = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3}|\d{6})Z")
+_SECONDS_KEPT = 4096
 _NUMBER = re.compile(rb"\s*(-?\d+(?:\.\d+)?)\s*\Z")
 _YEAR_DIRECTIVES = ("%Y", "%y", "%G", "%c", "%x")
-
-
-def hour_of(dt: datetime) -> datetime:
-    """The start of the UTC hour that holds ``dt`` (which must be timezone-aware)."""
-    if dt.tzinfo is None or dt.utcoffset() is None:
-        raise ValueError(f"hour_of needs a timezone-aware datetime, got {dt!r}")
-    return dt.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 class TimestampParser:
@@ -69,6 +66,7 @@ class TimestampParser:
         Raises ValueError for a regex that does not compile or has no ``ts`` group.
         """
         self._tz = default_tz
+        self._seconds: dict[bytes, datetime] = {}
         self._fmt = fmt
         self._fmt_has_year = fmt is not None and any(d in fmt for d in _YEAR_DIRECTIVES)
         self._custom: re.Pattern[bytes] | None = None
@@ -94,11 +92,10 @@ class TimestampParser:
         """The line's time as an aware UTC datetime, or None when it has no recognisable stamp.
 
         ``fields`` is the line's already-decoded JSON object, if any: its ``ts``, ``time`` or
-        ``timestamp`` field wins. ``now`` dates year-less (syslog) stamps; default: the clock.
+        ``timestamp`` field wins. ``now`` dates year-less (syslog) stamps; default: the clock,
+        read only for such a stamp.
         """
-        if now is None:
-            now = datetime.now(UTC)
-        elif now.tzinfo is None:
+        if now is not None and now.tzinfo is None:
             now = now.replace(tzinfo=UTC)
         try:
             if fields is not None:
@@ -115,7 +112,7 @@ class TimestampParser:
             # Out-of-range dates (month 13, year 0) and platform limits of the local zone.
             return None
 
-    def _from_fields(self, fields: Mapping[str, object], now: datetime) -> datetime | None:
+    def _from_fields(self, fields: Mapping[str, object], now: datetime | None) -> datetime | None:
         for key in _FIELDS:
             value = fields.get(key)
             found: datetime | None = None
@@ -130,7 +127,7 @@ class TimestampParser:
                 return found
         return None
 
-    def _from_json_line(self, line: bytes, now: datetime) -> datetime | None:
+    def _from_json_line(self, line: bytes, now: datetime | None) -> datetime | None:
         body = line.lstrip()
         if body.startswith(_BOM):
             body = body[len(_BOM) :].lstrip()
@@ -144,7 +141,7 @@ class TimestampParser:
             return None
         return self._from_fields(decoded, now)
 
-    def _from_custom(self, line: bytes, now: datetime) -> datetime | None:
+    def _from_custom(self, line: bytes, now: datetime | None) -> datetime | None:
         assert self._custom is not None
         match = self._custom.search(line)
         if match is None:
@@ -166,7 +163,7 @@ class TimestampParser:
 
         return self._with_inferred_year(build, now)
 
-    def _from_stamp(self, raw: bytes, now: datetime) -> datetime | None:
+    def _from_stamp(self, raw: bytes, now: datetime | None) -> datetime | None:
         """A stamp on its own (a JSON field, a custom ``ts`` group): any auto form, or epoch."""
         found = self._from_text(raw, now)
         if found is not None:
@@ -177,7 +174,10 @@ class TimestampParser:
         digits = number.group(1)
         return _from_epoch(float(digits) if b"." in digits else int(digits))
 
-    def _from_text(self, line: bytes, now: datetime) -> datetime | None:
+    def _from_text(self, line: bytes, now: datetime | None) -> datetime | None:
+        fast = _ISO_Z.match(line)
+        if fast is not None:
+            return self._from_iso_z(fast.group(1), fast.group(2))
         match = _AUTO.match(line)
         if match is None:
             return None
@@ -189,6 +189,18 @@ class TimestampParser:
             return self._from_syslog(match, now)
         return self._from_common(match)
 
+    def _from_iso_z(self, seconds: bytes, fraction: bytes) -> datetime:
+        """``seconds`` + ``.fraction`` + ``Z``, as ``_from_iso`` reads it."""
+        whole = self._seconds.get(seconds)
+        if whole is None:
+            if len(self._seconds) >= _SECONDS_KEPT:
+                self._seconds.clear()
+            whole = self._seconds[seconds] = datetime.fromisoformat(
+                seconds.decode("ascii") + "+00:00"
+            ).astimezone(UTC)
+        micro = int(fraction) * (1000 if len(fraction) == 3 else 1)
+        return whole.replace(microsecond=micro)
+
     def _from_iso(self, iso: bytes, off: bytes | None) -> datetime:
         text = iso.decode("ascii")
         if off is not None:
@@ -196,7 +208,7 @@ class TimestampParser:
             text += "+00:00" if offset in {"Z", "z", "UTC", "GMT"} else offset
         return self._to_utc(datetime.fromisoformat(text))
 
-    def _from_syslog(self, match: re.Match[bytes], now: datetime) -> datetime | None:
+    def _from_syslog(self, match: re.Match[bytes], now: datetime | None) -> datetime | None:
         month = _MONTHS.get(match.group("mon").lower())
         if month is None:
             return None
@@ -228,9 +240,11 @@ class TimestampParser:
         return stamp.replace(tzinfo=timezone(offset)).astimezone(UTC)
 
     def _with_inferred_year(
-        self, build: Callable[[int], datetime], now: datetime
+        self, build: Callable[[int], datetime], now: datetime | None
     ) -> datetime | None:
         """This year's stamp, or last year's if this year's is over a day ahead of ``now``."""
+        if now is None:
+            now = datetime.now(UTC)
         year = now.astimezone(self._tz).year if self._tz is not None else now.astimezone().year
         try:
             stamp = self._to_utc(build(year))

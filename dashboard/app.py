@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from canary.config.settings import Config
 from canary.errors import CanaryError, UnavailableError
 from canary.store.engine import Store
+from canary.vocabulary import EXIT_UNAVAILABLE
 from dashboard.messages import GuardMuted, OverviewLoaded, RunsQueued
 from dashboard.model import WINDOWS, Overview, WindowSpec, load_overview, window_named
 from dashboard.screens.alerts import AlertsScreen
@@ -32,8 +33,6 @@ from dashboard.screens.mute import MuteChoice, MuteScreen
 from dashboard.screens.overview import OverviewScreen
 
 __all__ = ["DashboardApp", "run_dashboard"]
-
-EXIT_UNAVAILABLE = 3
 
 #: What each kind of worker was doing, for the notice shown when it fails.
 _DOING = {

@@ -39,6 +39,7 @@ from canary.proxy.serving import BackgroundServer
 from canary.status.overview import daemon_info
 from canary.store.engine import Store
 from canary.store.tables import Run
+from canary.vocabulary import EXIT_UNAVAILABLE
 
 __all__ = ["DEMO_EVERY", "Traffic", "demo_config", "run_demo_dashboard"]
 
@@ -46,7 +47,6 @@ __all__ = ["DEMO_EVERY", "Traffic", "demo_config", "run_demo_dashboard"]
 DEMO_EVERY = timedelta(minutes=2)
 #: Seconds between two organic requests to the demo agent.
 TRAFFIC_EVERY = 4.0
-EXIT_UNAVAILABLE = 3
 _LOGGERS = ("canary", "collectors", "uvicorn", "uvicorn.error", "apscheduler")
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from canary.config.settings import Config
 from canary.status.evaluate import GuardStatus
+from canary.status.mutes import is_muted
 from canary.status.overview import DaemonInfo, daemon_info, evaluate_all
 from canary.store.engine import Store
 from canary.vocabulary import Status, as_utc
@@ -162,7 +163,7 @@ def load_overview(
     rows = []
     for facts, status in evaluated:
         organic, canary, cells = series[facts.guard]
-        muted = facts.muted_until if facts.muted_until is not None and facts.muted_until > now else None
+        muted = facts.muted_until if is_muted(facts.muted_until, now) else None
         rows.append(
             GuardRow(
                 guard=facts.guard, description=defs[facts.guard].description, status=status,

@@ -107,12 +107,12 @@ def _cell_index(column: Any, dialect: str, start: datetime, cell: timedelta) -> 
     """SQL for the index of the cell a time falls in (whole seconds, so no float rounding), where known."""
     if dialect != "sqlite":
         return None
-    seconds = cast(func.strftime("%s", column), Integer) - int(as_utc(start).timestamp())
+    seconds = cast(func.strftime("%s", column), Integer) - int(start.timestamp())
     return cast(seconds / int(cell.total_seconds()), Integer)
 
 
 def _index(moment: datetime, start: datetime, cell: timedelta) -> int:
-    return int((as_utc(moment) - start) // cell)
+    return int((moment - start) // cell)
 
 
 def firing_cells(
@@ -126,7 +126,7 @@ def firing_cells(
     start = as_utc(start)
     ts = col(Firing.ts)
     organic = col(Firing.run_id).is_(None)
-    where = (ts >= start, ts < as_utc(until))
+    where = (ts >= start, ts < until)
     index = _cell_index(ts, engine.dialect.name, start, cell) if in_sql else None
     with engine.connect() as conn:
         if index is not None:
@@ -176,7 +176,7 @@ def recent_firings(engine: Engine, guard: str, limit: int = 50) -> list[FiringRo
         .limit(limit)
     )
     with engine.connect() as conn:
-        return [FiringRow(as_utc(ts), p, int(o), line, r) for ts, p, o, line, r in conn.execute(stmt)]
+        return [FiringRow(ts, p, int(o), line, r) for ts, p, o, line, r in conn.execute(stmt)]
 
 
 def _trace(text: str | None) -> dict[str, float | None]:
@@ -199,7 +199,7 @@ def recent_runs(engine: Engine, guard: str, limit: int = 30) -> list[RunRow]:
 def _run(r: Any) -> RunRow:
     return RunRow(
         id=int(r.id), guard=r.guard, canary=r.canary, variant=int(r.variant), expect=r.expect,
-        verdict=r.verdict, started=as_utc(r.started), duration_s=r.duration_s, trace=_trace(r.trace),
+        verdict=r.verdict, started=r.started, duration_s=r.duration_s, trace=_trace(r.trace),
         leaked=r.leaked, firings=int(r.firings or 0), evidence=r.evidence,
         injected_text=r.injected_text or "", leak_text=r.leak_text, answer=r.answer, error=r.error,
     )
@@ -214,7 +214,7 @@ def latest_runs(engine: Engine, limit: int = 20) -> list[RunRow]:
 
 def _transition(row: Any) -> TransitionRow:
     return TransitionRow(
-        id=int(row.id), guard=row.guard, at=as_utc(row.at), status=row.status, previous=row.previous,
+        id=int(row.id), guard=row.guard, at=row.at, status=row.status, previous=row.previous,
         reason=row.reason,
     )
 

@@ -11,17 +11,12 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
-from canary.vocabulary import CONCLUSIVE, HEALTHY, Status
+from canary.vocabulary import CONCLUSIVE, HEALTHY, HEALTHY_VERDICTS, Stage, Status, Verdict
 from dashboard.queries import RunRow
 
-STAGES: tuple[tuple[str, str], ...] = (
-    ("sent", "sent"),
-    ("fixture_fetched", "fixture fetched"),
-    ("injected", "injected"),
-    ("fired", "fired"),
-    ("repair_requested", "repair"),
-    ("answered", "answered"),
-)
+_LABELS = {Stage.FIXTURE_FETCHED: "fixture fetched", Stage.REPAIR_REQUESTED: "repair"}
+#: (trace key, label) of every stage, in order.
+STAGES: tuple[tuple[str, str], ...] = tuple((s.value, _LABELS.get(s, s.value)) for s in Stage)
 
 _BADGE_STYLE = {
     Status.ASLEEP: "bold white on red3",
@@ -35,8 +30,8 @@ _BADGE_STYLE = {
 _STALE_STYLE = "bold grey70 on grey23"
 BADGE_WIDTH = 14
 _BARS = "▁▂▃▄▅▆▇█"
-GOOD_VERDICTS = frozenset({"caught", "passed"})
-BAD_VERDICTS = frozenset({"leaked", "fired_but_leaked", "unlogged", "false_rejection"})
+GOOD_VERDICTS = HEALTHY_VERDICTS
+BAD_VERDICTS = frozenset(v.value for v in Verdict if v.failing)
 
 
 def badge(status: Status, *, stale: bool = False) -> Text:
@@ -120,12 +115,12 @@ def verdict(verdict: str | None, at: datetime | None, now: datetime) -> Text:
 
 def _missing_is_failure(run: RunRow, stage: str) -> bool:
     """Whether a stage that never happened is where this run went wrong."""
-    if stage in ("fixture_fetched", "injected"):
-        return run.verdict == "not_injected"
-    if stage == "fired":
-        return run.expect == "reject" and run.verdict in ("leaked", "unlogged")
-    if stage == "answered":
-        return run.verdict == "error"
+    if stage in (Stage.FIXTURE_FETCHED, Stage.INJECTED):
+        return run.verdict == Verdict.NOT_INJECTED
+    if stage == Stage.FIRED:
+        return run.expect == "reject" and run.verdict in (Verdict.LEAKED, Verdict.UNLOGGED)
+    if stage == Stage.ANSWERED:
+        return run.verdict == Verdict.ERROR
     return False
 
 

@@ -35,9 +35,11 @@ from sqlmodel import col
 from canary.alerts.channels import AlertPayload, Sender, default_sender, enabled_channels, excerpt
 from canary.config.settings import AlertsConfig
 from canary.errors import DeliveryError
+from canary.status.mutes import active_mutes
+from canary.status.reasons import clock_time
 from canary.store.engine import Store
-from canary.store.tables import Delivery, Meta, Mute, Transition
-from canary.vocabulary import ALERTING, HEALTHY, Status, as_utc
+from canary.store.tables import Delivery, Meta, Transition
+from canary.vocabulary import ALERTING, HEALTHY, Status, as_utc, iso
 
 log = logging.getLogger("canary.alerts.planning")
 
@@ -77,17 +79,6 @@ def alert_kind(previous: str | None, status: str) -> str | None:
 def backoff(attempts: int) -> timedelta:
     """The wait before the next try after ``attempts`` failed attempts (1 or more)."""
     return BACKOFF[min(max(attempts, 1), len(BACKOFF)) - 1]
-
-
-def clock_time(moment: datetime, now: datetime) -> str:
-    """``10:02`` for a time on ``now``'s day (local time), ``2026-11-28 10:02`` otherwise."""
-    local, today = moment.astimezone(), now.astimezone()
-    return local.strftime("%H:%M" if local.date() == today.date() else "%Y-%m-%d %H:%M")
-
-
-def iso_utc(moment: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z``."""
-    return as_utc(moment).isoformat().replace("+00:00", "Z")
 
 
 def alert_text(kind: str, guard: str, status: str, reason: str, since: datetime, *, now: datetime) -> str:
@@ -180,7 +171,7 @@ def _plan_reminders(
         .where(col(Transition.status).in_(sorted(_ALERTING)))
         .order_by(col(Transition.id))
     ).all()
-    muted = set(conn.execute(select(col(Mute.guard)).where(col(Mute.until) > now)).scalars())
+    muted = active_mutes(conn, now)
     created = 0
     for tid, guard, _status, at in rows:
         if guard in muted:
@@ -189,7 +180,7 @@ def _plan_reminders(
             select(func.max(col(Delivery.created)))
             .where(col(Delivery.guard) == guard, col(Delivery.kind).in_(("change", "reminder")))
         ).scalar()
-        anchor = as_utc(last) if last is not None else as_utc(at)
+        anchor = last if last is not None else at
         if now - anchor >= repeat:
             created += _add(conn, channels, (_id(tid), guard, "reminder"), now)
     return created
@@ -214,7 +205,7 @@ def deliver_pending(store: Store, config: AlertsConfig, *, now: datetime, send: 
         key = (guard, channel)
         if key in waiting:
             continue
-        if as_utc(next_try) > now:
+        if next_try > now:
             waiting.add(key)  # a later alert must not overtake this one on the same channel
             continue
         state = deliver_one(store, _id(did), now=now, send=sender)
@@ -238,13 +229,11 @@ def deliver_one(store: Store, delivery_id: int, *, now: datetime, send: Sender) 
         if not claimed:
             return None
         row = conn.execute(select(Delivery).where(col(Delivery.id) == delivery_id)).one()
-        until = conn.execute(
-            select(col(Mute.until)).where(col(Mute.guard) == row.guard, col(Mute.until) > now)
-        ).scalar()
+        until, _why = active_mutes(conn, now).get(row.guard, (None, None))
         if until is not None:
-            _set(conn, delivery_id, state="muted", last_error=f"muted until {iso_utc(until)}")
+            _set(conn, delivery_id, state="muted", last_error=f"muted until {iso(until)}")
             log.info("%s alert for %s via %s not sent: muted until %s", row.kind, row.guard, row.channel,
-                     iso_utc(until))
+                     iso(until))
             return "muted"
         payload = build_payload(conn, row.transition_id, row.kind, now=now)
     attempts = row.attempts + 1
@@ -268,7 +257,7 @@ def deliver_one(store: Store, delivery_id: int, *, now: datetime, send: Sender) 
         retry = now + backoff(attempts)
         _record(store, delivery_id, state="pending", attempts=attempts, last_error=error, next_try=retry)
         log.warning("%s failed (attempt %d of %d), next try at %s: %s", what, attempts, MAX_ATTEMPTS,
-                    iso_utc(retry), error)
+                    iso(retry), error)
         return "pending"
     if note is not None:
         _record(store, delivery_id, state="skipped", attempts=attempts, last_error=note)
@@ -283,13 +272,13 @@ def build_payload(conn: Connection, transition_id: int, kind: str, *, now: datet
     t = conn.execute(select(Transition).where(col(Transition.id) == transition_id)).first()
     if t is None:
         return None
-    since = as_utc(t.at) if kind != "reminder" else _entered(conn, t.guard, t.id, t.status)
+    since = t.at if kind != "reminder" else _entered(conn, t.guard, t.id, t.status)
     return {
         "guard": t.guard,
         "status": t.status,
         "previous": t.previous,
         "reason": t.reason,
-        "since": iso_utc(since),
+        "since": iso(since),
         "evidence": t.evidence,
         "kind": kind,
         "text": alert_text(kind, t.guard, t.status, t.reason, since, now=now),
@@ -304,13 +293,13 @@ def _entered(conn: Connection, guard: str, tid: int, status: str) -> datetime:
         .order_by(col(Transition.id).desc())
         .limit(_LOOKBACK)
     ).all()
-    start = rows[0][1]
+    start: datetime = rows[0][1]
     for each, at in rows:
         if each == status:
             start = at
         elif each != Status.PAUSED:
             break
-    return as_utc(start)
+    return start
 
 
 def _id(value: int | None) -> int:

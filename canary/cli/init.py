@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import click
 
 from canary.locations import bundled_defs_dir
+from canary.vocabulary import EXIT_OK, EXIT_USAGE
 from collectors.files import open_log
 from collectors.rules import parse_json_line
 
@@ -103,7 +104,7 @@ KINDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("money", r"money|currenc|amount|price|euro|dollar|lira|€", ("money.toml",)),
     ("arithmetic", r"arithmetic|\bsum\b|total|addition", ("arithmetic.toml",)),
     ("exclusion", r"exclu|skip", ("exclusion.toml",)),
-    ("number", r"number|numeric|entit|span|figure", ("number.toml",)),
+    ("number", r"number|numeric|entit|span|figure", ("number.toml", "number_blindspots.toml")),
     ("denial", r"denial|deny|denies|empty|\b404\b|not found(?! (?:verbatim )?in)|missing", (
         "denial.toml", "denial_phrasings.toml")),
 )
@@ -869,12 +870,12 @@ def run_init(
         for problem in exc.problems:
             click.echo(problem.render(), err=True)
         click.echo(f"{len(exc.problems)} problem(s) in the files above; fix them and run `canary check`.")
-        return 2
+        return EXIT_USAGE
     click.echo(summarize(config))
     click.echo("\n$ canary audit")
     click.echo(audit_table(audit(config, now=datetime.now(UTC))))
     click.echo("\n" + _next_steps(config, settings))
-    return 0
+    return EXIT_OK
 
 
 def _next_steps(config: Config, settings: InitSettings) -> str:
@@ -912,6 +913,6 @@ def init_command(*, agent_url: str | None, agent_command: str | None, logs: tupl
     then check and audit them."""
     if agent_url and agent_command:
         click.echo("error: give --agent-url or --agent-command, not both", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     sys.exit(run_init(directory, agent_url=agent_url, agent_command=agent_command, logs=logs,
                       model_upstream=model_upstream, yes=yes))

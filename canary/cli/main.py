@@ -19,9 +19,10 @@ import click
 
 from canary import __version__
 from canary.cli import printers as fmt
-from canary.errors import CanaryError, ConfigError, StoreError, UsageError
+from canary.errors import CanaryError, ConfigError, UsageError
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
-EXIT_OK, EXIT_ASLEEP, EXIT_CONFIG, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_ASLEEP = EXIT_UNHEALTHY
 
 
 def _fail(exc: CanaryError) -> NoReturn:
@@ -128,6 +129,8 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
     for f in report.files:
         if f.error:
             click.echo(f"warning: could not read {f.path}: {f.error}", err=True)
+        for message in f.warnings:
+            click.echo(f"warning: {message}", err=True)
     if not report.files:
         click.echo(
             f"warning: no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}",
@@ -224,7 +227,7 @@ def _report_runs(results: list[Any], as_json: bool) -> int:
                 click.echo(f"{r.guard}/{r.canary}: {fmt.explain(r)}")
     if results and all(r.verdict == "error" for r in results):
         return EXIT_UNAVAILABLE
-    return EXIT_OK if all(r.verdict in ("caught", "passed") for r in results) else EXIT_ASLEEP
+    return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in results) else EXIT_ASLEEP
 
 
 @main.command()
@@ -323,7 +326,7 @@ def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) ->
             running.stop()
         code = _report_runs(results, as_json)
         if not as_json:
-            asleep = sorted({r.guard for r in results if r.verdict not in ("caught", "passed")})
+            asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
             if asleep:
                 click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
         sys.exit(code)
@@ -373,7 +376,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
         click.echo(fmt.status_table(doc))
     if error:
-        sys.exit(StoreError.exit_code)
+        sys.exit(EXIT_UNAVAILABLE)
     bad = [g for g in doc["guards"] if g["status"] in ("asleep", "degraded", "inconclusive")]
     sys.exit(EXIT_ASLEEP if bad else EXIT_OK)
 

@@ -86,12 +86,17 @@ def trace_line(trace: dict[str, float | None]) -> str:
 def explain(r: Any) -> str:
     """One sentence a person can act on, for a verdict other than caught/passed."""
     leak = f"{r.leak_text!r}" if r.leak_text else "the fabricated value"
+    # An observed leak (``fetched URL`` / ``file PATH``) is the tool call's effect, not answer text.
+    seen = str(r.leak_text or "").startswith(("fetched ", "file "))
+    reached = (f"the fabricated tool call took effect ({leak} was observed)" if seen
+               else f"the fabricated answer reached the user ({leak} is in the final answer)")
     sentences: dict[str, str] = {
-        "leaked": f"the fabricated answer reached the user ({leak} is in the final answer) "
-        "and the guard wrote no line: it did not run on this path.",
-        "fired_but_leaked": f"the guard logged a rejection, yet {leak} still reached the final "
-        "answer: it detects, it does not enforce.",
-        "unlogged": "the fabrication did not reach the answer, but the guard left no line: "
+        "leaked": f"{reached} and the guard wrote no line: it did not run on this path.",
+        "fired_but_leaked": (f"the guard logged a rejection, yet the call took effect ({leak} was observed)"
+                             if seen else f"the guard logged a rejection, yet {leak} still reached the "
+                             "final answer") + ": it detects, it does not enforce.",
+        "unlogged": (f"the fabricated tool call took no effect ({leak} was not observed)" if seen
+                     else "the fabrication did not reach the answer") + ", but the guard left no line: "
         "something else stopped it, or the guard does not log.",
         "not_injected": "the model call chosen by inject_at never came through the proxy "
         + ("(the fixture was fetched: check inject_at)" if r.trace.get("fixture_fetched") is not None

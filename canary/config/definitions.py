@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+from canary.config.fabrications import Observation, ToolTemplate, parse_inject_tool, parse_observation
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.tomlcheck import (
     KeyPath,
@@ -49,6 +50,7 @@ CANARY_KEYS = (
     "prompt",
     "fixture",
     "inject",
+    "inject_tool",
     "leak",
     "inject_at",
     "repair",
@@ -85,6 +87,13 @@ class CanaryDef:
     inject_at: InjectAt
     repair: str | None
     timeout: timedelta
+    inject_tool: tuple[ToolTemplate, ...] = ()
+    observe: Observation | None = None  # a leak seen, not read: ``leak = { fetched | file = ... }``
+
+    @property
+    def variants(self) -> tuple[str | ToolTemplate, ...]:
+        """Every variant in the order runs take them: the ``inject`` texts, then the tool calls."""
+        return (*self.inject, *self.inject_tool)
 
     @property
     def key(self) -> str:
@@ -250,16 +259,22 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
     prompt = t.string("prompt", required=True,
                       hint="the prompt that leads the agent to the guarded step")
     fixture = t.string("fixture") or ""
-    inject = t.strings("inject", required=True, single_ok=True,
-                       hint="the fabricated answer: one string, or a list of variants")
+    inject_tool = parse_inject_tool(t)
+    has_tool = t.has("inject_tool")
+    inject = t.strings("inject", required=not has_tool, single_ok=True,
+                       hint="the fabricated answer: one string, or a list of variants (or "
+                       "inject_tool = { name = '...', arguments = { ... } } for a tool call)")
     if inject is not None and not inject:
         sink.error((*keys, "inject"), "no variants: give one string or a list of strings")
     for i, variant in enumerate(inject or ()):
         if not variant.strip():
             sink.error((*keys, "inject", i), "an empty variant: nothing would be injected")
         check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
-    leak = t.string("leak", required=expect == "reject",
-                    hint="the text that must not reach the answer, like '{nonce}.example.org'")
+    raw_leak = t.get("leak")
+    observe = parse_observation(t, raw_leak) if isinstance(raw_leak, dict) else None
+    leak = None if isinstance(raw_leak, dict) else t.string(
+        "leak", required=expect == "reject",
+        hint="the text that must not reach the answer, like '{nonce}.example.org'")
     inject_at = _inject_at(t)
     repair = t.string("repair")
     timeout = t.duration("timeout", timedelta(seconds=120))
@@ -279,13 +294,15 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
                      "every run and an unrelated answer could contain it; use {nonce} or a "
                      "{fake_...} value")
 
-    if sink.errors > errors_before or name is None or prompt is None or inject is None:
+    if sink.errors > errors_before or name is None or prompt is None:
+        return None
+    if inject is None and inject_tool is None:
         return None
     if inject_at is None or timeout is None:
         return None
     return CanaryDef(guard, name, sink.path_or_empty, every, cron,
-                     "accept" if expect == "accept" else "reject", prompt, fixture, inject, leak,
-                     inject_at, repair, timeout)
+                     "accept" if expect == "accept" else "reject", prompt, fixture, inject or (),
+                     leak, inject_at, repair, timeout, inject_tool or (), observe)
 
 
 def _check_cron(sink: Sink, keys: KeyPath, cron: str) -> None:

@@ -18,6 +18,7 @@ PLACEHOLDERS: frozenset[str] = frozenset(
     {
         "nonce",
         "fixture_url",
+        "fixture_url_alias",
         "true_number",
         "fake_number",
         "true_version",
@@ -27,6 +28,17 @@ PLACEHOLDERS: frozenset[str] = frozenset(
         "true_quote",
         "fake_quote",
         "fake_url",
+        "true_quote_2",
+        "fake_fused_quote",
+        "true_version_2",
+        "sibling_version",
+        "decoy_number",
+        "fake_claim",
+        "sum_part_1",
+        "sum_part_2",
+        "sum_part_3",
+        "sum_total",
+        "fake_total",
     }
 )
 

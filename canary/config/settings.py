@@ -402,7 +402,7 @@ def summarize(config: Config) -> str:
         for canary in guard.canaries:
             schedule = (f"every {format_duration(canary.every)}" if canary.every is not None
                         else f"cron {canary.cron!r}")
-            variants = len(canary.inject)
+            variants = len(canary.variants)
             lines.append(f"    - {canary.name}   {schedule}   expect {canary.expect}   "
                          f"{variants} variant{'s' if variants != 1 else ''}")
         if not guard.canaries:

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 from canary.config.durations import DurationError, parse_duration
 from canary.config.placeholders import scan
 from canary.errors import Problem
+from collectors.patterns import catastrophic, prefilter
+from collectors.rules import LINE_BUDGET
 
 __all__ = [
     "KeyPath",
@@ -347,7 +349,26 @@ def check_matcher(
     if pattern is not None and value.startswith(".*"):
         sink.warning(keys, "a leading '.*' makes scanning much slower and never changes what "
                      "a search finds; drop it")
+    if pattern is not None and not _scannable(sink, keys, pattern):
+        return None, None
     return value, pattern
+
+
+def _scannable(sink: Sink, keys: KeyPath, pattern: re.Pattern[str]) -> bool:
+    """Refuse shapes that backtrack for ages; say what the native engine can only prefilter."""
+    reason = catastrophic(pattern.pattern, pattern.flags)
+    if reason is not None:
+        sink.error(keys, reason)
+        return False
+    try:
+        widened = prefilter(pattern).widened
+    except ValueError:
+        widened = []
+    for construct in dict.fromkeys(widened):
+        sink.warning(keys, f"{construct}, which the native engine cannot express: it picks lines "
+                     f"by the rest of the pattern and confirms each one with re's semantics "
+                     f"within {LINE_BUDGET:g} s per line")
+    return True
 
 
 def check_placeholders(sink: Sink, keys: KeyPath, text: str, allowed: frozenset[str]) -> None:

@@ -17,7 +17,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Collection
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from canary import locations
 from canary.errors import CanaryError, UnavailableError, UsageError
 from canary.proxy.serving import is_loopback, split_listen
+from canary.vocabulary import iso
 
 __all__ = [
     "METRICS_CONTENT_TYPE",
@@ -135,8 +136,7 @@ class ControlHandlers(Protocol):
 
 def _default(value: object) -> object:
     if isinstance(value, datetime):
-        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return iso(value)
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, (set, frozenset, tuple)):

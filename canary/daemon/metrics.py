@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -33,7 +33,7 @@ from sqlmodel import col
 
 from canary.store.engine import Store
 from canary.store.tables import FilePosition, Heartbeat, HourlyCount, Run
-from canary.vocabulary import Status
+from canary.vocabulary import Status, Verdict
 
 __all__ = ["SOURCES", "MetricsSnapshot", "render", "snapshot_from_store"]
 
@@ -138,9 +138,8 @@ def render(snapshot: MetricsSnapshot) -> bytes:
 
 
 def _unix(moment: datetime) -> float:
-    """A stored datetime (naive ones are UTC) as unix seconds."""
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    return aware.timestamp()
+    """A stored datetime (aware, in UTC) as unix seconds."""
+    return moment.timestamp()
 
 
 def firing_totals(engine: Engine) -> dict[tuple[str, str], int]:
@@ -167,19 +166,12 @@ def last_caught(engine: Engine) -> dict[str, float]:
     """guard -> unix time the latest caught run started."""
     stmt = (
         select(col(Run.guard), func.max(col(Run.started)))
-        .where(col(Run.verdict) == "caught")
+        .where(col(Run.verdict) == Verdict.CAUGHT)
         .group_by(col(Run.guard))
     )
     with engine.connect() as conn:
         rows = conn.execute(stmt).all()
-    return {guard: _unix(_as_datetime(started)) for guard, started in rows if started is not None}
-
-
-def _as_datetime(value: object) -> datetime:
-    # func.max() loses the column type on SQLite, which then hands back the stored text.
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value))
+    return {guard: _unix(started) for guard, started in rows if started is not None}
 
 
 def file_totals(engine: Engine) -> list[tuple[str, int, int]]:

@@ -17,8 +17,9 @@ from typing import Any
 
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
+from canary.vocabulary import iso
 from collectors.files import expand, open_log, rotated_siblings
-from collectors.scan import LineScanner
+from collectors.scan import Hit, LineScanner
 
 READ = 8 << 20
 
@@ -47,6 +48,7 @@ class FileAudit:
     lines: int = 0
     bytes: int = 0
     error: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -73,32 +75,27 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         """The contract's ``canary audit --json`` document."""
         return {
-            "since": _iso(self.since),
-            "until": _iso(self.until),
+            "since": iso(self.since),
+            "until": iso(self.until),
             "lines": self.lines,
             "activity": self.activity if self.activity_configured else None,
             "guards": [
                 {
                     "guard": g.guard,
                     "firings": g.firings,
-                    "first": _iso(g.first),
-                    "last": _iso(g.last),
+                    "first": iso(g.first),
+                    "last": iso(g.last),
                     "flag": g.flag,
                     "untimed": g.untimed,
                 }
                 for g in self.guards
             ],
             "files": [
-                {"path": f.path, "lines": f.lines, "bytes": f.bytes, "error": f.error}
+                {"path": f.path, "lines": f.lines, "bytes": f.bytes, "error": f.error,
+                 "warnings": f.warnings}
                 for f in self.files
             ],
         }
-
-
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def audit_files(config: Config) -> list[Path]:
@@ -145,7 +142,7 @@ def audit(
     for path in audit_files(config):
         file_audit = FileAudit(str(path))
         report.files.append(file_audit)
-        scanner = LineScanner(matcher)
+        scanner = LineScanner(matcher, source=str(path))
         try:
             with open_log(path) as stream:
                 while True:
@@ -153,31 +150,39 @@ def audit(
                     if not data:
                         break
                     file_audit.bytes += len(data)
-                    result = scanner.feed(data)
+                    result = scanner.feed(data, count_activity=since is None)
                     file_audit.lines += result.lines
+                    report.activity += result.activity
                     for hit in result.hits:
-                        # as the collectors do: a stamp too far ahead counts when read (now)
-                        ts = hit.ts if hit.ts is None or hit.ts <= moment + skew else moment
-                        _count(report, by_name, hit.guards, hit.activity, ts, since, end)
+                        placed = hit
+                        if hit.ts is not None and hit.ts > moment + skew:
+                            # as the collectors do: a stamp too far ahead counts when read (now)
+                            placed = Hit(hit.offset, hit.text, hit.guards, hit.activity, moment)
+                        _count(report, by_name, placed, since, end)
         except (OSError, EOFError, ValueError) as exc:
             file_audit.error = f"{type(exc).__name__}: {exc}"
+        file_audit.warnings = [w.message for w in scanner.warnings]
+        if scanner.warnings_dropped:
+            file_audit.warnings.append(f"{path}: {scanner.warnings_dropped} more warnings")
     return report
 
 
-def _count(  # noqa: PLR0917
+def _count(
     report: AuditReport,
     by_name: dict[str, GuardAudit],
-    guards: tuple[str, ...],
-    activity: bool,
-    ts: datetime | None,
+    hit: Hit,
     since: datetime | None,
     until: datetime,
 ) -> None:
     windowed = since is not None
+    if not windowed and not hit.guards:
+        report.activity += hit.activity  # no window and no guard: the line's time is not needed
+        return
+    ts = hit.ts
     in_window = since is None or (ts is not None and since <= ts <= until)
-    if activity and in_window:
+    if hit.activity and in_window:
         report.activity += 1
-    for name in guards:
+    for name in hit.guards:
         entry = by_name[name]
         if ts is None and windowed:
             # Without its own time a line cannot be placed in the window.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from canary.config.settings import Config
+from canary.locations import state_dir
 from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.timestamps import TimestampParser
@@ -20,7 +21,7 @@ def build_matcher(config: Config) -> Matcher:
     if activity is not None:
         activity_rule = _rule(ACTIVITY, config.logs.activity_pattern or activity)
     timestamps = TimestampParser(config.logs.timestamp, config.logs.timestamp_format)
-    return Matcher(rules, activity_rule, timestamps=timestamps)
+    return Matcher(rules, activity_rule, timestamps=timestamps, cache_dir=state_dir() / "scan-cache")
 
 
 def _rule(name: str, match: object) -> Rule:

@@ -24,6 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from canary.proxy import dialects
 from canary.proxy.dialects import Dialect
+from canary.proxy.toolcalls import ToolCall
 
 __all__ = [
     "MODEL_PATHS", "Dialect", "Interceptor", "ModelCall", "create_proxy", "model_call", "requested_stream",
@@ -74,8 +75,8 @@ class ModelCall:
 class Interceptor(Protocol):
     """Decides, per model call, whether the proxy answers with scripted text."""
 
-    def intercept(self, call: ModelCall) -> str | None:
-        """The scripted assistant text to answer with, or None to pass the call through untouched."""
+    def intercept(self, call: ModelCall) -> str | ToolCall | None:
+        """The scripted assistant text (or tool call) to answer with, or None to pass the call through."""
         ...
 
 
@@ -209,7 +210,7 @@ class _ProxyHandler:
             return
         await self._relay(scope, receive, send, body)
 
-    def _intercept(self, call: ModelCall) -> str | None:
+    def _intercept(self, call: ModelCall) -> str | ToolCall | None:
         assert self.interceptor is not None
         try:
             return self.interceptor.intercept(call)
@@ -381,7 +382,7 @@ def _content_length(raw: list[tuple[bytes, bytes]]) -> int | None:
     return length
 
 
-async def _send_scripted(send: Send, dialect: Dialect, body: bytes, text: str) -> None:
+async def _send_scripted(send: Send, dialect: Dialect, body: bytes, text: str | ToolCall) -> None:
     request = dialects.read_request(dialect, body)
     scripted = dialects.script(dialect, text, request, now=time.time(), token=dialects.new_token())
     await send({"type": "http.response.start", "status": 200, "headers": list(scripted.headers)})

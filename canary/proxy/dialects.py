@@ -12,7 +12,10 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from canary.proxy.toolcalls import ToolCall
 
 Dialect = Literal["chat", "completions", "responses", "ollama-chat", "ollama-generate"]
 Headers = tuple[tuple[bytes, bytes], ...]
@@ -95,8 +98,14 @@ def estimate_tokens(size: int) -> int:
     return (size + 3) // 4
 
 
-def script(dialect: Dialect, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
-    """The scripted assistant ``text`` as ``dialect`` answers it, in the request's stream mode."""
+def script(
+    dialect: Dialect, text: str | ToolCall, request: AnswerRequest, *, now: float, token: str
+) -> Scripted:
+    """The scripted ``text`` (or tool call) as ``dialect`` answers it, in the request's stream mode."""
+    if not isinstance(text, str):
+        from canary.proxy.toolcalls import script_tool
+
+        return script_tool(dialect, text, request, now=now, token=token)
     created = int(now)
     if dialect == "chat":
         if request.stream:

@@ -13,16 +13,16 @@ from starlette.routing import Route
 class Pages(Protocol):
     """Where the fixture server finds a run's page: the runs in flight."""
 
-    def fetch_page(self, nonce: str) -> str | None:
-        """The page of the run with this nonce, recording the fetch; None when no such run is live."""
+    def fetch_page(self, nonce: str, path: str = "") -> str | None:
+        """The page of the run with this nonce, recording the fetch of ``path``; None when no run is live."""
 
 
 def create_fixture_server(registry: Pages) -> Starlette:
-    """``GET /r/{nonce}`` serves the run's page and records the fetch; anything else is 404."""
+    """``GET /r/{nonce}[/...]`` serves the run's page and records the path fetched; anything else is 404."""
 
     async def page(request: Request) -> Response:
         nonce = request.path_params["nonce"]
-        text = registry.fetch_page(nonce)
+        text = registry.fetch_page(nonce, request.url.path)
         if text is None:
             return PlainTextResponse("no such run, or it has expired\n", status_code=404)
         return HTMLResponse(text, headers={"cache-control": "no-store"})

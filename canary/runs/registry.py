@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from canary.config.definitions import InjectAt, MatchAt
+from canary.proxy.toolcalls import ToolCall
 
 if TYPE_CHECKING:
     from canary.proxy.app import ModelCall
@@ -35,19 +36,31 @@ class ActiveRun:
     started: float  # time.time() when the prompt was sent
     deadline: float  # time.time() after which the nonce expires
     inject_in_request: bool = False
+    inject_tool: ToolCall | None = None  # the fabrication is this tool call, not ``inject_text``
     calls: int = 0
     fetched: float | None = None
     injected: float | None = None
     repair_requested: float | None = None
+    paths: list[str] = field(default_factory=list)  # fixture paths served, in order
     _needles: tuple[bytes, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
-        raw = self.inject_text.encode("utf-8")
-        escaped = json.dumps(self.inject_text)[1:-1].encode("utf-8")
-        ascii_escaped = json.dumps(self.inject_text, ensure_ascii=True)[1:-1].encode("ascii")
-        self._needles = tuple(dict.fromkeys((raw, escaped, ascii_escaped)))
+        texts = [self.inject_text]
+        if self.inject_tool is not None:
+            # A follow-up quotes the call back by its id (OpenAI) or by its arguments (Ollama).
+            texts = [self.inject_tool.call_id, *_strings(self.inject_tool.arguments)]
+        needles: list[bytes] = []
+        for text in texts:
+            needles += [text.encode("utf-8"), json.dumps(text)[1:-1].encode("utf-8"),
+                        json.dumps(text, ensure_ascii=True)[1:-1].encode("ascii")]
+        self._needles = tuple(dict.fromkeys(needles))
         if self.inject_in_request:
             self.injected = self.started
+
+    @property
+    def fabrication(self) -> str | ToolCall:
+        """What the proxy answers the selected call with: the tool call, or the text."""
+        return self.inject_tool if self.inject_tool is not None else self.inject_text
 
     def carries_injection(self, body: bytes) -> bool:
         """Whether a request body quotes the injected text back (a repair round)."""
@@ -84,7 +97,7 @@ class Registry:
 
     # -- proxy ----------------------------------------------------------------
 
-    def intercept(self, call: ModelCall) -> str | None:
+    def intercept(self, call: ModelCall) -> str | ToolCall | None:
         """The scripted text for this model call, or None to pass it through."""
         needles = self._needles
         if not needles:
@@ -95,7 +108,7 @@ class Registry:
                 return self._decide(run, call)
         return None
 
-    def _decide(self, run: ActiveRun, call: ModelCall) -> str | None:
+    def _decide(self, run: ActiveRun, call: ModelCall) -> str | ToolCall | None:
         now = self._clock()
         with self._lock:
             if now > run.deadline or run.nonce not in self._runs:
@@ -104,7 +117,7 @@ class Registry:
             if run.injected is None:
                 if self._selected(run, call):
                     run.injected = now
-                    return run.inject_text
+                    return run.fabrication
                 return None
             if run.repair_requested is None and run.carries_injection(call.body):
                 run.repair_requested = now
@@ -126,8 +139,8 @@ class Registry:
 
     # -- fixtures -------------------------------------------------------------
 
-    def fetch_page(self, nonce: str) -> str | None:
-        """The run's fixture page (recording the first fetch), or None if unknown or expired."""
+    def fetch_page(self, nonce: str, path: str = "") -> str | None:
+        """The run's fixture page (recording the first fetch and every path); None if unknown or expired."""
         now = self._clock()
         with self._lock:
             run = self._runs.get(nonce)
@@ -135,6 +148,8 @@ class Registry:
                 return None
             if run.fetched is None:
                 run.fetched = now
+            if path:
+                run.paths.append(path)
             return run.page
 
     # -- collectors -----------------------------------------------------------
@@ -154,3 +169,12 @@ class Registry:
         return None
 
 
+def _strings(value: object) -> list[str]:
+    """Every string of at least 8 characters inside a JSON value (shorter ones match too much)."""
+    if isinstance(value, str):
+        return [value] if len(value) >= 8 else []
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []

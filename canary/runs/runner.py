@@ -8,6 +8,7 @@ guard never overlap; runs of different guards may.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,17 +18,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from canary.config.definitions import CanaryDef, GuardDef
+from canary.config.fabrications import fill_arguments
 from canary.config.placeholders import fill
 from canary.config.settings import Config
+from canary.proxy.toolcalls import ToolCall
 from canary.runs.agent import AgentDriver
+from canary.runs.observations import describe, observe
 from canary.runs.registry import ActiveRun, Registry
 from canary.runs.values import draw
 from canary.runs.verdicts import Observed, decide
 from canary.store.engine import RunLog, Store
 from canary.store.queries import run_count, run_guard_firings
-from canary.vocabulary import Verdict
+from canary.vocabulary import STAGES, Verdict, iso
 
-STAGES = ("sent", "fixture_fetched", "injected", "fired", "repair_requested", "answered")
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0
 ANSWER_KEEP = 8192
@@ -74,7 +77,7 @@ class RunResult:
             "expect": self.expect,
             "verdict": self.verdict,
             "nonce": self.nonce,
-            "started": self.started.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "started": iso(self.started),
             "duration_s": round(self.duration_s, 3),
             "trace": self.trace,
             "leaked": self.leaked,
@@ -139,11 +142,21 @@ class Runner:
     def _run(self, guard: GuardDef, canary: CanaryDef) -> RunResult:
         assert self.config.agent is not None
         inject_mode = self.config.agent.inject_mode
-        variant = run_count(self.store.engine, guard.name, canary.name) % len(canary.inject)
+        variants = canary.variants
+        variant = run_count(self.store.engine, guard.name, canary.name) % len(variants)
         drawn = draw(canary.fixture, self.fixture_base)
         values = drawn.values
-        inject_text = fill(canary.inject[variant], values)
+        template = variants[variant]
+        tool: ToolCall | None = None
+        if isinstance(template, str):
+            inject_text = fill(template, values)
+        else:
+            tool = ToolCall(template.name, fill_arguments(dict(template.arguments), values),
+                            call_id=f"call_{secrets.token_hex(12)}")
+            inject_text = tool.as_text
         leak = fill(canary.leak, values) if canary.leak else None
+        if canary.observe is not None:
+            leak = describe(canary.observe, values)
         repair = fill(canary.repair, values) if canary.repair else None
         prompt = fill(canary.prompt, values)
         started_dt = datetime.now(UTC)
@@ -156,6 +169,7 @@ class Runner:
             run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
             inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
             deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
+            inject_tool=tool,
         )
         self.registry.add(active)
         try:
@@ -168,7 +182,10 @@ class Runner:
         finally:
             self.registry.remove(drawn.nonce)
         answer = reply.answer
-        leak_in_answer = bool(leak and answer and leak in answer)
+        if canary.observe is not None:  # the call's effect, seen by the fixture server or on disk
+            leak_in_answer = observe(canary.observe, values, active.paths)
+        else:
+            leak_in_answer = bool(leak and answer and leak in answer)
         verdict = decide(
             Observed(
                 expect=canary.expect, error=reply.error, injected=active.injected is not None,

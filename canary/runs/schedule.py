@@ -22,7 +22,6 @@ from sqlmodel import col
 from canary.config.definitions import CanaryDef
 from canary.store.engine import Store
 from canary.store.tables import Schedule
-from canary.vocabulary import as_utc
 
 log = logging.getLogger("canary.runs.schedule")
 
@@ -96,12 +95,12 @@ def load_last_runs(store: Store) -> dict[str, datetime]:
     """The stored time of every canary's last run."""
     with store.engine.connect() as conn:
         rows = conn.execute(select(col(Schedule.key), col(Schedule.last_run))).all()
-    return {key: as_utc(at) for key, at in rows if at is not None}
+    return {key: at for key, at in rows if at is not None}
 
 
 def save_schedule(store: Store, key: str, *, last_run: datetime | None, next_due: datetime) -> None:
     """Remember when a canary ran and when it is due next."""
-    row = {"key": key, "last_run": as_utc(last_run) if last_run else None, "next_due": as_utc(next_due)}
+    row = {"key": key, "last_run": last_run, "next_due": next_due}
     update = {"next_due": row["next_due"]}
     if last_run is not None:
         update["last_run"] = row["last_run"]

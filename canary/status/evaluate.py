@@ -1,27 +1,24 @@
 """A guard's status: one pure function of what is known about it and ``now``.
 
 The daemon, ``canary status``, the dashboard, alerts and metrics all call
-``evaluate``; nothing else compares timestamps. Rows are checked in the
-contract's order: paused, asleep, degraded, inconclusive, alive or quiet, new.
+``evaluate``; nothing else compares timestamps. ``RULES`` are tried in the
+contract's order (paused, asleep, degraded, inconclusive, alive or quiet, new);
+the first that decides wins, and ``canary.status.reasons.reason`` writes its
+sentence. Canary verdicts are read as the latest conclusive run of every
+(canary, variant), so the order in which variants ran never changes a status.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from canary.vocabulary import CONCLUSIVE, REJECT_FAILURES, Status
+from canary.status.mutes import is_muted
+from canary.status.reasons import evidence, reason
+from canary.vocabulary import CONCLUSIVE, HEALTHY_VERDICTS, Status, Verdict
 
-BAD = REJECT_FAILURES
-
-_SENTENCE = {
-    "leaked": "the answer reached the user; the guard wrote no line",
-    "fired_but_leaked": "the guard logged a rejection, yet the answer reached the user",
-    "unlogged": "the fabrication was stopped, but the guard wrote no line",
-    "error": "the agent could not be used",
-    "not_injected": "the fabricated answer was never injected",
-}
+Pair = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -33,16 +30,22 @@ class RunFact:
     expect: str
     verdict: str
     at: datetime
+    evidence: str | None = None  # the firing line that belongs to the run
 
     @property
     def conclusive(self) -> bool:
-        """Whether the run proves something (any verdict but error and not_injected)."""
+        """Whether the run proves something (any verdict but error, not_injected, ambiguous)."""
         return self.verdict in CONCLUSIVE
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the run proves the guard did its job (caught, passed)."""
+        return self.verdict in HEALTHY_VERDICTS
 
 
 @dataclass(frozen=True)
 class CanaryFact:
-    """One canary: how often it runs, and its finished runs, newest first."""
+    """One canary: how often it runs, and its finished runs (in any order)."""
 
     name: str
     period: timedelta
@@ -62,15 +65,17 @@ class GuardFacts:
     activity: int | None = None  # activity lines in the window; None when no pattern is set
     lines: int = 0  # log lines read in the window
     watched_since: datetime | None = None  # since when the logs have been followed
+    daemon_since: datetime | None = None  # since when the daemon that runs the canaries is up
     logs_readable: bool = True
     last_firing: datetime | None = None
+    last_organic_line: str | None = None  # the line of the latest organic firing
     muted_until: datetime | None = None
     mute_reason: str | None = None
 
 
 @dataclass(frozen=True)
 class GuardStatus:
-    """A guard's status with the sentence that explains it."""
+    """A guard's status with the sentence that explains it and the line that backs it."""
 
     guard: str
     status: Status
@@ -78,155 +83,216 @@ class GuardStatus:
     kill_rate: float | None = None
     last_verdict: str | None = None
     last_run: datetime | None = None
-    evidence: dict[str, str] = field(default_factory=dict)
+    evidence: str | None = None
 
 
-def _clock_time(moment: datetime, now: datetime) -> str:
-    """``10:02`` for a time today (local), ``2026-11-28 10:02`` otherwise."""
-    local, today = moment.astimezone(), now.astimezone()
-    return local.strftime("%H:%M" if local.date() == today.date() else "%Y-%m-%d %H:%M")
+@dataclass(frozen=True)
+class Decision:
+    """What a rule decided: a status, why (a ``reasons`` key), and the runs or canaries it rests on."""
+
+    status: Status
+    cause: str
+    run: RunFact | None = None  # the deciding run
+    runs: tuple[RunFact, ...] = ()  # e.g. the failing variants
+    names: tuple[str, ...] = ()  # canaries that are stale or pending
 
 
-def _kill_rate(facts: GuardFacts, now: datetime) -> float | None:
+@dataclass(frozen=True)
+class View:
+    """The facts with what every rule needs derived once."""
+
+    facts: GuardFacts
+    now: datetime
+    pairs: dict[Pair, RunFact] = field(default_factory=dict)  # latest conclusive run of each pair
+    latest: dict[str, RunFact | None] = field(default_factory=dict)  # latest conclusive run per canary
+    kill_rate: float | None = None
+
+    @property
+    def window_start(self) -> datetime:
+        """Where the window begins."""
+        return self.now - self.facts.window
+
+    def runs(self, expect: str) -> list[RunFact]:
+        """The pairs' latest conclusive runs of canaries that expect ``expect``, newest first."""
+        chosen = [r for r in self.pairs.values() if r.expect == expect]
+        return sorted(chosen, key=lambda r: (r.at, r.canary, r.variant), reverse=True)
+
+
+def _newest(runs: Sequence[RunFact]) -> RunFact | None:
+    return max(runs, key=lambda r: (r.at, r.canary, r.variant), default=None)
+
+
+def latest_pairs(canary: CanaryFact, since: datetime) -> dict[Pair, RunFact]:
+    """Latest conclusive run of each variant of a canary; those since ``since`` if any, else all."""
+    pairs: dict[Pair, RunFact] = {}
+    for run in canary.runs:
+        key = (canary.name, run.variant)
+        if run.conclusive and (key not in pairs or run.at > pairs[key].at):
+            pairs[key] = run
+    recent = {k: r for k, r in pairs.items() if r.at >= since}
+    return recent or pairs
+
+
+def view(facts: GuardFacts, now: datetime) -> View:
+    """Derive the pairs and each canary's latest conclusive run."""
+    pairs: dict[Pair, RunFact] = {}
+    latest: dict[str, RunFact | None] = {}
+    for canary in facts.canaries:
+        pairs.update(latest_pairs(canary, now - facts.window))
+        latest[canary.name] = _newest([r for r in canary.runs if r.conclusive])
+    return View(facts, now, pairs, latest, kill_rate(facts, now))
+
+
+def kill_rate(facts: GuardFacts, now: datetime) -> float | None:
+    """Caught runs over conclusive runs (of canaries expecting a rejection) in the window."""
     start = now - facts.window
     conclusive = [
-        r for c in facts.canaries for r in c.runs
-        if r.expect == "reject" and r.conclusive and r.at >= start
+        r for c in facts.canaries for r in c.runs if r.expect == "reject" and r.conclusive and r.at >= start
     ]
     if not conclusive:
         return None
-    return sum(r.verdict == "caught" for r in conclusive) / len(conclusive)
+    return sum(r.verdict == Verdict.CAUGHT for r in conclusive) / len(conclusive)
+
+
+# -- the rules, in the contract's order ----------------------------------------
+
+
+def paused(v: View) -> Decision | None:
+    """Muted, until the mute expires."""
+    return Decision(Status.PAUSED, "muted") if is_muted(v.facts.muted_until, v.now) else None
+
+
+def canaries_failed(v: View) -> Decision | None:
+    """Every (canary, variant) expecting a rejection failed its latest conclusive run."""
+    runs = v.runs("reject")
+    if runs and not any(r.healthy for r in runs):
+        return Decision(Status.ASLEEP, "canaries_failed", runs[0], tuple(runs))
+    return None
+
+
+def silent(v: View) -> Decision | None:
+    """Zero firings over a whole window of agent activity, and no canary caught in it."""
+    f = v.facts
+    whole_window = f.watched_since is not None and f.watched_since <= v.window_start
+    active = (f.activity if f.activity is not None else f.lines) > 0
+    caught = any(r.verdict == Verdict.CAUGHT and r.at >= v.window_start for c in f.canaries for r in c.runs)
+    if f.organic + f.canary_firings == 0 and whole_window and active and not caught:
+        return Decision(Status.ASLEEP, "silent")
+    return None
+
+
+def control_rejected(v: View) -> Decision | None:
+    """A control's latest conclusive run is a false rejection."""
+    rejected = [r for r in v.runs("accept") if r.verdict == Verdict.FALSE_REJECTION]
+    return Decision(Status.DEGRADED, "control_rejected", rejected[0]) if rejected else None
+
+
+def variants_disagree(v: View) -> Decision | None:
+    """Some (canary, variant) pairs caught, others failed."""
+    runs = v.runs("reject")
+    failing = tuple(r for r in runs if not r.healthy)
+    if failing and len(failing) < len(runs):
+        return Decision(Status.DEGRADED, "variants_disagree", failing[0], failing)
+    return None
+
+
+def logs_unreadable(v: View) -> Decision | None:
+    """Its logs cannot be read."""
+    return None if v.facts.logs_readable else Decision(Status.INCONCLUSIVE, "logs_unreadable")
+
+
+def _overdue(v: View) -> tuple[list[CanaryFact], list[CanaryFact]]:
+    """Canaries with no conclusive run within every + grace: (stale, not due yet since watching began)."""
+    stale, pending = [], []
+    for canary in v.facts.canaries:
+        deadline = v.now - (canary.period + v.facts.grace)
+        run = v.latest[canary.name]
+        if run is not None and run.at >= deadline:
+            continue
+        started = min((t for t in (v.facts.watched_since, v.facts.daemon_since) if t), default=None)
+        if not canary.runs and (started is None or started > deadline):
+            pending.append(canary)  # not due yet since the logs have been watched
+        else:
+            stale.append(canary)
+    return stale, pending
+
+
+def no_conclusive_run(v: View) -> Decision | None:
+    """It has canaries, and one has had no conclusive run within every + grace."""
+    stale, _pending = _overdue(v)
+    if not stale:
+        return None
+    canary = stale[0]
+    tried = _newest(canary.runs)
+    return Decision(Status.INCONCLUSIVE, "no_conclusive", v.latest[canary.name],
+                    (tried,) if tried is not None else (), (canary.name,))
+
+
+def canary_pending(v: View) -> Decision | None:
+    """A canary is not due yet since the logs have been watched, and none is stale."""
+    _stale, pending = _overdue(v)
+    if not pending:
+        return None
+    done = _newest([r for r in v.latest.values() if r is not None])
+    return Decision(Status.NEW, "pending", done, names=tuple(c.name for c in pending))
+
+
+def proved(v: View) -> Decision | None:
+    """Every canary's latest conclusive run is caught or passed within every + grace."""
+    proof = _newest([r for r in v.latest.values() if r is not None])
+    if not v.facts.canaries or proof is None:
+        return None
+    return Decision(Status.QUIET if v.facts.organic == 0 else Status.ALIVE, "proved", proof)
+
+
+def fired(v: View) -> Decision | None:
+    """No canaries, and it fired in the window."""
+    f = v.facts
+    if f.canaries or f.organic + f.canary_firings == 0:
+        return None
+    return Decision(Status.ALIVE, "fired")
+
+
+def unknown(v: View) -> Decision:
+    """Nothing known yet."""
+    return Decision(Status.NEW, "unknown")
+
+
+#: The contract's "Guard status" table, first matching row wins.
+RULES: tuple[Callable[[View], Decision | None], ...] = (
+    paused,
+    canaries_failed,
+    silent,
+    control_rejected,
+    variants_disagree,
+    logs_unreadable,
+    no_conclusive_run,
+    canary_pending,
+    proved,
+    fired,
+)
+
+
+def decide(v: View) -> Decision:
+    """The first rule's decision (``unknown`` when none decides)."""
+    for rule in RULES:
+        decision = rule(v)
+        if decision is not None:
+            return decision
+    return unknown(v)
 
 
 def evaluate(facts: GuardFacts, *, now: datetime) -> GuardStatus:
-    """The guard's status at ``now`` (the contract's table, first matching row wins)."""
-    def _at(moment: datetime) -> str:
-        return _clock_time(moment, now)
-
-    runs = sorted((r for c in facts.canaries for r in c.runs), key=lambda r: r.at, reverse=True)
-    last = runs[0] if runs else None
-    base = {
-        "guard": facts.guard,
-        "kill_rate": _kill_rate(facts, now),
-        "last_verdict": last.verdict if last else None,
-        "last_run": last.at if last else None,
-    }
-
-    def status(kind: Status, reason: str) -> GuardStatus:
-        return GuardStatus(status=kind, reason=reason, **base)  # type: ignore[arg-type]
-
-    if facts.muted_until is not None and now < facts.muted_until:
-        why = f" ({facts.mute_reason})" if facts.mute_reason else ""
-        return status(Status.PAUSED, f"muted until {_at(facts.muted_until)}{why}")
-
-    latest = {c.name: next((r for r in c.runs if r.conclusive), None) for c in facts.canaries}
-    for canary in facts.canaries:
-        run = latest[canary.name]
-        if run is not None and run.verdict in BAD:
-            return status(
-                Status.ASLEEP,
-                f"canary {canary.name} {run.verdict.replace('_', ' ')} at {_at(run.at)}: "
-                f"{_SENTENCE[run.verdict]}",
-            )
-
-    window_start = now - facts.window
-    whole_window = facts.watched_since is not None and facts.watched_since <= window_start
-    active = (facts.activity if facts.activity is not None else facts.lines) > 0
-    caught_in_window = any(
-        r.verdict == "caught" and r.at >= window_start for c in facts.canaries for r in c.runs
+    """The guard's status at ``now``."""
+    v = view(facts, now)
+    decision = decide(v)
+    last = _newest([r for c in facts.canaries for r in c.runs])
+    return GuardStatus(
+        guard=facts.guard,
+        status=decision.status,
+        reason=reason(decision, v),
+        kill_rate=v.kill_rate,
+        last_verdict=last.verdict if last else None,
+        last_run=last.at if last else None,
+        evidence=evidence(decision, facts),
     )
-    fired = facts.organic + facts.canary_firings
-    if fired == 0 and whole_window and active and not caught_in_window:
-        what = (
-            f"while the agent logged {facts.activity} unit(s) of work"
-            if facts.activity is not None
-            else f"across {facts.lines} log lines"
-        )
-        return status(
-            Status.ASLEEP,
-            f"no firing in the last {_span(facts.window)} {what}, and no canary was caught",
-        )
-
-    for canary in facts.canaries:
-        run = latest[canary.name]
-        if run is not None and run.verdict == "false_rejection":
-            return status(
-                Status.DEGRADED,
-                f"control {canary.name} was rejected at {_at(run.at)}: the guard rejects grounded answers",
-            )
-    variants: dict[tuple[str, int], RunFact] = {}
-    for canary in facts.canaries:
-        for run in canary.runs:
-            if run.conclusive and run.expect == "reject" and run.at >= window_start:
-                variants.setdefault((canary.name, run.variant), run)
-    verdicts = {r.verdict for r in variants.values()}
-    if "caught" in verdicts and verdicts - {"caught"}:
-        bad = next(r for r in variants.values() if r.verdict != "caught")
-        good = next(r for r in variants.values() if r.verdict == "caught")
-        return status(
-            Status.DEGRADED,
-            f"canaries disagree: {bad.canary} variant {bad.variant} {bad.verdict.replace('_', ' ')} "
-            f"at {_at(bad.at)}, {good.canary} variant {good.variant} caught at {_at(good.at)}",
-        )
-
-    if not facts.logs_readable:
-        return status(Status.INCONCLUSIVE, "its logs cannot be read, so a silence proves nothing")
-
-    if facts.canaries:
-        stale = []
-        pending = []
-        for canary in facts.canaries:
-            run = latest[canary.name]
-            deadline = now - (canary.period + facts.grace)
-            if run is not None and run.at >= deadline:
-                continue
-            never = run is None and not any(True for _ in canary.runs)
-            if never and (facts.watched_since is None or facts.watched_since > deadline):
-                pending.append(canary)  # not due yet since the logs have been watched
-            else:
-                stale.append((canary, run))
-        if pending and not stale:
-            done = [r for r in latest.values() if r is not None]
-            names = ", ".join(c.name for c in pending)
-            if done:
-                proof = max(done, key=lambda r: r.at)
-                return status(
-                    Status.NEW,
-                    f"canary {proof.canary} {proof.verdict} at {_at(proof.at)}; {names} has not run yet",
-                )
-            return status(Status.NEW, f"no canary has run yet ({names} pending)")
-        if not stale:
-            proof = max((r for r in latest.values() if r is not None), key=lambda r: r.at)
-            proved = f"canary {proof.canary} {proof.verdict} at {_at(proof.at)}"
-            if facts.organic == 0:
-                return status(Status.QUIET, f"{proved}; no organic firing in {_span(facts.window)}")
-            organic = f"{facts.organic} organic firing(s) in {_span(facts.window)}"
-            return status(Status.ALIVE, f"{proved}; {organic}")
-        if runs:
-            canary, run = stale[0]
-            tried = next((r for r in canary.runs), None)
-            since = f"since {_at(run.at)}" if run is not None else "yet"
-            last_try = (
-                f"; its last run ended {tried.verdict.replace('_', ' ')} at {_at(tried.at)}: "
-                f"{_SENTENCE.get(tried.verdict, tried.verdict)}"
-                if tried is not None and not tried.conclusive
-                else ""
-            )
-            return status(
-                Status.INCONCLUSIVE,
-                f"canary {canary.name} has had no conclusive run {since} "
-                f"(every {_span(canary.period)} + grace {_span(facts.grace)}){last_try}",
-            )
-    elif fired > 0:
-        when = f", last at {_at(facts.last_firing)}" if facts.last_firing else ""
-        return status(Status.ALIVE, f"{fired} firing(s) in the last {_span(facts.window)}{when}")
-
-    if fired > 0:
-        return status(Status.NEW, f"{fired} firing(s) seen, but no canary has run yet")
-    return status(Status.NEW, "no canary run and no firing yet")
-
-
-def _span(delta: timedelta) -> str:
-    from canary.config.durations import format_duration
-
-    return format_duration(delta)

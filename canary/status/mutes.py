@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete
+from sqlalchemy import Connection, delete, select
 from sqlmodel import col
 
 from canary.errors import UsageError
@@ -23,7 +23,7 @@ def mute(
     if duration > MAX_MUTE:
         raise UsageError(f"a mute lasts at most {MAX_MUTE.days}d; got {duration}", option="--for")
     until = as_utc(now + duration)
-    row = {"guard": guard, "until": until, "reason": reason, "created": as_utc(now)}
+    row = {"guard": guard, "until": until, "reason": reason, "created": now}
     with store.engine.begin() as conn:
         store.upsert(conn, Mute, [row], keys=["guard"], set_=row)
     return until
@@ -34,3 +34,16 @@ def unmute(store: Store, guard: str) -> bool:
     with store.engine.begin() as conn:
         result = conn.execute(delete(Mute).where(col(Mute.guard) == guard))
         return bool(result.rowcount)
+
+
+def is_muted(until: datetime | None, now: datetime) -> bool:
+    """Whether a mute that ends at ``until`` still holds at ``now`` (it ends at that very instant)."""
+    return until is not None and now < until
+
+
+def active_mutes(conn: Connection, now: datetime) -> dict[str, tuple[datetime, str | None]]:
+    """Guard -> (end, reason) of every mute that holds at ``now`` (``is_muted``, in SQL)."""
+    rows = conn.execute(
+        select(col(Mute.guard), col(Mute.until), col(Mute.reason)).where(col(Mute.until) > now)
+    )
+    return {str(guard): (until, reason) for guard, until, reason in rows}

@@ -36,7 +36,7 @@ from canary.store.tables import (
     Schedule,
     Transition,
 )
-from canary.vocabulary import as_utc, hour_floor
+from canary.vocabulary import Verdict, as_utc, hour_floor
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
 
@@ -352,7 +352,7 @@ class RunLog:
             result = conn.execute(
                 insert(_run_table()).values(
                     guard=guard, canary=canary, variant=variant, expect=expect, nonce=nonce,
-                    started=as_utc(started), injected_text=injected_text, leak_text=leak_text,
+                    started=started, injected_text=injected_text, leak_text=leak_text,
                     trace="{}", firings=0,
                 )
             )
@@ -362,8 +362,6 @@ class RunLog:
 
     def finish(self, run_id: int, **fields: Any) -> None:
         """Record a run's verdict and what it saw."""
-        if "finished" in fields and fields["finished"] is not None:
-            fields["finished"] = as_utc(fields["finished"])
         with self.store.engine.begin() as conn:
             conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
 
@@ -372,6 +370,6 @@ class RunLog:
         table = _run_table()
         with self.store.engine.begin() as conn:
             result = conn.execute(
-                update(table).where(table.c.verdict.is_(None)).values(verdict="error", error=reason)
+                update(table).where(table.c.verdict.is_(None)).values(verdict=Verdict.ERROR, error=reason)
             )
             return int(result.rowcount or 0)

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
 from canary.store.tables import FilePosition, Firing, HourlyActivity, HourlyCount, Run
+from canary.vocabulary import hour_floor
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class WindowCounts:
 
 def window_counts(engine: Engine, since: datetime) -> dict[str, WindowCounts]:
     """Firings per guard from the hourly counts, for the hours starting at or after ``since``'s hour."""
-    hour = since.replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(since)
     stmt = (
         select(col(HourlyCount.guard), col(HourlyCount.source), func.sum(col(HourlyCount.count)))
         .where(col(HourlyCount.hour) >= hour)
@@ -40,7 +41,7 @@ def window_counts(engine: Engine, since: datetime) -> dict[str, WindowCounts]:
 
 def window_activity(engine: Engine, since: datetime) -> tuple[int, int]:
     """Activity lines and lines scanned since ``since``'s hour."""
-    hour = since.replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(since)
     stmt = select(
         func.sum(col(HourlyActivity.activity)), func.sum(col(HourlyActivity.lines))
     ).where(col(HourlyActivity.hour) >= hour)

@@ -1,6 +1,7 @@
 """Every table of the store, in one module.
 
-Times are aware UTC datetimes. The schema's versions are listed in
+Times are aware UTC datetimes: every time column is a ``UTCDateTime``.
+The schema's versions are listed in
 ``canary.store.engine.MIGRATIONS``; a table added here must be added there too.
 """
 
@@ -10,6 +11,8 @@ from datetime import datetime
 
 from sqlalchemy import Column, Index, LargeBinary
 from sqlmodel import Field, SQLModel
+
+from canary.store.types import UTCDateTime
 
 #: Longest line text kept with a firing (bytes of UTF-8).
 LINE_KEEP = 2048
@@ -30,9 +33,9 @@ class Firing(SQLModel, table=True):
     __table_args__ = (Index("ix_firings_guard_ts", "guard", "ts"),)
     id: int | None = Field(default=None, primary_key=True)
     guard: str
-    ts: datetime = Field(index=True)  # the line's own time, else the time it was read
+    ts: datetime = Field(index=True, sa_type=UTCDateTime)  # the line's own time, else the time it was read
     ts_from_line: bool = True
-    read_at: datetime
+    read_at: datetime = Field(sa_type=UTCDateTime)
     path: str
     file_key: str
     offset: int
@@ -45,7 +48,7 @@ class HourlyCount(SQLModel, table=True):
 
     __tablename__ = "hourly_counts"
     guard: str = Field(primary_key=True)
-    hour: datetime = Field(primary_key=True)
+    hour: datetime = Field(primary_key=True, sa_type=UTCDateTime)
     source: str = Field(primary_key=True)  # "organic" | "canary"
     count: int = 0
 
@@ -54,7 +57,7 @@ class HourlyActivity(SQLModel, table=True):
     """Per hour: activity lines (by their own time), and lines and bytes scanned (by read time)."""
 
     __tablename__ = "hourly_activity"
-    hour: datetime = Field(primary_key=True)
+    hour: datetime = Field(primary_key=True, sa_type=UTCDateTime)
     activity: int = 0
     lines: int = 0
     bytes: int = 0
@@ -73,7 +76,7 @@ class FilePosition(SQLModel, table=True):
     head_hash: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     size: int
     lines: int = 0
-    updated_at: datetime
+    updated_at: datetime = Field(sa_type=UTCDateTime)
     # Since schema 4: the head's bytes, the tail before the offset, and what the file held
     # before its last truncation (a copytruncate copy continues from there).
     head: bytes = Field(default=b"", sa_column=Column(LargeBinary, nullable=False, server_default=""))
@@ -93,8 +96,8 @@ class Run(SQLModel, table=True):
     variant: int = 0
     expect: str = "reject"
     nonce: str = Field(unique=True)
-    started: datetime
-    finished: datetime | None = None
+    started: datetime = Field(sa_type=UTCDateTime)
+    finished: datetime | None = Field(default=None, sa_type=UTCDateTime)
     duration_s: float | None = None
     verdict: str | None = None
     trace: str = "{}"  # JSON: stage -> seconds after sent, or null
@@ -114,7 +117,7 @@ class Transition(SQLModel, table=True):
     __table_args__ = (Index("ix_transitions_guard_at", "guard", "at"),)
     id: int | None = Field(default=None, primary_key=True)
     guard: str
-    at: datetime
+    at: datetime = Field(sa_type=UTCDateTime)
     status: str
     previous: str | None = None
     reason: str
@@ -126,9 +129,9 @@ class Mute(SQLModel, table=True):
 
     __tablename__ = "mutes"
     guard: str = Field(primary_key=True)
-    until: datetime
+    until: datetime = Field(sa_type=UTCDateTime)
     reason: str | None = None
-    created: datetime
+    created: datetime = Field(sa_type=UTCDateTime)
 
 
 class Delivery(SQLModel, table=True):
@@ -143,10 +146,10 @@ class Delivery(SQLModel, table=True):
     channel: str  # "desktop" | "webhook" | "command"
     state: str = "pending"  # "pending" | "sent" | "failed" | "skipped" | "muted"
     attempts: int = 0
-    next_try: datetime
+    next_try: datetime = Field(sa_type=UTCDateTime)
     last_error: str | None = None
-    created: datetime
-    sent_at: datetime | None = None
+    created: datetime = Field(sa_type=UTCDateTime)
+    sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class Schedule(SQLModel, table=True):
@@ -154,8 +157,8 @@ class Schedule(SQLModel, table=True):
 
     __tablename__ = "schedules"
     key: str = Field(primary_key=True)  # "guard/canary"
-    last_run: datetime | None = None
-    next_due: datetime | None = None
+    last_run: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    next_due: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class Heartbeat(SQLModel, table=True):
@@ -164,10 +167,10 @@ class Heartbeat(SQLModel, table=True):
     __tablename__ = "heartbeat"
     id: int = Field(default=1, primary_key=True)
     pid: int
-    started: datetime
-    beat: datetime
+    started: datetime = Field(sa_type=UTCDateTime)
+    beat: datetime = Field(sa_type=UTCDateTime)
     files: int = 0
     proxy: str | None = None
     fixtures: str | None = None
     control: str | None = None
-    stopped: datetime | None = None
+    stopped: datetime | None = Field(default=None, sa_type=UTCDateTime)

@@ -227,3 +227,57 @@ def test_scanner_agrees_with_a_per_line_reference_whatever_the_chunking(lines: l
             break
     assert got == reference(data, 1 << 20)
     assert scanner.offset == len(data)
+
+
+# -- reported defects ----------------------------------------------------------
+
+
+def _count(matcher: Matcher, data: bytes, read: int, *, max_line: int = 1 << 20) -> int:
+    scanner = LineScanner(matcher, max_line=max_line)
+    hits = 0
+    for pos in range(0, len(data), read):
+        hits += len(scanner.feed(data[pos : pos + read]).hits)
+    return hits
+
+
+def test_anchored_alternation_counts_every_line_like_grep() -> None:
+    log = (
+        b"CitationGuard: rejected url=https://a.example.org\n"
+        b"QuoteGuard: rejected quote\n"
+        b"INFO planner CitationGuard is loaded\n"
+        b"CitationGuard rejected again\n"
+    )
+    m = _matcher(Rule.regex("g", r"^(?:CitationGuard|QuoteGuard)\b"))
+    assert len(m.scan(log, 0)) == 3
+    assert _count(m, log, 7) == 3
+
+
+@pytest.mark.parametrize("read", [4 << 20, 1 << 20, 256 << 10], ids=["4MiB", "1MiB", "256KiB"])
+def test_marker_in_a_long_line_is_found_whatever_the_read_size(read: int) -> None:
+    line = b"x" * (1200 << 10) + b" CitationGuard: rejected " + b"y" * (300 << 10) + b"\n"
+    data = b"before\n" + line + b"after CitationGuard: rejected\n"
+    m = _matcher(Rule.regex("citation", "CitationGuard: rejected"))
+    assert _count(m, data, read, max_line=2 << 20) == 2
+
+
+@pytest.mark.parametrize("read", [4 << 20, 1 << 20, 256 << 10], ids=["4MiB", "1MiB", "256KiB"])
+def test_marker_past_max_line_is_cut_the_same_whatever_the_read_size(read: int) -> None:
+    line = b"x" * (1200 << 10) + b" CitationGuard: rejected " + b"y" * (300 << 10) + b"\n"
+    data = b"before\n" + line + b"after CitationGuard: rejected\n"
+    m = _matcher(Rule.regex("citation", "CitationGuard: rejected"))
+    scanner = LineScanner(m, max_line=1 << 20, source="agent.log")
+    hits = []
+    for pos in range(0, len(data), read):
+        hits.extend(scanner.feed(data[pos : pos + read]).hits)
+    assert len(hits) == 1
+    assert scanner.offset == len(data)
+    (warning,) = scanner.warnings
+    assert warning.offset == len(b"before\n")
+    assert "agent.log" in warning.message
+    assert str(len(b"before\n")) in warning.message
+
+
+def test_catastrophic_regex_on_a_short_line_does_not_stop_the_scan() -> None:
+    m = _matcher(Rule.regex("redos", r"(a+)+$"), Rule.regex("g", "HIT"))
+    data = b"a" * 40 + b"!\n" + b"HIT after it\n" + b"a" * 10 + b"\n"
+    assert [h.guards for h in m.scan(data, 0)] == [("g",), ("redos",)]

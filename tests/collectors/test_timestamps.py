@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.timestamps import TimestampParser, hour_of
+from collectors.timestamps import TimestampParser
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 MINUS5 = timezone(timedelta(hours=-5))
@@ -336,31 +336,6 @@ def test_constructor_rejects(mode: str, fmt: str | None, message: str) -> None:
         TimestampParser(mode, fmt)
 
 
-@pytest.mark.parametrize(
-    ("dt", "expected"),
-    [
-        pytest.param(utc(2026, 11, 29, 10, 59, 59, 999999), utc(2026, 11, 29, 10), id="utc"),
-        pytest.param(utc(2026, 11, 29, 10), utc(2026, 11, 29, 10), id="on-the-hour"),
-        pytest.param(
-            datetime(2026, 11, 29, 10, 45, tzinfo=timezone(timedelta(hours=5, minutes=30))),
-            utc(2026, 11, 29, 5),
-            id="half-hour-offset",
-        ),
-        pytest.param(
-            datetime(2027, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=1))),
-            utc(2026, 12, 31, 23),
-            id="offset-crosses-year",
-        ),
-    ],
-)
-def test_hour_of(dt: datetime, expected: datetime) -> None:
-    assert hour_of(dt) == expected
-    assert hour_of(dt).tzinfo is UTC
-
-
-def test_hour_of_rejects_naive() -> None:
-    with pytest.raises(ValueError, match="timezone-aware"):
-        hour_of(datetime(2026, 11, 29, 10, 30))
 
 
 _PREFIXES = st.sampled_from(
@@ -381,3 +356,46 @@ _PREFIXES = st.sampled_from(
 def test_parse_never_raises(prefix: bytes, rest: bytes) -> None:
     parsed = TimestampParser(default_tz=UTC).parse(prefix + rest, now=NOW)
     assert parsed is None or parsed.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"2026-11-29T10:00:00.123Z WARN x",
+        b"2026-11-29T10:00:00.123456Z x",
+        b"2026-11-29T10:00:00.1234Z x",
+        b"2026-11-29T10:00:00.000Z",
+        b"2026-02-30T10:00:00.123Z impossible day",
+        b"2026-11-29T23:59:59.999Z x",
+    ],
+)
+def test_common_iso_stamps_read_the_same_as_by_the_general_pattern(line: bytes) -> None:
+    from collectors import timestamps
+
+    fast = TimestampParser(default_tz=UTC)
+    general = TimestampParser(default_tz=UTC)
+    general._from_iso_z = None  # type: ignore[method-assign, assignment]  # never used below
+    expected = None
+    try:
+        match = timestamps._AUTO.match(line)
+        assert match is not None
+        expected = general._from_iso(match.group("iso"), match.group("off"))
+    except ValueError:
+        expected = None
+    assert fast.parse(line) == expected
+    assert fast.parse(line) == expected  # from the per-second cache
+
+
+def test_parsing_stamps_with_an_offset_never_reads_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    from collectors import timestamps
+
+    class NoClock(datetime):
+        @classmethod
+        def now(cls, tz: object = None) -> NoClock:  # type: ignore[override]
+            raise AssertionError("the clock was read")
+
+    monkeypatch.setattr(timestamps, "datetime", NoClock)
+    parser = TimestampParser(default_tz=UTC)
+    assert parser.parse(b"2026-11-29T10:00:00.123Z x") is not None
+    assert parser.parse(b"2026-11-29 10:00:00+02:00 x") is not None
+    assert parser.parse(b"", {"ts": 1764410400}) is not None

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from canary.config.definitions import CanaryDef, GuardDef, MatchAt, load_definitions
+from canary.config.fabrications import Observation, ToolTemplate, fill_arguments
 from canary.config.placeholders import PLACEHOLDERS, fill, placeholders_in, scan
 from canary.errors import Problem
 
@@ -111,6 +112,13 @@ FAILURES = [
      "warning", None),
     ("empty_regex.toml", "text", "guard.match", "an empty regex matches every line", "error",
      None),
+    ("nested_quantifier.toml", "text", "guard.match",
+     "a repeat nested inside the unbounded repeat '+': backtracking can take exponential time",
+     "error", None),
+    ("overlapping_alternation.toml", "text", "guard.match",
+     "alternatives that can match the same text inside the unbounded repeat '*'", "error", None),
+    ("lookahead_match.toml", "text", "guard.match",
+     "a lookahead or lookbehind, which the native engine cannot express", "warning", None),
     ("match_table_in_text.toml", "text", "guard.match",
      "[logs] format is 'text', so this must be a regex string; got a table", "error", None),
     ("match_string_in_jsonl.toml", "jsonl", "guard.match",
@@ -121,6 +129,22 @@ FAILURES = [
     ("empty_inject.toml", "text", "canary[0].inject", "no variants", "error", None),
     ("empty_variant.toml", "text", "canary[0].inject[1]", "an empty variant", "error", None),
     ("empty_leak.toml", "text", "canary[0].leak", "an empty leak text", "error", None),
+    ("bad_inject_tool.toml", "text", "canary[0].inject_tool[1].argumnets", "unknown key", "error",
+     "arguments"),
+    ("bad_tool_name.toml", "text", "canary[0].inject_tool.name",
+     "'fetch url' is not a tool name the model APIs accept", "error", None),
+    ("placeholder_inject_tool.toml", "text", "canary[0].inject_tool.arguments.url",
+     "unknown placeholder {fixture_url_alais}", "error", "{fixture_url_alias}"),
+    ("wrong_type_inject_tool.toml", "text", "canary[0].inject_tool",
+     "expected a table { name = '...', arguments = { ... } } or a list of such tables, got a string",
+     "error", None),
+    ("leak_file_without_nonce.toml", "text", "canary[0].leak.file", "the path must carry {nonce}",
+     "error", None),
+    ("leak_fetched_elsewhere.toml", "text", "canary[0].leak.fetched",
+     "only the fixture server can see a fetch", "error", None),
+    ("leak_file_relative.toml", "text", "canary[0].leak.file", "write an absolute path", "error",
+     None),
+    ("leak_table_unknown_key.toml", "text", "canary[0].leak.fiel", "unknown key", "error", "file"),
 ]
 
 
@@ -161,9 +185,10 @@ def test_every_fixture_file_is_in_the_table() -> None:
         ("missing_guard_name.toml", "guard.name", 1),
         ("duplicate_canary.toml", "canary[1].name", 14),
         ("inject_at_bad_regex.toml", "canary[0].inject_at.match", 12),
+        ("bad_inject_tool.toml", "canary[0].inject_tool[1].argumnets", 10),
     ],
     ids=["syntax", "second-canary-key", "guard-key", "missing-key-at-table", "duplicate",
-         "inline-table"],
+         "inline-table", "inject-tool-list"],
 )
 def test_problems_carry_the_line(fixture: str, key: str, line: int) -> None:
     _, problems = load(fixture)
@@ -274,6 +299,28 @@ def test_defaults_cron_controls_and_inject_at_forms() -> None:
     assert control.fixture == "<p>{true_quote}</p>"
     assert control.inject_at == MatchAt(re.compile("tool_result"))
     assert (first.inject_at, first.fixture, first.every) == ("first", "", timedelta(days=1))
+
+
+def test_inject_tool_variants_follow_the_inject_texts() -> None:
+    guards, problems = load("valid_tool/allowlist.toml")
+    assert problems == []
+    fake, control = guards[0].canaries
+    assert fake.inject == ("The page says {fake_quote}",)
+    assert fake.inject_tool == (
+        ToolTemplate("fetch_url", {"url": "{fixture_url_alias}/admin", "depth": 2, "tags": ["a", "{nonce}"]}),
+        ToolTemplate("noop", {}),
+    )
+    assert fake.variants == (*fake.inject, *fake.inject_tool)
+    assert (fake.leak, fake.observe) == (None, Observation("fetched", "{fixture_url_alias}/admin"))
+    assert control.inject == () and control.variants == control.inject_tool
+    assert len({fake, control, fake}) == 2  # definitions stay hashable with a table of arguments
+    assert (control.expect, control.observe) == ("accept", Observation("fetched", "{fixture_url}/more"))
+
+
+def test_tool_arguments_are_filled_at_every_depth() -> None:
+    template = {"url": "{fixture_url}/x", "depth": 2, "tags": ["{nonce}", {"deep": "{{{nonce}}}"}]}
+    filled = fill_arguments(template, {"fixture_url": "http://h/r/n1", "nonce": "n1"})
+    assert filled == {"url": "http://h/r/n1/x", "depth": 2, "tags": ["n1", {"deep": "{n1}"}]}
 
 
 def test_jsonl_match_is_a_table() -> None:

@@ -31,7 +31,7 @@ LEAK_ON_PAGE = {
 #: Controls whose grounded value is computed from the page rather than copied from it.
 COMPUTED = {("arithmetic", "total-control"): "the total is the sum of the page's parts"}
 NEW_KINDS = ("money", "provenance", "exclusion", "arithmetic", "quote_fused", "version_sibling",
-             "denial_phrasings")
+             "denial_phrasings", "number_blindspots")
 
 
 def guards() -> list[GuardDef]:
@@ -76,7 +76,9 @@ def test_every_prompt_sends_the_agent_to_the_fixture(guard: GuardDef, canary: Ca
     assert canary.inject_at == "after-fetch"
 
 
-@pytest.mark.parametrize(("guard", "canary"), canaries(), ids=lambda x: x.name)
+# Observed leaks (the tool_* templates) are checked by test_tool_templates_aim_every_call_at_the_observed_effect.
+@pytest.mark.parametrize(("guard", "canary"), [(g, c) for g, c in canaries() if c.observe is None],
+                         ids=lambda x: x.name)
 def test_the_leak_is_in_every_variant_and_fakes_stay_off_the_page(guard: GuardDef, canary: CanaryDef) -> None:
     assert canary.leak is not None
     for _ in range(DRAWS):
@@ -110,7 +112,11 @@ def test_fused_and_spliced_quotes_are_not_on_the_page_but_each_half_is() -> None
                     assert quote in text
                     continue
                 assert quote not in text
-                halves = re.split(r" and | for ", quote.rstrip("."), maxsplit=1)
+                if canary.name == "fused-quote":
+                    halves = [drawn.values["true_quote"].rstrip("."), drawn.values["true_quote_2"][1:]]
+                    assert quote == drawn.values["fake_fused_quote"]
+                else:
+                    halves = re.split(r" and | for ", quote.rstrip("."), maxsplit=1)
                 assert all(half.lower() in text.lower() for half in halves), halves
 
 
@@ -119,10 +125,11 @@ def test_the_sibling_version_is_on_the_page_for_the_other_project() -> None:
     canary = next(c for c in guard.canaries if c.name == "sibling-version")
     drawn = draw(canary.fixture, BASE)
     text = page_text(drawn.page)
-    version = drawn.values["true_version"]
-    assert f"corvid, the Python package: the latest release is {version}" in text
-    assert "corvid-swift: no release is listed" in text
-    assert f"corvid-swift {version}" not in text
+    sibling, own = drawn.values["sibling_version"], drawn.values["true_version"]
+    assert sibling != own
+    assert f"corvid, the Python package: the latest release is {sibling}" in text
+    assert f"corvid-swift: the latest release is {own}" in text
+    assert f"corvid-swift {sibling}" not in text
 
 
 def test_arithmetic_totals_are_wrong_except_in_the_control() -> None:
@@ -157,3 +164,59 @@ def test_each_kind_bundles_uniquely_named_canaries(kind: str, files: tuple[str, 
         section = canary_sections(bundled_defs_dir() / file)
         names += re.findall(r'^name = "([a-z0-9-]+)"$', section, re.M)
     assert names and len(names) == len(set(names)), names
+
+
+def test_the_decoy_number_is_on_the_page_in_another_role_only() -> None:
+    guard = next(g for g in guards() if g.name == "number-blindspots")
+    canary = next(c for c in guard.canaries if c.name == "decoy-number")
+    for _ in range(DRAWS):
+        drawn = draw(canary.fixture, BASE)
+        text = page_text(drawn.page)
+        decoy, true = drawn.values["decoy_number"], drawn.values["true_number"]
+        assert decoy != true
+        assert f"opened in {decoy}" in text
+        assert f"{decoy} euros" not in text
+        assert f"{decoy} euros" in fill(canary.inject[0], drawn.values)
+
+
+def test_the_entity_free_claim_has_no_entity_and_is_not_on_the_page() -> None:
+    guard = next(g for g in guards() if g.name == "number-blindspots")
+    canary = next(c for c in guard.canaries if c.name == "entity-free-claim")
+    for _ in range(DRAWS):
+        drawn = draw(canary.fixture, BASE)
+        claim = drawn.values["fake_claim"]
+        assert not re.search(r"\d|https?://|[A-Z][a-z]+ [A-Z]", claim), claim
+        assert claim not in page_text(drawn.page)
+
+
+def test_the_denial_phrasings_cover_five_other_languages() -> None:
+    guard = next(g for g in guards() if g.name == "denial-phrasings")
+    languages = {c.name.rsplit("-", 1)[1] for c in guard.canaries if c.name.startswith("not-found-")}
+    assert languages == {"tr", "de", "es", "fr", "pt"}
+
+
+TOOL_KINDS = ("tool_fetch", "tool_write", "tool_shell", "tool_step")
+
+
+@pytest.mark.parametrize("name", TOOL_KINDS)
+def test_tool_templates_aim_every_call_at_the_observed_effect(name: str) -> None:
+    from canary.config.fabrications import ToolTemplate, fill_arguments
+    from canary.runs.observations import target_of
+
+    [guard] = [g for g in guards() if g.path.stem == name]
+    assert {c.expect for c in guard.canaries} == {"reject", "accept"}
+    header = (DEFS / f"{name}.toml").read_text(encoding="utf-8").split("[guard]")[0]
+    assert "`match` below is an example" in header
+    for canary in guard.canaries:
+        assert canary.observe is not None and canary.inject == ()
+        assert canary.repair is not None  # the follow-up carrying the tool result needs an answer
+        drawn = draw(canary.fixture, BASE)
+        target = target_of(canary.observe, drawn.values)
+        for variant in canary.variants:
+            assert isinstance(variant, ToolTemplate)
+            arguments = " ".join(str(v) for v in fill_arguments(dict(variant.arguments), drawn.values).values())
+            if canary.observe.kind == "fetched":
+                assert target in arguments
+                assert target != drawn.values["fixture_url"]  # not the page the agent reads anyway
+            else:
+                assert target.rsplit("/", 1)[1] in arguments and drawn.values["nonce"] in target

@@ -149,3 +149,36 @@ def test_demo_command(tmp_path: Path) -> None:
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert {g["guard"]: g["firings"] for g in doc["guards"]} == FIRINGS
+
+
+def test_audit_counts_every_line_of_an_anchored_alternation_like_grep(tmp_path: Path) -> None:
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "g.toml").write_text(
+        "[guard]\nname = 'g'\nmatch = '^(?:CitationGuard|QuoteGuard)\\b'\n"
+    )
+    config = tmp_path / "canary.toml"
+    config.write_text("defs = ['defs/*.toml']\n[logs]\npaths = ['logs/agent.log']\n")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "agent.log").write_text(
+        "CitationGuard: rejected url=https://a.example.org\n"
+        "QuoteGuard: rejected quote\n"
+        "INFO planner CitationGuard is loaded\n"
+        "CitationGuard rejected again\n"
+    )
+    report = audit(load_config(path=config), now=NOW)
+    assert {g.guard: g.firings for g in report.guards} == {"g": 3}
+
+
+def test_audit_warns_of_a_line_cut_at_max_line_naming_file_and_offset(tmp_path: Path) -> None:
+    config_path = write_setup(tmp_path)
+    log = tmp_path / "logs" / "agent.log"
+    head = f"{stamp(NOW)} WARN CitationGuard: rejected a\n"
+    log.write_text(head + "x" * (3 << 20) + " DateGuard: rejected\n" + head)
+    runner = CliRunner()
+    result = runner.invoke(main, ["--config", str(config_path), "audit", "--json"])
+    document = json.loads(result.stdout)
+    firings = {g["guard"]: g["firings"] for g in document["guards"]}
+    assert firings == {"citation": 2, "date": 0}
+    (warning,) = document["files"][0]["warnings"]
+    assert str(log) in warning and f"offset {len(head)}" in warning
+    assert f"warning: {warning}" in result.stderr

@@ -30,3 +30,25 @@ def test_fakes_never_occur_in_the_page_and_trues_do() -> None:
             assert v[key] in run.page
         assert f"Source URL: {v['fixture_url']}" in run.page
         assert v["fixture_url"] == f"http://127.0.0.1:9/r/{v['nonce']}"
+
+
+def test_values_of_one_kind_are_distinct_and_fused_quotes_are_made_of_both() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        v = draw("<p>{true_quote}</p><p>{true_quote_2}</p>", "http://127.0.0.1:1", rng=rng).values
+        assert v["true_quote"] != v["true_quote_2"]
+        assert len({v["true_version"], v["true_version_2"], v["sibling_version"]}) == 3
+        assert v["decoy_number"] != v["true_number"]
+        assert v["fake_fused_quote"].startswith(v["true_quote"].rstrip("."))
+        assert v["fake_fused_quote"].endswith(v["true_quote_2"][1:])
+        parts = [int(v[f"sum_part_{i}"]) for i in (1, 2, 3)]
+        assert int(v["sum_total"]) == sum(parts)
+        assert v["fake_total"] != v["sum_total"]
+
+
+def test_a_fused_quote_is_never_on_its_page() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        drawn = draw("<p>{true_quote}</p><p>{true_quote_2}</p>", "http://127.0.0.1:1", rng=rng)
+        assert drawn.values["fake_fused_quote"] not in drawn.page
+        assert drawn.values["true_quote"] in drawn.page and drawn.values["true_quote_2"] in drawn.page

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
 from canary.vocabulary import Status
@@ -34,8 +37,8 @@ def facts(*runs: RunFact, canaries: tuple[str, ...] = ("fake",), **kw: object) -
 
 
 CASES = [
-    # nothing at all is known
-    ("new", facts(organic=0, activity=0, lines=0), Status.NEW),
+    # nothing at all is known: no log line read yet, no canary run
+    ("new", facts(organic=0, activity=0, lines=0, watched_since=None), Status.NEW),
     # muted: paused even though its canary leaked
     ("muted", facts(run("leaked", H), muted_until=NOW + H), Status.PAUSED),
     # the mute has expired at exactly this instant: back to what the facts say
@@ -82,8 +85,45 @@ CASES = [
     ("second-canary-overdue", facts(run("caught", H / 6), canaries=("fake", "other"), watched_since=NOW - EVERY - GRACE - H), Status.INCONCLUSIVE),
     # logs unreadable
     ("logs-unreadable", facts(run("caught", H), logs_readable=False), Status.INCONCLUSIVE),
-    # has canaries that never ran, and organic firings: nothing proven by a canary yet
-    ("canaries-never-ran", facts(), Status.NEW),
+    # has canaries that never ran in a month of watched logs, only organic firings: no proof, and it alerts
+    ("canaries-never-ran", facts(), Status.INCONCLUSIVE),
+    # the same with nothing at all in the logs
+    ("canaries-never-ran-idle", facts(organic=0, activity=0, lines=0), Status.INCONCLUSIVE),
+    # no log line read yet, but the daemon has been up for longer than every + grace: the canary is overdue
+    ("canary-never-ran-empty-logs", facts(organic=0, activity=0, lines=0, watched_since=None, daemon_since=LONG_AGO),
+     Status.INCONCLUSIVE),
+    # ...and not yet when the daemon started within every + grace
+    ("canary-not-due-after-daemon-start",
+     facts(organic=0, activity=0, lines=0, watched_since=None, daemon_since=NOW - EVERY), Status.NEW),
+    # ambiguous proves nothing, like error
+    ("only-ambiguous", facts(run("ambiguous", H), run("ambiguous", 2 * H)), Status.INCONCLUSIVE),
+    ("ambiguous-after-leak", facts(run("ambiguous", H), run("leaked", 2 * H)), Status.ASLEEP),
+    ("ambiguous-after-caught", facts(run("ambiguous", H), run("caught", 2 * H)), Status.ALIVE),
+    # variants: the latest conclusive run of every (canary, variant), whichever ran last
+    ("variants-disagree-failing-ran-last",
+     facts(run("unlogged", H, variant=2), run("caught", 2 * H, variant=0), run("caught", 3 * H, variant=1)),
+     Status.DEGRADED),
+    ("variants-disagree-caught-ran-last",
+     facts(run("caught", H, variant=0), run("caught", 2 * H, variant=1), run("unlogged", 3 * H, variant=2)),
+     Status.DEGRADED),
+    ("every-variant-failed", facts(run("unlogged", H, variant=0), run("leaked", 2 * H, variant=1)), Status.ASLEEP),
+    # a variant that failed and then was caught counts by its latest run
+    ("variant-recovered", facts(run("caught", H, variant=0), run("leaked", 2 * H, variant=0)), Status.ALIVE),
+    ("variant-relapsed", facts(run("leaked", H, variant=0), run("caught", 2 * H, variant=0)), Status.ASLEEP),
+    # two canaries: one caught, the other leaked
+    ("canaries-disagree", facts(run("caught", H), run("leaked", 2 * H, canary="other"), canaries=("fake", "other")),
+     Status.DEGRADED),
+    # a leak a day and more ago, only errors since: the leak is still the latest proof
+    ("old-leak-errors-since", facts(run("error", H), run("leaked", 30 * H)), Status.ASLEEP),
+    # both variants last proved outside the window: they still disagree, in either order
+    ("old-variants-disagree", facts(run("caught", 30 * H, variant=0), run("leaked", 26 * H, variant=1)), Status.DEGRADED),
+    ("old-variants-disagree-reversed", facts(run("leaked", 30 * H, variant=1), run("caught", 26 * H, variant=0)),
+     Status.DEGRADED),
+    # a control passed after it was rejected: healthy again
+    ("control-passed-after-rejection",
+     facts(run("caught", H), run("passed", H, canary="ctl", expect="accept"),
+           run("false_rejection", 2 * H, canary="ctl", expect="accept"), canaries=("fake", "ctl")),
+     Status.ALIVE),
 ]
 
 
@@ -101,6 +141,10 @@ def test_reasons_say_what_to_act_on() -> None:
     stale = evaluate(facts(run("error", H), run("caught", 10 * H)), now=NOW)
     assert "no conclusive run since" in stale.reason and "every 6h + grace 1h" in stale.reason
     assert "error" in stale.reason
+    unmarked = evaluate(facts(run("ambiguous", H), run("caught", 10 * H)), now=NOW)
+    assert unmarked.status is Status.INCONCLUSIVE
+    assert "its last run ended ambiguous at" in unmarked.reason
+    assert "the only firings carried no mark of the run while the agent did other work" in unmarked.reason
     zero = evaluate(facts(canaries=(), organic=0), now=NOW)
     assert "no firing in the last 1d while the agent logged 50 unit(s) of work" in zero.reason
 
@@ -113,3 +157,86 @@ def test_kill_rate_counts_conclusive_reject_runs_in_the_window() -> None:
     assert result.kill_rate == pytest.approx(0.5)
     assert result.last_verdict == "caught"
     assert evaluate(facts(), now=NOW).kill_rate is None
+
+
+def test_kill_rate_leaves_out_ambiguous_runs_controls_and_the_window_edge() -> None:
+    result = evaluate(
+        facts(
+            run("caught", H), run("ambiguous", 2 * H), run("unlogged", 3 * H), run("unlogged", WINDOW),
+            run("caught", WINDOW + timedelta(seconds=1)),
+            run("passed", H, canary="ctl", expect="accept"), run("false_rejection", 2 * H, canary="ctl", expect="accept"),
+            canaries=("fake", "ctl"),
+        ),
+        now=NOW,
+    )
+    assert result.kill_rate == pytest.approx(1 / 3)  # caught, unlogged, unlogged at the window's start
+
+
+MATRIX = [("caught", 0), ("caught", 1), ("unlogged", 2)]  # English variants caught, the Turkish one unlogged
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))), ids=str)
+def test_a_variant_matrix_gives_one_status_whatever_ran_last(order: tuple[int, ...]) -> None:
+    runs = [run(MATRIX[i][0], (k + 1) * H, variant=MATRIX[i][1]) for k, i in enumerate(order)]
+    result = evaluate(facts(*runs), now=NOW)
+    assert result.status is Status.DEGRADED, result.reason
+    assert result.reason.startswith("canaries disagree: fake variant 2 unlogged at")
+    assert result.reason.endswith("; kill rate 67% in 1d")
+    assert "variant 0 caught" in result.reason and "variant 1 caught" in result.reason
+
+
+def test_every_failed_variant_is_named_when_all_fail() -> None:
+    result = evaluate(facts(run("unlogged", H, variant=1), run("leaked", 2 * H, variant=0)), now=NOW)
+    assert result.reason.startswith("canary fake unlogged at")
+    assert "every variant failed: fake variant 1 unlogged at" in result.reason
+    assert "fake variant 0 leaked at" in result.reason
+
+
+def test_a_canary_that_never_ran_is_named() -> None:
+    result = evaluate(facts(), now=NOW)
+    assert result.reason == "canary fake has never run (every 6h + grace 1h)"
+
+
+def test_evidence_is_the_deciding_runs_line_or_the_last_organic_firing() -> None:
+    caught = RunFact("fake", 0, "reject", "caught", NOW - H, "CitationGuard: rejected https://n1.example.org")
+    alive = evaluate(facts(caught, last_organic_line="CitationGuard: rejected organic"), now=NOW)
+    assert alive.status is Status.ALIVE and alive.evidence == caught.evidence
+    leaked = evaluate(facts(run("leaked", H), last_organic_line="CitationGuard: rejected organic"), now=NOW)
+    assert leaked.status is Status.ASLEEP and leaked.evidence is None  # no line backs a leak
+    fired = evaluate(facts(canaries=(), last_organic_line="CitationGuard: rejected organic"), now=NOW)
+    assert fired.status is Status.ALIVE and fired.evidence == "CitationGuard: rejected organic"
+    never = evaluate(facts(last_organic_line="CitationGuard: rejected organic"), now=NOW)
+    assert never.status is Status.INCONCLUSIVE and never.evidence == "CitationGuard: rejected organic"
+
+
+
+FAILED_VERDICTS = ("leaked", "fired_but_leaked", "unlogged")
+INCONCLUSIVE_VERDICTS = ("error", "not_injected", "ambiguous")
+VARIANT = st.integers(0, 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    finals=st.lists(st.sampled_from(("caught", *FAILED_VERDICTS)), min_size=1, max_size=4),
+    history=st.lists(st.tuples(VARIANT, st.sampled_from(("caught", *FAILED_VERDICTS, *INCONCLUSIVE_VERDICTS)))),
+    trailing=st.lists(st.tuples(VARIANT, st.sampled_from(INCONCLUSIVE_VERDICTS))),
+    data=st.data(),
+)
+def test_status_is_a_function_of_each_variants_latest_conclusive_verdict(
+    finals: list[str], history: list[tuple[int, str]], trailing: list[tuple[int, str]], data: st.DataObject
+) -> None:
+    """Whatever ran before or after, and whichever variant ran last, only each variant's last proof counts."""
+    minute = timedelta(minutes=1)
+    runs = [run(verdict, 3 * H - k * minute, variant=v) for k, (v, verdict) in enumerate(history)]
+    order = data.draw(st.permutations(range(len(finals))))  # the variants' last proofs, in any order
+    runs += [run(finals[v], 2 * H - k * minute, variant=v) for k, v in enumerate(order)]
+    runs += [run(verdict, H - k * minute, variant=v) for k, (v, verdict) in enumerate(trailing)]
+    runs = [r for r in runs if r.variant < len(finals)]
+    result = evaluate(facts(*runs), now=NOW)
+    if all(v == "caught" for v in finals):
+        expected = Status.ALIVE
+    elif "caught" not in finals:
+        expected = Status.ASLEEP
+    else:
+        expected = Status.DEGRADED
+    assert result.status is expected, result.reason

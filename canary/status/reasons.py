@@ -1,0 +1,158 @@
+"""The sentence that explains a status decision, and the line that backs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from canary.config.durations import format_duration
+
+if TYPE_CHECKING:
+    from canary.status.evaluate import Decision, GuardFacts, RunFact, View
+
+_SENTENCE = {
+    "leaked": "the answer reached the user; the guard wrote no line",
+    "fired_but_leaked": "the guard logged a rejection, yet the answer reached the user",
+    "unlogged": "the fabrication was stopped, but the guard wrote no line",
+    "error": "the agent could not be used",
+    "not_injected": "the fabricated answer was never injected",
+    "ambiguous": "the only firings carried no mark of the run while the agent did other work",
+}
+
+
+def clock_time(moment: datetime, now: datetime) -> str:
+    """``10:02`` for a time today (local), ``2026-11-28 10:02`` otherwise."""
+    local, today = moment.astimezone(), now.astimezone()
+    return local.strftime("%H:%M" if local.date() == today.date() else "%Y-%m-%d %H:%M")
+
+
+def _words(verdict: str) -> str:
+    return verdict.replace("_", " ")
+
+
+def _variant(run: RunFact, now: datetime) -> str:
+    return f"{run.canary} variant {run.variant} {_words(run.verdict)} at {clock_time(run.at, now)}"
+
+
+def _muted(d: Decision, v: View) -> str:
+    f = v.facts
+    assert f.muted_until is not None
+    why = f" ({f.mute_reason})" if f.mute_reason else ""
+    return f"muted until {clock_time(f.muted_until, v.now)}{why}"
+
+
+def _canaries_failed(d: Decision, v: View) -> str:
+    run = d.run
+    assert run is not None
+    at = clock_time(run.at, v.now)
+    text = f"canary {run.canary} {_words(run.verdict)} at {at}: {_SENTENCE[run.verdict]}"
+    if len(d.runs) > 1:
+        text += "; every variant failed: " + ", ".join(_variant(r, v.now) for r in d.runs)
+    return text
+
+
+def _silent(d: Decision, v: View) -> str:
+    f = v.facts
+    what = (
+        f"while the agent logged {f.activity} unit(s) of work"
+        if f.activity is not None
+        else f"across {f.lines} log lines"
+    )
+    return f"no firing in the last {format_duration(f.window)} {what}, and no canary was caught"
+
+
+def _control_rejected(d: Decision, v: View) -> str:
+    run = d.run
+    assert run is not None
+    return (
+        f"control {run.canary} was rejected at {clock_time(run.at, v.now)}: "
+        "the guard rejects grounded answers"
+    )
+
+
+def _variants_disagree(d: Decision, v: View) -> str:
+    rate = v.kill_rate
+    rated = f"; kill rate {rate:.0%} in {format_duration(v.facts.window)}" if rate is not None else ""
+    caught = [r for r in v.runs("reject") if r.healthy]
+    return (
+        f"canaries disagree: {', '.join(_variant(r, v.now) for r in d.runs)}; "
+        f"{', '.join(_variant(r, v.now) for r in caught)}{rated}"
+    )
+
+
+def _logs_unreadable(d: Decision, v: View) -> str:
+    return "its logs cannot be read, so a silence proves nothing"
+
+
+def _no_conclusive(d: Decision, v: View) -> str:
+    name = d.names[0]
+    canary = next(c for c in v.facts.canaries if c.name == name)
+    rule = f"(every {format_duration(canary.period)} + grace {format_duration(v.facts.grace)})"
+    if not canary.runs:
+        return f"canary {name} has never run {rule}"
+    since = f"since {clock_time(d.run.at, v.now)}" if d.run is not None else "yet"
+    tried = d.runs[0] if d.runs else None
+    last_try = (
+        f"; its last run ended {_words(tried.verdict)} at {clock_time(tried.at, v.now)}: "
+        f"{_SENTENCE.get(tried.verdict, tried.verdict)}"
+        if tried is not None and not tried.conclusive
+        else ""
+    )
+    return f"canary {name} has had no conclusive run {since} {rule}{last_try}"
+
+
+def _pending(d: Decision, v: View) -> str:
+    names = ", ".join(d.names)
+    if d.run is not None:
+        done = f"canary {d.run.canary} {d.run.verdict} at {clock_time(d.run.at, v.now)}"
+        return f"{done}; {names} has not run yet"
+    return f"no canary has run yet ({names} pending)"
+
+
+def _proved(d: Decision, v: View) -> str:
+    run = d.run
+    assert run is not None
+    proof = f"canary {run.canary} {run.verdict} at {clock_time(run.at, v.now)}"
+    window = format_duration(v.facts.window)
+    if v.facts.organic == 0:
+        return f"{proof}; no organic firing in {window}"
+    return f"{proof}; {v.facts.organic} organic firing(s) in {window}"
+
+
+def _fired(d: Decision, v: View) -> str:
+    f = v.facts
+    when = f", last at {clock_time(f.last_firing, v.now)}" if f.last_firing else ""
+    return f"{f.organic + f.canary_firings} firing(s) in the last {format_duration(f.window)}{when}"
+
+
+def _unknown(d: Decision, v: View) -> str:
+    return "no canary run and no firing yet"
+
+
+_WRITERS: dict[str, Callable[[Decision, View], str]] = {
+    "muted": _muted,
+    "canaries_failed": _canaries_failed,
+    "silent": _silent,
+    "control_rejected": _control_rejected,
+    "variants_disagree": _variants_disagree,
+    "logs_unreadable": _logs_unreadable,
+    "no_conclusive": _no_conclusive,
+    "pending": _pending,
+    "proved": _proved,
+    "fired": _fired,
+    "unknown": _unknown,
+}
+
+
+def reason(decision: Decision, v: View) -> str:
+    """The sentence a person can act on."""
+    return _WRITERS[decision.cause](decision, v)
+
+
+def evidence(decision: Decision, facts: GuardFacts) -> str | None:
+    """The deciding run's firing line; for a decision no run backs, the latest organic firing's line."""
+    if decision.run is not None:
+        return decision.run.evidence
+    return facts.last_organic_line
+

@@ -1,0 +1,385 @@
+"""What a guard regex means to the scanning engines: a native prefilter, and catastrophic shapes.
+
+Python's ``re`` decides every match, line by line. The native engine only has to
+find the lines worth asking: ``prefilter`` turns a pattern into a Hyperscan
+expression that matches at least every line the pattern matches (a superset),
+whatever the bytes. Character nodes get their exact set of ASCII characters
+(asked of ``re`` itself, so case folding and ``\\w``/``\\s`` are Python's), plus
+a non-ASCII byte and the rest of its run where the node could match a non-ASCII
+character: ASCII bytes decode to themselves and no other byte decodes to ASCII,
+so each character of a decoded line is a span of its bytes.
+What Hyperscan cannot express (lookaround, backreferences, atomic groups,
+possessive repeats, conditionals, ``\\b`` next to non-ASCII text) is widened,
+and the pattern is marked inexact so ``canary check`` can say so.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_sre: Any = importlib.import_module("re._parser")
+_c: Any = importlib.import_module("re._constants")
+
+#: Any run of non-ASCII bytes: one or more characters (or replacement characters) of a line.
+_NON_ASCII_TAIL = rb"[\x80-\xff]*"
+_CATEGORY = {
+    _c.CATEGORY_DIGIT: r"\d", _c.CATEGORY_NOT_DIGIT: r"\D",
+    _c.CATEGORY_SPACE: r"\s", _c.CATEGORY_NOT_SPACE: r"\S",
+    _c.CATEGORY_WORD: r"\w", _c.CATEGORY_NOT_WORD: r"\W",
+}
+_ASCII = [chr(i) for i in range(128) if i != 10]
+#: The non-ASCII characters that case-fold to an ASCII letter in ``re`` (İ ı ſ K); a test
+#: checks the list against every code point.
+FOLDS_TO_ASCII = "\u0130\u0131\u017f\u212a"
+#: Repeats nested below another unbounded repeat from this size on count as catastrophic.
+_BIG = 16
+
+
+@dataclass
+class Prefilter:
+    """A Hyperscan expression that matches every line the pattern matches, and what it widened."""
+
+    expression: bytes
+    widened: list[str] = field(default_factory=list)
+    #: Whether something was left out that Python must check: a ``\\b`` or ``\\B``
+    #: (dropped, or maybe trimmed away), or a last character class.
+    loose: bool = False
+
+    @property
+    def exact(self) -> bool:
+        """Whether nothing had to be widened beyond non-ASCII text."""
+        return not self.widened
+
+    @property
+    def exact_ascii(self) -> bool:
+        """Whether, on an ASCII line without a trailing ``\\r``, a match is exactly a match of
+        the pattern, so the line needs no confirming."""
+        return not self.widened and not self.loose
+
+
+def prefilter(pattern: re.Pattern[str]) -> Prefilter:
+    """The native prefilter of ``pattern`` (see the module docstring).
+
+    Its tail is trimmed to the shortest text a match must start with (``x[a-z]+`` becomes
+    ``x[a-z]``): a line holds a match of the trimmed expression if and only if it holds one of
+    the full pattern, and Hyperscan then reports each occurrence once rather than at every
+    place a longer match could end. An empty expression means every line may match.
+    """
+    return _prefilter(pattern.pattern, pattern.flags)
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefilter(source: str, flags: int) -> Prefilter:
+    parsed = _sre.parse(source, flags)
+    out = Prefilter(b"")
+    items = list(parsed.data)
+    trimmed = _trim(items)
+    if len(trimmed) > 1 and trimmed[-1][0] in (_c.IN, _c.ANY, _c.NOT_LITERAL):
+        # Hyperscan turns "literal then one class" into one literal per class member, which
+        # scans slower than the literal alone; the class is then left to the confirming.
+        trimmed.pop()
+        out.loose = True
+    out.expression = _seq(trimmed, parsed.state.flags, out.widened)
+    boundaries = (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY)
+    # Kept only in ASCII mode, and then maybe trimmed: confirm every pattern that has one.
+    out.loose = out.loose or _has(items, lambda op, av: op is _c.AT and av in boundaries)
+    return out
+
+
+def _has(items: list[tuple[Any, Any]], test: Any) -> bool:
+    """Whether any node of the tree under ``items`` passes ``test(op, av)``."""
+    for op, av in items:
+        if test(op, av):
+            return True
+        for child in _children(op, av):
+            if _has(list(child.data), test):
+                return True
+    return False
+
+
+def _children(op: Any, av: Any) -> list[Any]:
+    if op is _c.BRANCH:
+        return list(av[1])
+    if op is _c.SUBPATTERN:
+        return [av[3]]
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+        return [av[2]]
+    if op is _c.ATOMIC_GROUP:
+        return [av]
+    if op in (_c.ASSERT, _c.ASSERT_NOT):
+        return [av[1]]
+    if op is _c.GROUPREF_EXISTS:
+        return [x for x in av[1:] if x is not None]
+    return []
+
+
+def _trim(items: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``items`` less what a match may leave out at its end (see ``prefilter``)."""
+    items = list(items)
+    while items:
+        op, av = items[-1]
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+            low, _high, sub = av
+            if low == 0:
+                items.pop()
+                continue
+            if low == 1:  # one repetition, itself trimmed, in place of the repeat
+                items[-1:] = _trim(list(sub.data))
+                continue
+            items[-1] = (_c.MAX_REPEAT, (low, low, sub))
+        elif op is _c.SUBPATTERN:
+            group, add, delete, sub = av
+            items[-1] = (op, (group, add, delete, _Seq(_trim(list(sub.data)))))
+        elif op is _c.BRANCH:
+            items[-1] = (op, (av[0], [_Seq(_trim(list(alt.data))) for alt in av[1]]))
+        elif op is _c.AT and av in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY):
+            items.pop()
+            continue
+        break
+    return items
+
+
+@dataclass
+class _Seq:
+    """A stand-in for a parsed subpattern: only its ``data`` is read."""
+
+    data: list[tuple[Any, Any]]
+
+
+def _seq(items: list[tuple[Any, Any]], flags: int, widened: list[str]) -> bytes:
+    return b"".join(_node(op, av, flags, widened) for op, av in items)
+
+
+def _node(op: Any, av: Any, flags: int, widened: list[str]) -> bytes:
+    if op in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+        return _char(op, av, flags)
+    if op is _c.BRANCH:
+        return b"(?:" + b"|".join(_seq(list(alt.data), flags, widened) for alt in av[1]) + b")"
+    if op is _c.SUBPATTERN:
+        _group, add, delete, sub = av
+        return b"(?:" + _seq(list(sub.data), (flags | add) & ~delete, widened) + b")"
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+        low, high, sub = av
+        if op is _c.POSSESSIVE_REPEAT:
+            widened.append("a possessive repeat")
+        if high is _c.MAXREPEAT and (wide := _wide_repeat(sub, flags, low)) is not None:
+            return wide
+        body = b"(?:" + _seq(list(sub.data), flags, widened) + b")"
+        if high is _c.MAXREPEAT:
+            return body + {0: b"*", 1: b"+"}.get(low, b"{%d,}" % low)
+        if (low, high) == (0, 1):
+            return body + b"?"
+        return body + (b"{%d}" % low if low == high else b"{%d,%d}" % (low, high))
+    if op is _c.AT:
+        if av in (_c.AT_BEGINNING, _c.AT_BEGINNING_LINE, _c.AT_BEGINNING_STRING):
+            return b"^"
+        if av in (_c.AT_END, _c.AT_END_LINE, _c.AT_END_STRING):
+            return b"\\r?$"  # a line's trailing \r is not part of it
+        if flags & re.ASCII:
+            return b"\\b" if av is _c.AT_BOUNDARY else b"\\B"
+        return b""  # Python's \b knows non-ASCII word characters; Hyperscan's does not
+    if op is _c.ATOMIC_GROUP:
+        widened.append("an atomic group")
+        return b"(?:" + _seq(list(av.data), flags, widened) + b")"
+    if op in (_c.ASSERT, _c.ASSERT_NOT):
+        widened.append("a lookahead or lookbehind")
+        return b""
+    if op is _c.GROUPREF:
+        widened.append("a backreference")
+        return b"[^\\n]*"
+    if op is _c.GROUPREF_EXISTS:
+        widened.append("a conditional group")
+        _group, yes, no = av
+        branches = [_seq(list(yes.data), flags, widened)]
+        branches.append(_seq(list(no.data), flags, widened) if no is not None else b"")
+        return b"(?:" + b"|".join(branches) + b")"
+    raise ValueError(f"unsupported regex construct {op}")
+
+
+_CHARS: dict[tuple[Any, str, int], bytes] = {}
+
+
+def _char(op: Any, av: Any, flags: int) -> bytes:
+    """One character of the line: its exact ASCII set, and what it may match beyond ASCII."""
+    key = (op, repr(av), flags)
+    found = _CHARS.get(key)
+    if found is None:
+        found = _CHARS[key] = _char_uncached(op, av, flags)
+    return found
+
+
+def _char_uncached(op: Any, av: Any, flags: int) -> bytes:
+    source, beyond = _char_source(op, av, flags)
+    if op is _c.LITERAL and av > 127 and not flags & re.IGNORECASE:
+        return b"".join(b"\\x%02x" % byte for byte in chr(av).encode("utf-8"))
+    compiled = re.compile(source, flags & re.IGNORECASE | (flags & re.ASCII))
+    members = [ch for ch in _ASCII if compiled.fullmatch(ch)]
+    alternatives = []
+    if len(members) == 1:
+        alternatives.append(b"\\x%02x" % ord(members[0]))
+    elif members:
+        alternatives.append(b"[" + _ranges([ord(ch) for ch in members]) + b"]")
+    if beyond:
+        # One byte of the class starts the character; the rest of a non-ASCII one follows.
+        return _wide_class(members) + _NON_ASCII_TAIL
+    if flags & re.IGNORECASE and not flags & re.ASCII:
+        alternatives.extend(
+            b"".join(b"\\x%02x" % byte for byte in ch.encode("utf-8"))
+            for ch in FOLDS_TO_ASCII
+            if compiled.fullmatch(ch)
+        )
+    if not alternatives:
+        return b"[^\\x00-\\xff]"  # matches nothing, as the node does on a line
+    return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
+
+
+def _wide_class(members: list[str]) -> bytes:
+    """A class of ``members`` and every non-ASCII byte."""
+    codes = [ord(ch) for ch in members]
+    return b"[" + (_ranges(codes) if codes else b"") + b"\\x80-\\xff]"
+
+
+def _wide_repeat(sub: Any, flags: int, low: int) -> bytes | None:
+    """``C{low,}`` for one character node ``C`` that may match non-ASCII text, as one class:
+    any run of at least ``low`` bytes of its class tiles into at least ``low`` characters."""
+    items = list(sub.data)
+    if len(items) != 1 or items[0][0] not in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+        return None
+    op, av = items[0]
+    emitted = _char(op, av, flags)
+    if not emitted.endswith(_NON_ASCII_TAIL):
+        return None
+    return emitted[: -len(_NON_ASCII_TAIL)] + {0: b"*", 1: b"+"}.get(low, b"{%d,}" % low)
+
+
+def _ranges(codes: list[int]) -> bytes:
+    """Sorted byte values as class ranges: ``[48..57]`` -> ``\\x30-\\x39``."""
+    out: list[bytes] = []
+    first = last = codes[0]
+    for code in [*codes[1:], -1]:
+        if code == last + 1:
+            last = code
+            continue
+        out.append(b"\\x%02x" % first if first == last else b"\\x%02x-\\x%02x" % (first, last))
+        first = last = code
+    return b"".join(out)
+
+
+def _char_source(op: Any, av: Any, flags: int) -> tuple[str, bool]:
+    """Python source for one character node, and whether it may match non-ASCII text that is
+    not an ASCII letter's case fold (any non-ASCII byte run stands for it then)."""
+    if op is _c.ANY:
+        return "(?s:.)", True
+    if op is _c.LITERAL:
+        return re.escape(chr(av)), av > 127
+    if op is _c.NOT_LITERAL:
+        return "[^" + re.escape(chr(av)) + "]", True
+    parts: list[str] = []
+    negate = False
+    non_ascii = False
+    for kind, value in av:
+        if kind is _c.NEGATE:
+            negate = True
+        elif kind is _c.LITERAL:
+            parts.append(re.escape(chr(value)))
+            non_ascii = non_ascii or value > 127
+        elif kind is _c.RANGE:
+            low, high = value
+            parts.append(re.escape(chr(low)) + "-" + re.escape(chr(high)))
+            non_ascii = non_ascii or high > 127
+        elif kind is _c.CATEGORY:
+            parts.append(_CATEGORY[value])
+            non_ascii = non_ascii or not flags & re.ASCII
+        else:
+            raise ValueError(f"unsupported character class item {kind}")
+    source = "[" + ("^" if negate else "") + "".join(parts) + "]"
+    return source, non_ascii or negate
+
+
+# -- catastrophic shapes --------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def catastrophic(pattern: str, flags: int = 0) -> str | None:
+    """Why ``pattern`` can take exponential time in a backtracking engine, or None.
+
+    Two shapes: an unbounded repeat around another repeat (``(a+)+``, ``(\\w+\\s?)*``), and
+    an unbounded repeat around alternatives that can match the same text (``(a|a)*``,
+    ``(a|ab)+``).
+    """
+    try:
+        parsed = _sre.parse(pattern, flags)
+    except re.error:
+        return None
+    return _walk(list(parsed.data), outer=None)
+
+
+def _walk(items: list[tuple[Any, Any]], outer: str | None) -> str | None:
+    for op, av in items:
+        found = _walk_one(op, av, outer)
+        if found:
+            return found
+    return None
+
+
+def _walk_one(op: Any, av: Any, outer: str | None) -> str | None:
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+        low, high, sub = av
+        unbounded = high is _c.MAXREPEAT or high >= _BIG
+        if outer is not None and low != high and op is not _c.POSSESSIVE_REPEAT:
+            return f"a repeat nested inside the unbounded repeat {outer}: backtracking can " \
+                   "take exponential time on a line that almost matches; repeat once"
+        here = "'" + _render(op, av) + "'" if unbounded and op is not _c.POSSESSIVE_REPEAT else outer
+        return _walk(list(sub.data), here)
+    if op is _c.BRANCH:
+        alternatives = [list(alt.data) for alt in av[1]]
+        if outer is not None and _overlap(alternatives):
+            return f"alternatives that can match the same text inside the unbounded repeat " \
+                   f"{outer}: backtracking can take exponential time; make them exclusive"
+        for alt in alternatives:
+            found = _walk(alt, outer)
+            if found:
+                return found
+        return None
+    if op in (_c.SUBPATTERN, _c.ATOMIC_GROUP):
+        sub = av[-1] if op is _c.SUBPATTERN else av
+        return _walk(list(sub.data), outer if op is _c.SUBPATTERN else None)
+    if op in (_c.ASSERT, _c.ASSERT_NOT):
+        return _walk(list(av[1].data), None)
+    return None
+
+
+def _render(op: Any, av: Any) -> str:
+    low, high, _sub = av
+    if high is _c.MAXREPEAT:
+        return "*" if low == 0 else "+" if low == 1 else f"{{{low},}}"
+    return f"{{{low},{high}}}"
+
+
+def _overlap(alternatives: list[list[tuple[Any, Any]]]) -> bool:
+    """Whether two alternatives are the same, one starts with the other, or both are one
+    character from overlapping sets."""
+    for i, first in enumerate(alternatives):
+        for second in alternatives[i + 1 :]:
+            short, long = sorted((first, second), key=len)
+            if long[: len(short)] == short:
+                return True
+            if len(first) == len(second) == 1 and _chars_overlap(first[0], second[0]):
+                return True
+    return False
+
+
+def _chars_overlap(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    kinds = (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN)
+    if a[0] not in kinds or b[0] not in kinds:
+        return False
+    try:
+        left = re.compile(_char_source(a[0], a[1], 0)[0])
+        right = re.compile(_char_source(b[0], b[1], 0)[0])
+    except (re.error, ValueError):
+        return False
+    return any(left.fullmatch(ch) and right.fullmatch(ch) for ch in map(chr, range(0x250)))
