@@ -77,7 +77,7 @@ class Tailer:
         self._gone: set[str] = set()
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
         self._first_scan = True
-        self._reload = False
+        self._reload = self._held = False
         self._errors = Reporter(on_error)
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._skew, self._wall = skew, wall
@@ -95,6 +95,7 @@ class Tailer:
         if self._reload:
             self._reload = False
             self.reload_positions()
+            self._held = False
             rescan = True
         names = self._rescan(now) if rescan else []
         consumed = 0
@@ -132,6 +133,10 @@ class Tailer:
         self._stored = None
         self._settled.clear()
         self._first_scan = True
+
+    def hold(self) -> None:
+        """Commit nothing until the next reload (the store is being replaced)."""
+        self._held = True
 
     def request_reload(self) -> None:
         """Reload the positions at the start of the next poll (safe from another thread)."""
@@ -336,6 +341,8 @@ class Tailer:
             )
 
     def _commit(self, f: Followed, hits: list[Hit], lines: int, size: int) -> bool:
+        if self._held:
+            return False  # the store is being replaced: read again from the new one's positions
         f.size = max(f.size, f.scanner.read_pos)
         state = f.state()
         try:

@@ -263,6 +263,10 @@ class Daemon:
 
     # store watching ---------------------------------------------------------------
 
+    def _hold_commits(self) -> None:
+        if self.session is not None and self.session.collection is not None:
+            self.session.collection.tailer.hold()
+
     def _store_reopened(self) -> None:
         """The store was re-opened: the collectors re-read from the positions it holds."""
         if self.session is not None and self.session.collection is not None:
@@ -340,7 +344,8 @@ class Daemon:
                 self.config, self.store, grace=self.grace, start_at_end=False,
                 on_error=lambda path, message: log.warning("%s", message),
             ).start()
-            self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store)
+            self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
+                                    on_hold=self._hold_commits)
             try:
                 token = ensure_token()
                 host, port = split_listen(self.config.daemon.control)

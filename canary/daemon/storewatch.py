@@ -52,19 +52,22 @@ def _identity(path: Path | None) -> tuple[int, int] | None:
 
 
 class StoreWatch:
-    """Keeps the daemon's store honest; ``on_reopen`` is told when the collectors must re-read."""
+    """Keeps the daemon's store honest: ``on_hold`` is told before the store is re-opened (the
+    collectors commit nothing more), ``on_reopen`` after (they re-read from its positions)."""
 
     def __init__(
         self,
         store: Store,
         *,
         on_reopen: Callable[[], None] | None = None,
+        on_hold: Callable[[], None] | None = None,
         alert: Callable[[StoreProblem], None] | None = None,
         sticky: timedelta = STICKY,
     ) -> None:
         self.store = store
         self.path = store.path
         self.on_reopen = on_reopen
+        self.on_hold = on_hold
         self.alert = alert
         self.sticky = sticky
         self.problem: StoreProblem | None = None
@@ -113,7 +116,12 @@ class StoreWatch:
             clear_problem(self.path)
 
     def reopen(self, now: datetime) -> None:
-        """Open the store's file again (creating it if it is gone); the collectors re-read."""
+        """Open the store's file again (creating it if it is gone); the collectors re-read.
+
+        They are told first, so that nothing they read before is committed to the new file.
+        """
+        if self.on_hold is not None:
+            self.on_hold()
         try:
             self.store.reopen()
         except CanaryError as exc:
@@ -130,6 +138,8 @@ class StoreWatch:
         if self.path is None:
             return
         aside = self.path.with_name(f"{self.path.name}.corrupt-{now:%Y%m%dT%H%M%S}")
+        if self.on_hold is not None:
+            self.on_hold()
         try:
             self.store.close()
             os.replace(self.path, aside)
