@@ -6,8 +6,14 @@ variables below, so a developer's real config and state never leak in.
 
 from __future__ import annotations
 
+import logging.handlers
 import os
+import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import io
 
 import platformdirs
 
@@ -29,6 +35,11 @@ def state_dir() -> Path:
     """The platform state directory, home of the store, the daemon's log and its token."""
     override = os.environ.get(ENV_STATE_DIR)
     return Path(override) if override else Path(platformdirs.user_state_dir(APP))
+
+
+def private_state_dir() -> Path:
+    """The state directory, created (or tightened to) owner-only."""
+    return private_dir(state_dir(), tighten=True)
 
 
 def default_store_url() -> str:
@@ -60,3 +71,68 @@ def bundled_defs_dir() -> Path:
     if inside.is_dir():
         return inside
     return package_dir().parent / "canaries_defs"
+
+
+# -- private files ---------------------------------------------------------------
+#
+# The state directory holds stored agent log lines, injected texts and the control token:
+# it is 0700 and its files 0600 from the moment they exist, whatever the umask.
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def private_dir(path: Path, *, tighten: bool = False) -> Path:
+    """Create ``path`` (and its parents) with the leaf owner-only; ``tighten`` also fixes an existing one.
+
+    Only directories guard-canary owns are tightened (the state directory), never a folder of
+    the user's that happens to hold a store.
+    """
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            pass
+        else:
+            os.chmod(path, PRIVATE_DIR_MODE)  # mkdir's mode is masked by the umask
+            return path
+    if tighten and os.name == "posix" and (path.stat().st_mode & 0o077):
+        os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create ``path`` owner-only (0600) if it is missing; tighten it if others may read it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                     PRIVATE_FILE_MODE)
+    except FileExistsError:
+        tighten_file(path)
+        return path
+    try:
+        if os.name == "posix":
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+    finally:
+        os.close(fd)
+    return path
+
+
+def tighten_file(path: Path) -> None:
+    """Make an existing regular file owner-only when group or others have any access to it."""
+    if os.name != "posix":
+        return
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
+        os.chmod(path, PRIVATE_FILE_MODE)
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log whose every file, the rotated ones included, is created owner-only."""
+
+    def _open(self) -> io.TextIOWrapper:
+        private_file(Path(self.baseFilename))
+        return super()._open()

@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from canary.config.settings import Config
 from canary.errors import CanaryError, UnavailableError
 from canary.store.engine import Store
+from canary.terminal import safe
 from canary.vocabulary import EXIT_UNAVAILABLE
 from dashboard.messages import GuardMuted, OverviewLoaded, RunsQueued
 from dashboard.model import WINDOWS, Overview, WindowSpec, load_overview, window_named
@@ -128,7 +129,7 @@ class DashboardApp(App[int]):
         if queued is not None:
             self.read(worker.group, *queued)
         if event.state == WorkerState.ERROR:
-            text = f"{_DOING.get(worker.group, 'A background task failed')}: {worker.error}"
+            text = f"{_DOING.get(worker.group, 'A background task failed')}: {safe(str(worker.error))}"
             if text != self._last_error:
                 self.notify(text, severity="error", timeout=10, markup=False)
             self._last_error = text

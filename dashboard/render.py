@@ -1,7 +1,9 @@
 """Pure text renderings: badges, ages, sparklines, run timelines, highlighted leaks.
 
 Every function takes the times it compares (``now`` included), so a screenshot
-taken with a fixed clock is the same on every run.
+taken with a fixed clock is the same on every run. Text from outside (log lines,
+answers, error bodies, reasons) is drawn through ``canary.terminal.safe``: its
+control characters are shown, never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
+from canary.terminal import safe
 from canary.vocabulary import CONCLUSIVE, HEALTHY, HEALTHY_VERDICTS, Stage, Status, Verdict
 from dashboard.queries import RunRow
 
@@ -195,10 +198,10 @@ def outcome(run: RunRow) -> str:
 
 
 def highlight(text: str, needle: str | None, style: str) -> Text:
-    """``text`` with every occurrence of ``needle`` drawn in ``style``."""
-    out = Text(text)
+    """``text`` (control characters shown) with every occurrence of ``needle`` drawn in ``style``."""
+    out = Text(safe(text))
     if needle:
-        out.highlight_words([needle], style=style)
+        out.highlight_words([safe(needle)], style=style)
     return out
 
 
@@ -208,6 +211,6 @@ def conclusive(verdict_name: str | None) -> bool:
 
 
 def one_line(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
+    """``text`` on one line, control characters shown, cut to ``width`` characters with an ellipsis."""
+    flat = safe(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"

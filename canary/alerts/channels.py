@@ -20,14 +20,14 @@ from typing import TypedDict
 
 import httpx
 
+from canary.alerts.trial import CHANNELS, enabled_channels
 from canary.config.placeholders import fill
 from canary.config.settings import AlertsConfig
 from canary.errors import DeliveryError
 
 log = logging.getLogger("canary.alerts.planning")
 
-#: The channels, in the order their deliveries are created.
-CHANNELS = ("desktop", "webhook", "command")
+__all__ = ["CHANNELS", "AlertPayload", "Sender", "default_sender", "desktop", "enabled_channels", "webhook"]
 
 #: Seconds to wait for a webhook's TCP connection, and for the whole exchange.
 WEBHOOK_CONNECT_TIMEOUT = 5.0
@@ -62,12 +62,6 @@ class AlertPayload(TypedDict):
 Sender = Callable[[str, AlertPayload], str | None]
 
 
-def enabled_channels(config: AlertsConfig) -> tuple[str, ...]:
-    """The channels the config turns on, in ``CHANNELS`` order."""
-    on = {"desktop": config.desktop, "webhook": config.webhook is not None, "command": bool(config.command)}
-    return tuple(name for name in CHANNELS if on[name])
-
-
 def excerpt(text: str, limit: int = _EXCERPT) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
     flat = " ".join(text.split())
@@ -99,21 +93,23 @@ def desktop_command(payload: AlertPayload, platform: str) -> list[str] | None:
 
 
 def desktop(
-    payload: AlertPayload, *, platform: str = sys.platform, timeout: float = DESKTOP_TIMEOUT
+    payload: AlertPayload, *, platform: str = sys.platform, timeout: float = DESKTOP_TIMEOUT,
+    warn: bool = True,
 ) -> str | None:
-    """Show a desktop notification; a note (and one warning per process) when no notifier exists."""
+    """Show a desktop notification; a note when no notifier exists (and, with ``warn``, one
+    warning per process: desktop alerts the user never asked for warn of nothing)."""
     argv = desktop_command(payload, platform)
     if argv is None:
-        return _missing(f"no desktop notifier on {platform}", platform)
+        return _missing(f"no desktop notifier on {platform}", platform, warn)
     tool = shutil.which(argv[0])
     if tool is None:
-        return _missing(f"{argv[0]} not found", argv[0])
+        return _missing(f"{argv[0]} not found", argv[0], warn)
     _run([tool, *argv[1:]], timeout=timeout, channel="desktop")
     return None
 
 
-def _missing(note: str, key: str) -> str:
-    if key not in _warned_missing:
+def _missing(note: str, key: str, warn: bool) -> str:
+    if warn and key not in _warned_missing:
         _warned_missing.add(key)
         log.warning("desktop alerts are skipped: %s (webhook and command alerts still go out)", note)
     return note
@@ -234,7 +230,7 @@ def default_sender(
         if channel == "desktop":
             if not config.desktop:
                 return "desktop alerts are no longer configured"
-            return desktop(payload, platform=platform)
+            return desktop(payload, platform=platform, warn=config.desktop_set)
         if channel == "webhook":
             if config.webhook is None:
                 return "the webhook is no longer configured"

@@ -3,7 +3,9 @@
 ``plan_alerts`` turns transitions into delivery rows, one per enabled channel:
 a *change* when a guard enters ``asleep``, ``degraded`` or ``inconclusive``, a
 *recovery* when it goes from one of those to ``alive`` or ``quiet``, and a
-*reminder* every ``repeat`` while it stays in one and is not muted. The id of
+*reminder* every ``repeat`` while it stays in one and is not muted. A channel
+with no delivery of a guard's current alerting spell (one added since) gets a
+*change* for it once, so it learns the present state. The id of
 the last transition planned is kept in ``meta`` under ``alerts.planned_through``
 and moves in the same transaction as the rows it produced, so a crash plans a
 transition either fully or not at all, never twice.
@@ -116,6 +118,7 @@ def plan_alerts(store: Store, config: AlertsConfig, *, now: datetime) -> int:
             through = _id(rows[-1][0])
             conn.execute(update(Meta).where(col(Meta.key) == PLANNED_KEY).values(value=str(through)))
         created += _plan_reminders(conn, channels, config.repeat, through, now)
+        created += _plan_new_channels(conn, channels, through, now)
     return created
 
 
@@ -184,6 +187,47 @@ def _plan_reminders(
         if now - anchor >= repeat:
             created += _add(conn, channels, (_id(tid), guard, "reminder"), now)
     return created
+
+
+def _plan_new_channels(conn: Connection, channels: tuple[str, ...], through: int, now: datetime) -> int:
+    """A ``change`` on each channel that has no delivery of a guard's current alerting transition.
+
+    A channel added while a guard is already asleep learns the current state once, from its
+    own delivery row; the channels that were told stay on their reminder schedule.
+    """
+    if not channels:
+        return 0
+    created = 0
+    muted = active_mutes(conn, now)
+    for tid, guard, status in _alerting_now(conn, through):
+        if guard in muted:
+            continue
+        first = _spell_start(conn, guard, tid, status)
+        told = set(conn.execute(
+            select(col(Delivery.channel))
+            .where(col(Delivery.guard) == guard, col(Delivery.transition_id) >= first)
+        ).scalars())
+        missing = tuple(c for c in channels if c not in told)
+        created += _add(conn, missing, (tid, guard, "change"), now)
+    return created
+
+
+def _alerting_now(conn: Connection, through: int) -> list[tuple[int, str, str]]:
+    """(transition id, guard, status) of every guard whose latest planned transition is alerting."""
+    latest = (
+        select(func.max(col(Transition.id)).label("id"))
+        .where(col(Transition.id) <= through)
+        .group_by(col(Transition.guard))
+        .subquery()
+    )
+    return [
+        (_id(tid), str(guard), str(status)) for tid, guard, status in conn.execute(
+            select(col(Transition.id), col(Transition.guard), col(Transition.status))
+            .join(latest, col(Transition.id) == latest.c.id)
+            .where(col(Transition.status).in_(sorted(_ALERTING)))
+            .order_by(col(Transition.id))
+        )
+    ]
 
 
 # -- delivering --------------------------------------------------------------
@@ -297,6 +341,23 @@ def _entered(conn: Connection, guard: str, tid: int, status: str) -> datetime:
     for each, at in rows:
         if each == status:
             start = at
+        elif each != Status.PAUSED:
+            break
+    return start
+
+
+def _spell_start(conn: Connection, guard: str, tid: int, status: str) -> int:
+    """The first transition id of the spell in ``status`` that includes ``tid`` (pauses skipped)."""
+    rows = conn.execute(
+        select(col(Transition.id), col(Transition.status))
+        .where(col(Transition.guard) == guard, col(Transition.id) <= tid)
+        .order_by(col(Transition.id).desc())
+        .limit(_LOOKBACK)
+    ).all()
+    start = tid
+    for each_id, each in rows:
+        if each == status:
+            start = _id(each_id)
         elif each != Status.PAUSED:
             break
     return start

@@ -1,8 +1,8 @@
 """The ``canary`` command: each subcommand parses, calls one library function, prints.
 
-Results go to stdout, diagnostics to stderr. Exit codes: 0 all healthy; 1
-something is asleep or a verdict is not caught/passed; 2 bad usage, config or
-definitions; 3 could not work (store unavailable, nothing readable).
+Results go to stdout, diagnostics to stderr. Every ``CanaryError`` becomes its message
+and exit code in one place (``canary.cli.boundary``); the exit codes are
+``canary.vocabulary``'s EXIT_* names.
 """
 
 from __future__ import annotations
@@ -12,69 +12,45 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
 from canary import __version__
 from canary.cli import printers as fmt
-from canary.errors import CanaryError, ConfigError, UsageError
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
+from canary.cli.boundary import CanaryGroup, config_option, config_path, epilog, load, warn
+from canary.config.urls import redact_url
+from canary.errors import UsageError
+from canary.terminal import safe, safe_lines
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status
 
-EXIT_ASLEEP = EXIT_UNHEALTHY
-
-
-def _fail(exc: CanaryError) -> NoReturn:
-    if isinstance(exc, ConfigError):
-        for problem in exc.problems:
-            click.echo(problem.render(), err=True)
-        for warning in exc.warnings:
-            click.echo(warning.render(), err=True)
-        n = len(exc.problems)
-        click.echo(f"{n} problem{'s' if n != 1 else ''} found; nothing was run.", err=True)
-    else:
-        click.echo(f"error: {exc}", err=True)
-    sys.exit(exc.exit_code)
+if TYPE_CHECKING:
+    from canary.config.settings import Config
+    from canary.logs.collect import Collection
+    from canary.store.engine import Store
 
 
-def _load(ctx: click.Context, *, warn: bool = True) -> Any:
-    from canary.config.settings import load_config
-
-    try:
-        config = load_config(ctx.obj.get("config"))
-    except CanaryError as exc:
-        _fail(exc)
-    if warn:
-        for warning in config.warnings:
-            click.echo(warning.render(), err=True)
-    return config
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="canary.toml to use (default: $CANARY_CONFIG, ./canary.toml, then the platform config dir).",
-)
+@click.group(cls=CanaryGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=epilog(["canary init", "canary run --config ~/agent/canary.toml"],
+                           {0: None, 1: None, 2: None, 3: None}))
+@config_option
 @click.version_option(__version__, prog_name="guard-canary")
-@click.pass_context
-def main(ctx: click.Context, config_path: str | None) -> None:
+def main() -> None:
     """guard-canary: prove, continuously, which of your agent's guards are awake."""
-    ctx.ensure_object(dict)
-    ctx.obj["config"] = config_path
 
 
-@main.command()
+@main.command(epilog=epilog(["canary check", "canary check --config ~/agent/canary.toml"],
+                            {0: "the config and every definition are valid", 2: None}))
+@config_option
 @click.pass_context
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
+    from canary.alerts.trial import channels_summary
     from canary.config.settings import summarize
 
-    config = _load(ctx, warn=False)  # the summary lists the warnings itself
-    click.echo(summarize(config))
+    config = load(ctx, warn=False)  # the summary lists the warnings itself
+    click.echo(safe_lines(summarize(config)))
+    click.echo(safe_lines(channels_summary(config.alerts)))
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
@@ -106,7 +82,9 @@ def _parse_since(since: str | None, window: str | None, now: datetime) -> dateti
     return moment.astimezone(UTC)
 
 
-@main.command()
+@main.command(epilog=epilog(["canary audit", "canary audit --window 7d --json"],
+                            {0: "every guard fired", 1: "a guard had zero firings", 2: None,
+                             3: "no log file could be read"}))
 @click.option(
     "--since",
     default=None,
@@ -114,28 +92,22 @@ def _parse_since(since: str | None, window: str | None, now: datetime) -> dateti
 )
 @click.option("--window", default=None, help="Only lines of the last D (e.g. 24h); same as --since D.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
+@config_option
 @click.pass_context
 def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bool) -> None:
     """Count every guard's firings in the logs from their start (rotated and .gz files too)."""
     from canary.logs.audit import audit as run_audit
 
-    config = _load(ctx)
+    config = load(ctx)
     now = datetime.now(UTC)
-    try:
-        start = _parse_since(since, window, now)
-    except CanaryError as exc:
-        _fail(exc)
-    report = run_audit(config, since=start, now=now)
+    report = run_audit(config, since=_parse_since(since, window, now), now=now)
     for f in report.files:
         if f.error:
-            click.echo(f"warning: could not read {f.path}: {f.error}", err=True)
+            warn(f.path, f"could not read {f.path}: {f.error}")
         for message in f.warnings:
-            click.echo(f"warning: {message}", err=True)
+            warn(f.path, message)
     if not report.files:
-        click.echo(
-            f"warning: no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}",
-            err=True,
-        )
+        warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -143,28 +115,23 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
     readable = [f for f in report.files if f.error is None]
     if not readable:
         sys.exit(EXIT_UNAVAILABLE)
-    sys.exit(EXIT_ASLEEP if report.asleep else EXIT_OK)
+    sys.exit(EXIT_UNHEALTHY if report.asleep else EXIT_OK)
 
 
-@main.command()
+@main.command(epilog=epilog(["canary collect --once", "canary collect --every 2"],
+                            {0: None, 2: None, 3: None}))
 @click.option("--once", is_flag=True, help="Read every file to its end once, print counts, exit.")
 @click.option("--every", "interval", default=5.0, show_default=True, help="Seconds between printed counts.")
 @click.option("--from-end", is_flag=True, help="Files never seen before start at their end, not their start.")
+@config_option
 @click.pass_context
 def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> None:
     """Follow the logs in the foreground and watch the firing counts grow (Ctrl-C stops)."""
     from canary.logs.collect import Collection
     from canary.store.engine import Store
 
-    config = _load(ctx)
-    try:
-        store = Store(config.store.url)
-    except CanaryError as exc:
-        _fail(exc)
-
-    def warn(path: str, message: str) -> None:
-        click.echo(f"warning: {message}", err=True)
-
+    config = load(ctx)
+    store = Store(config.store.url)
     collection = Collection(config, store, on_error=warn, start_at_end=from_end)
     if once:
         collection.poll()
@@ -175,7 +142,8 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     collection.start()
-    click.echo(f"following {', '.join(config.logs.paths)}; store {config.store.url}", err=True)
+    click.echo(f"following {safe(', '.join(config.logs.paths))}; store {safe(redact_url(config.store.url))}",
+               err=True)
     try:
         while not stop.wait(interval):
             click.echo(_counts(config, store, collection))
@@ -187,7 +155,7 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
         store.close()
 
 
-def _counts(config: Any, store: Any, collection: Any) -> str:
+def _counts(config: Config, store: Store, collection: Collection) -> str:
     from canary.store.queries import window_activity, window_counts
 
     now = datetime.now(UTC)
@@ -206,166 +174,17 @@ def _counts(config: Any, store: Any, collection: Any) -> str:
     )
 
 
-def _from_json(doc: dict[str, Any]) -> Any:
-    """A run as the daemon sent it, with the attributes the printers read."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(leak_text=None, to_json=lambda: doc, **doc)
-
-
-def _report_runs(results: list[Any], as_json: bool) -> int:
-    from canary.vocabulary import HEALTHY_VERDICTS as HEALTHY
-
-    if as_json:
-        click.echo(json.dumps({"runs": [r.to_json() for r in results]}, indent=2))
-    else:
-        click.echo(fmt.runs_table(results))
-        bad = [r for r in results if r.verdict not in HEALTHY]
-        if bad:
-            click.echo("")
-            for r in bad:
-                click.echo(f"{r.guard}/{r.canary}: {fmt.explain(r)}")
-    if results and all(r.verdict == "error" for r in results):
-        return EXIT_UNAVAILABLE
-    return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in results) else EXIT_ASLEEP
-
-
-@main.command()
-@click.argument("selection", nargs=-1)
+@main.command(epilog=epilog(["canary status", "canary status --json"],
+                            {0: "every guard is healthy, new or paused", 1: None, 2: None, 3: None}))
 @click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
-@click.pass_context
-def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
-    """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts."""
-    from canary.runs.runner import select_canaries
-    from canary.runs.session import Session
-    from canary.store.engine import Store
-
-    config = _load(ctx)
-    try:
-        pairs = select_canaries(config, selection)
-        if config.agent is None:
-            raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
-        if not pairs:
-            raise UsageError("no canaries are defined")
-        store = Store(config.store.url)
-    except CanaryError as exc:
-        _fail(exc)
-
-    def warn(path: str, message: str) -> None:
-        click.echo(f"warning: {message}", err=True)
-
-    from canary.daemon.control import connect
-
-    client = connect(config.daemon.control)
-    if client is not None:
-        store.close()
-        click.echo(f"running through the daemon at {config.daemon.control}", err=True)
-        try:
-            doc = client.run([*selection], wait=True)
-        except Exception as exc:
-            click.echo(f"error: the daemon could not run them: {exc}", err=True)
-            sys.exit(EXIT_UNAVAILABLE)
-        sys.exit(_report_runs([_from_json(r) for r in doc.get("runs", [])], as_json))
-    try:
-        with Session(config, store, on_error=warn) as session:
-            assert session.runner is not None
-            results = session.runner.run_many(pairs)
-    except CanaryError as exc:
-        store.close()
-        _fail(exc)
-    store.close()
-    sys.exit(_report_runs(results, as_json))
-
-
-@main.command()
-@click.option(
-    "--headless",
-    is_flag=True,
-    help="Run every canary once and print the verdicts; no screen (also when stdout is not a terminal).",
-)
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the `canary run --json` document (implies --headless)."
-)
-@click.option(
-    "--keep",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Keep the demo's config, logs and store in this directory.",
-)
-@click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
-def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) -> None:
-    """The bundled demo agent with live and dead guards, on the dashboard: watch the dead ones leak."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
-        where = Path(keep) if keep else Path(tmp)
-        if sample_audit:
-            sys.exit(_demo_audit(where, as_json))
-        if not headless and not as_json and sys.stdout.isatty():
-            from dashboard.demo import run_demo_dashboard
-
-            sys.exit(run_demo_dashboard(where))
-        from canary.demo.live import start_demo
-
-        try:
-            running = start_demo(where)
-        except CanaryError as exc:
-            _fail(exc)
-        try:
-            if not as_json:
-                click.echo(
-                    f"Demo agent at {running.config.agent.url if running.config.agent else '?'}, "
-                    f"model proxy at {running.session.proxy.url if running.session.proxy else '?'}; "
-                    f"running {sum(len(g.canaries) for g in running.config.guards)} canaries...\n",
-                    err=True,
-                )
-            assert running.session.runner is not None
-            pairs = [(g, c) for g in running.config.guards for c in g.canaries]
-            results = running.session.runner.run_many(pairs)
-        finally:
-            running.stop()
-        code = _report_runs(results, as_json)
-        if not as_json:
-            asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
-            if asleep:
-                click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
-        sys.exit(code)
-
-
-def _demo_audit(where: Path, as_json: bool) -> int:
-    from canary.config.settings import load_config
-    from canary.demo.sample import write_demo
-    from canary.logs.audit import audit as run_audit
-
-    config_path = write_demo(where)
-    try:
-        config = load_config(str(config_path))
-    except CanaryError as exc:
-        _fail(exc)
-    report = run_audit(config, now=datetime.now(UTC))
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        click.echo(f"Sample agent logs in {where} (config {config_path.name}):\n")
-        click.echo(fmt.audit_table(report))
-    return EXIT_ASLEEP if report.asleep else EXIT_OK
-
-
-@main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
+@config_option
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
-    from canary.status.overview import status_document
-    from canary.store.engine import Store
+    from canary.status.overview import status_for
 
-    config = _load(ctx)
-    try:
-        store = Store.existing(config.store.url)
-    except CanaryError as exc:
-        _fail(exc)
-    doc = status_document(store, config, now=datetime.now(UTC))
-    store.close()
+    config = load(ctx)
+    doc = status_for(config, now=datetime.now(UTC))
     error = doc["daemon"].get("error")
     if as_json:
         click.echo(json.dumps(doc, indent=2))
@@ -377,14 +196,24 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(fmt.status_table(doc))
     if error:
         sys.exit(EXIT_UNAVAILABLE)
-    bad = [g for g in doc["guards"] if g["status"] in ("asleep", "degraded", "inconclusive")]
-    sys.exit(EXIT_ASLEEP if bad else EXIT_OK)
+    bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
+    sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
 
 
-@main.command(name="mute")
+def _known_guard(config: Config, guard: str) -> None:
+    from canary.config.tomlcheck import unknown_name
+
+    names = [g.name for g in config.guards]
+    if guard not in names:
+        raise UsageError(unknown_name("guard", guard, names))
+
+
+@main.command(name="mute", epilog=epilog(["canary mute citation --for 6h --reason 'deploying'"],
+                                         {0: "the guard is muted", 2: None, 3: "the store is unavailable"}))
 @click.argument("guard")
 @click.option("--for", "duration", required=True, help="How long: 30m, 6h, 2d (at most 30d).")
 @click.option("--reason", default=None, help="Why, shown in the status and the dashboard.")
+@config_option
 @click.pass_context
 def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | None) -> None:
     """Pause alerts for a guard for a while; the mute always expires."""
@@ -392,41 +221,44 @@ def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | No
     from canary.status.mutes import mute
     from canary.store.engine import Store
 
-    config = _load(ctx)
+    config = load(ctx)
+    _known_guard(config, guard)
     try:
-        if guard not in {g.name for g in config.guards}:
-            raise UsageError(f"no guard named {guard!r}")
-        try:
-            span = parse_duration(duration)
-        except DurationError as exc:
-            raise UsageError(f"--for: {exc}", option="--for") from exc
-        store = Store(config.store.url)
+        span = parse_duration(duration)
+    except DurationError as exc:
+        raise UsageError(f"--for: {exc}", option="--for") from exc
+    store = Store(config.store.url)
+    try:
         until = mute(store, guard, span, now=datetime.now(UTC), reason=reason)
-    except CanaryError as exc:
-        _fail(exc)
-    store.close()
+    finally:
+        store.close()
     click.echo(f"{guard}: alerts muted until {until.astimezone().strftime('%Y-%m-%d %H:%M %Z')}")
 
 
-@main.command(name="unmute")
+@main.command(name="unmute", epilog=epilog(["canary unmute citation"],
+                                           {0: "the mute is lifted (or there was none)", 2: None,
+                                            3: "the store is unavailable"}))
 @click.argument("guard")
+@config_option
 @click.pass_context
 def unmute_command(ctx: click.Context, guard: str) -> None:
     """Lift a guard's mute now."""
     from canary.status.mutes import unmute
     from canary.store.engine import Store
 
-    config = _load(ctx)
+    config = load(ctx)
+    _known_guard(config, guard)
+    store = Store(config.store.url)
     try:
-        store = Store(config.store.url)
-    except CanaryError as exc:
-        _fail(exc)
-    lifted = unmute(store, guard)
-    store.close()
+        lifted = unmute(store, guard)
+    finally:
+        store.close()
     click.echo(f"{guard}: " + ("mute lifted" if lifted else "was not muted"))
 
 
-@main.command()
+@main.command(epilog=epilog(["canary daemon", "canary daemon --tick 5 --spread 10s"],
+                            {0: "stopped by a signal", 2: None,
+                             3: "a port is taken or the store is unavailable"}))
 @click.option("--tick", default=10.0, show_default=True, help="Seconds between status checks.")
 @click.option(
     "--spread",
@@ -434,94 +266,95 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
     show_default=True,
     help="First and overdue canary runs start at random within this time, not all at once.",
 )
+@config_option
 @click.pass_context
 def daemon(ctx: click.Context, tick: float, spread: str) -> None:
     """The background service in the foreground: collectors, canaries, status, alerts, metrics."""
     from canary.config.durations import DurationError, parse_duration
     from canary.daemon.loop import Daemon, setup_logging
 
-    config = _load(ctx)
+    config = load(ctx)
     try:
         spread_for = parse_duration(spread)
     except DurationError as exc:
-        _fail(UsageError(f"--spread: {exc}", option="--spread"))
+        raise UsageError(f"--spread: {exc}", option="--spread") from exc
     log_path = setup_logging()
     click.echo(f"daemon log: {log_path}", err=True)
-    try:
-        code = Daemon(config, tick=tick, spread=spread_for).run()
-    except CanaryError as exc:
-        _fail(exc)
-    sys.exit(code)
+    sys.exit(Daemon(config, tick=tick, spread=spread_for).run())
 
 
-@main.group()
+_SERVICE_EXITS: dict[int, str | None] = {0: "done", 2: None, 3: "the service manager refused"}
+
+
+@main.group(cls=CanaryGroup, epilog=epilog(["canary service install", "canary service status"],
+                                           _SERVICE_EXITS))
 def service() -> None:
     """Run the daemon as a background service (launchd on macOS, systemd --user on Linux)."""
 
 
-@service.command(name="install")
+@service.command(name="install", epilog=epilog(["canary service install --dry-run"], _SERVICE_EXITS))
 @click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
+@config_option
 @click.pass_context
 def service_install(ctx: click.Context, dry_run: bool) -> None:
     """Install and start the service (idempotent)."""
     from canary.config.settings import find_config
     from canary.daemon import service as svc
 
-    try:
-        found = find_config(ctx.obj.get("config"))
-    except CanaryError as exc:
-        _fail(exc)
-    try:
-        report = svc.install(found.resolve() if found else None, dry_run=dry_run)
-    except CanaryError as exc:
-        _fail(exc)
-    click.echo(svc.render(report))
+    found = find_config(config_path(ctx))
+    report = svc.install(found.resolve() if found else None, dry_run=dry_run)
+    click.echo(safe_lines(svc.render(report)))
     sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
 
 
-@service.command(name="uninstall")
+@service.command(name="uninstall", epilog=epilog(["canary service uninstall"], _SERVICE_EXITS))
 def service_uninstall() -> None:
     """Stop and remove the service."""
     from canary.daemon import service as svc
 
-    try:
-        report = svc.uninstall()
-    except CanaryError as exc:
-        _fail(exc)
-    click.echo(svc.render(report))
+    report = svc.uninstall()
+    click.echo(safe_lines(svc.render(report)))
     sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
 
 
-@service.command(name="status")
+@service.command(name="status", epilog=epilog(["canary service status"],
+                                              {0: "installed and running", 1: "not installed or not running",
+                                               3: "the service manager could not be asked"}))
 def service_status() -> None:
     """Whether the service is installed and running."""
     from canary.daemon import service as svc
 
-    try:
-        state = svc.status()
-    except CanaryError as exc:
-        _fail(exc)
-    click.echo(svc.render(state))
-    sys.exit(EXIT_OK if state.installed and state.running else EXIT_ASLEEP)
+    state = svc.status()
+    click.echo(safe_lines(svc.render(state)))
+    sys.exit(EXIT_OK if state.installed and state.running else EXIT_UNHEALTHY)
 
 
-@main.command()
+@main.command(epilog=epilog(["canary dashboard", "canary dashboard --config ~/agent/canary.toml"],
+                            {0: "quit", 2: None, 3: None}))
+@config_option
 @click.pass_context
 def dashboard(ctx: click.Context) -> None:
     """The terminal dashboard: which guards are awake, since when, and why."""
     from dashboard.app import run_dashboard
 
-    config = _load(ctx)
+    config = load(ctx)
     sys.exit(run_dashboard(config))
 
 
-def _add_init() -> None:
+def _add_commands() -> None:
+    from canary.cli.alerts_cmd import alerts_group
     from canary.cli.init import init_command
+    from canary.cli.running import demo, run
+    from canary.cli.templates import templates_command
 
+    main.add_command(run)
+    main.add_command(templates_command, "templates")
+    main.add_command(demo)
     main.add_command(init_command, "init")
+    main.add_command(alerts_group, "alerts")
 
 
-_add_init()
+_add_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover

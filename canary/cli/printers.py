@@ -1,25 +1,57 @@
-"""What the commands print: tables and sentences, from results the library returns."""
+"""What the commands print: tables and sentences, from results the library returns.
+
+Every string that came from outside (log lines, answers, agent error bodies, reasons
+quoting log text) goes through ``canary.terminal.safe`` before it is styled or printed.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
+from canary.terminal import safe
+from canary.vocabulary import HEALTHY_VERDICTS, Stage
+
+if TYPE_CHECKING:  # the audit's matchers are heavy; ``canary status`` must not load them
+    from canary.logs.audit import AuditReport
+
+
+class RunView(Protocol):
+    """What the run table and its explanations read of a run."""
+
+    @property
+    def guard(self) -> str: ...
+    @property
+    def canary(self) -> str: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def trace(self) -> Mapping[str, float | None]: ...
+    @property
+    def evidence(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def leak_text(self) -> str | None: ...
+
 
 def stamp(moment: datetime | None) -> str:
+    """A time as ``2026-11-29 10:00:00Z``; ``-`` for None."""
     if moment is None:
         return "-"
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def audit_table(report: Any) -> str:
+def audit_table(report: AuditReport) -> str:
+    """The ``canary audit`` table and its summary lines."""
     rows = [("guard", "firings", "first", "last", "")]
     for g in report.guards:
         flag = "ASLEEP" if g.flag == "asleep" else ""
         count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
-        rows.append((g.guard, count, stamp(g.first), stamp(g.last), flag))
+        rows.append((safe(g.guard), count, stamp(g.first), stamp(g.last), flag))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = []
     for i, row in enumerate(rows):
@@ -46,7 +78,7 @@ def audit_table(report: Any) -> str:
                 "No agent activity in this window: zero firings prove nothing either way."
             )
         else:
-            names = ", ".join(report.asleep)
+            names = safe(", ".join(report.asleep))
             lines.append(
                 f"ASLEEP: {names}: zero firings. Run their canaries to tell a well-behaved "
                 "model from a guard that never runs."
@@ -54,13 +86,14 @@ def audit_table(report: Any) -> str:
     return "\n".join(lines)
 
 
-def runs_table(results: list[Any]) -> str:
+def runs_table(results: Sequence[RunView]) -> str:
+    """The ``canary run`` table: one row per run, its trace and its evidence (or error)."""
     rows = [("guard", "canary", "verdict", "trace", "evidence")]
     for r in results:
-        evidence = r.evidence or (r.error or "")
+        evidence = safe(r.evidence or (r.error or ""))
         if len(evidence) > 90:
             evidence = evidence[:87] + "..."
-        rows.append((r.guard, r.canary, r.verdict.upper(), trace_line(r.trace), evidence))
+        rows.append((safe(r.guard), safe(r.canary), str(r.verdict).upper(), trace_line(r.trace), evidence))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []
     for i, row in enumerate(rows):
@@ -68,24 +101,24 @@ def runs_table(results: list[Any]) -> str:
         text = text.rstrip()
         if i == 0:
             text = click.style(text, bold=True)
-        elif row[2] not in ("CAUGHT", "PASSED"):
+        elif row[2].lower() not in HEALTHY_VERDICTS:
             text = click.style(text, fg="red", bold=True)
         lines.append(text)
     return "\n".join(lines)
 
 
-_SHORT = {"sent": "sent", "fixture_fetched": "fetched", "injected": "injected", "fired": "FIRED",
-          "repair_requested": "repair", "answered": "answered"}
+_SHORT = {Stage.SENT: "sent", Stage.FIXTURE_FETCHED: "fetched", Stage.INJECTED: "injected",
+          Stage.FIRED: "FIRED", Stage.REPAIR_REQUESTED: "repair", Stage.ANSWERED: "answered"}
 
 
-def trace_line(trace: dict[str, float | None]) -> str:
+def trace_line(trace: Mapping[str, float | None]) -> str:
     """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
     return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
 
 
-def explain(r: Any) -> str:
+def explain(r: RunView) -> str:
     """One sentence a person can act on, for a verdict other than caught/passed."""
-    leak = f"{r.leak_text!r}" if r.leak_text else "the fabricated value"
+    leak = safe(repr(r.leak_text)) if r.leak_text else "the fabricated value"
     # An observed leak (``fetched URL`` / ``file PATH``) is the tool call's effect, not answer text.
     seen = str(r.leak_text or "").startswith(("fetched ", "file "))
     reached = (f"the fabricated tool call took effect ({leak} was observed)" if seen
@@ -101,21 +134,22 @@ def explain(r: Any) -> str:
         "not_injected": "the model call chosen by inject_at never came through the proxy "
         + ("(the fixture was fetched: check inject_at)" if r.trace.get("fixture_fetched") is not None
            else "(the fixture was never fetched: does the agent's model base URL point at the proxy?)"),
-        "error": f"the agent could not be used: {r.error}",
+        "error": f"the agent could not be used: {safe(r.error or 'no reason given')}",
         "false_rejection": "the guard rejected a grounded answer (a control): it rejects too much.",
     }
-    return sentences.get(str(r.verdict), str(r.verdict))
+    return sentences.get(str(r.verdict), safe(str(r.verdict)))
 
 
-def status_table(doc: dict[str, Any]) -> str:
+def status_table(doc: Mapping[str, Any]) -> str:
+    """The ``canary status`` table, from the ``canary status --json`` document."""
     rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
     for g in doc["guards"]:
         rate = "-" if g["kill_rate"] is None else f"{g['kill_rate']:.0%}"
-        status = g["status"].upper()
+        status = str(g["status"]).upper()
         if g.get("muted_until"):
             status += " (muted)"
-        rows.append((g["guard"], status, str(g["organic_firings"]), str(g["canary_firings"]), rate,
-                     g["last_verdict"] or "-", g["reason"]))
+        rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
+                     rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
     for i, row in enumerate(rows):
@@ -126,3 +160,50 @@ def status_table(doc: dict[str, Any]) -> str:
             text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
         lines.append(text.rstrip())
     return "\n".join(lines)
+
+
+class RunDocument:
+    """A run as the daemon's control API sent it (one ``canary run --json`` entry), read as a RunView."""
+
+    def __init__(self, doc: Mapping[str, Any]) -> None:
+        self.doc = doc
+
+    @property
+    def guard(self) -> str:
+        """The run's guard."""
+        return str(self.doc.get("guard", ""))
+
+    @property
+    def canary(self) -> str:
+        """The run's canary."""
+        return str(self.doc.get("canary", ""))
+
+    @property
+    def verdict(self) -> str:
+        """The run's verdict."""
+        return str(self.doc.get("verdict", ""))
+
+    @property
+    def trace(self) -> Mapping[str, float | None]:
+        """Stage -> seconds after sent."""
+        trace = self.doc.get("trace")
+        return trace if isinstance(trace, dict) else {}
+
+    @property
+    def evidence(self) -> str | None:
+        """The firing line that tied the run, if any."""
+        return _text(self.doc.get("evidence"))
+
+    @property
+    def error(self) -> str | None:
+        """Why the run could not be used, if it could not."""
+        return _text(self.doc.get("error"))
+
+    @property
+    def leak_text(self) -> str | None:
+        """The leak text, when the document carries it."""
+        return _text(self.doc.get("leak_text"))
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

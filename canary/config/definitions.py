@@ -39,7 +39,7 @@ __all__ = [
     "load_definitions",
 ]
 
-NAME_RE = re.compile(r"[a-z0-9_-]+")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 TOP_KEYS = ("guard", "canary")
 GUARD_KEYS = ("name", "description", "match", "window", "grace")
 CANARY_KEYS = (
@@ -167,6 +167,13 @@ def load_definitions(
     return guards, problems
 
 
+def _name_rule(name: str) -> str:
+    """What a name breaks of ``[a-z0-9][a-z0-9_-]*``."""
+    if name[:1] in ("-", "_"):
+        return "start with a-z or 0-9 (a leading '-' would read as an option on the command line)"
+    return "use only a-z, 0-9, '_' and '-'"
+
+
 def _parse_file(
     data: dict[str, object], sink: Sink, log_format: str
 ) -> tuple[str | None, GuardDef | None]:
@@ -200,8 +207,7 @@ def _parse_file(
     g = Table(sink, ("guard",), raw_guard, GUARD_KEYS)
     name = g.string("name", required=True, hint="the guard's name, like 'citation'")
     if name is not None and not NAME_RE.fullmatch(name):
-        sink.error(("guard", "name"), f"{name!r} is not a valid name: use only a-z, 0-9, "
-                   "'_' and '-'")
+        sink.error(("guard", "name"), f"{name!r} is not a valid name: {_name_rule(name)}")
         name = None
     description = g.string("description") or ""
     raw_match = g.get("match")
@@ -241,8 +247,7 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
 
     name = t.string("name", required=True, hint="the canary's name, like 'fake-url'")
     if name is not None and not NAME_RE.fullmatch(name):
-        sink.error((*keys, "name"), f"{name!r} is not a valid name: use only a-z, 0-9, "
-                   "'_' and '-'")
+        sink.error((*keys, "name"), f"{name!r} is not a valid name: {_name_rule(name)}")
     every = t.duration("every", None)
     cron = t.string("cron")
     if t.has("every") and t.has("cron"):

@@ -30,6 +30,7 @@ from canary.config.tomlcheck import (
     locate,
     type_name,
 )
+from canary.config.urls import redact_url
 from canary.errors import ConfigError, Problem
 
 __all__ = [
@@ -81,6 +82,7 @@ class ModelConfig:
     listen: str = "127.0.0.1:11435"
     upstream: str | None = None
     allow_remote: bool = False
+    max_body: int = 64 * 1024 * 1024  # the largest model-call body the proxy reads (413 beyond)
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,6 @@ class LogsConfig:
     activity_pattern: re.Pattern[str] | None = None
     timestamp: str = "auto"
     timestamp_format: str | None = None
-    timestamp_pattern: re.Pattern[str] | None = None
     clock_skew: timedelta = timedelta(minutes=5)  # a line stamped further ahead counts when read
 
 
@@ -121,6 +122,8 @@ class AlertsConfig:
     webhook: str | None = None
     command: tuple[str, ...] | None = None
     repeat: timedelta = timedelta(hours=6)
+    #: ``desktop`` was written in canary.toml, not only defaulted (a missing notifier warns only then).
+    desktop_set: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     if path is None:
         looked = " and ".join(str(p) for p, _ in locations.config_candidates(None))
         raise ConfigError([Problem(None, "", f"no canary.toml found (looked at {looked}); "
-                                   "create one or pass --config PATH")])
+                                   "run `canary init` to write one from your agent's logs, "
+                                   "or pass --config PATH")])
     path = path.absolute()
     data, sink = load_toml(path)
     if data is None:
@@ -181,11 +185,12 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     defs = DEFAULT_DEFS if listed is None else listed
     agent = _agent(top)
     model_t, fixtures_t, daemon_t = (_section(top, name, keys) for name, keys in (
-        ("model", ("listen", "upstream", "allow_remote")),
+        ("model", ("listen", "upstream", "allow_remote", "max_body")),
         ("fixtures", ("listen", "allow_remote")),
         ("daemon", ("control", "allow_remote"))))
     model = ModelConfig(model_t.listen("listen", ModelConfig.listen),
-                        model_t.http_url("upstream"), model_t.boolean("allow_remote", False))
+                        model_t.http_url("upstream"), model_t.boolean("allow_remote", False),
+                        _size(model_t, "max_body", ModelConfig.max_body))
     fixtures = FixturesConfig(fixtures_t.listen("listen", FixturesConfig.listen),
                               fixtures_t.boolean("allow_remote", False))
     daemon = DaemonConfig(daemon_t.listen("control", DaemonConfig.control),
@@ -207,6 +212,30 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
         raise ConfigError(problems)
     return Config(path, tuple(defs), agent, model, fixtures, logs, store, alerts, daemon,
                   tuple(guards), tuple(p for p in problems if p.severity == "warning"))
+
+
+_SIZE = re.compile(r"(?P<n>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[KMG]i?B|B)?", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def _size(t: Table, name: str, default: int) -> int:
+    """A positive size in bytes (an integer, or a string like ``'64 MiB'``); ``default`` if absent or bad."""
+    value = t.get(name)
+    if value is None:
+        return default
+    hint = "a size in bytes like 67108864 or '64 MiB' (B, KB, MB, GB, KiB, MiB, GiB)"
+    size: float | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (found := _SIZE.fullmatch(value.strip())):
+        size = float(found.group("n")) * _SIZE_UNITS[(found.group("unit") or "b").lower()]
+    if size is None:
+        t.sink.error((*t.keys, name), f"expected {hint}, got {value!r}")
+        return default
+    if size < 1:
+        t.sink.error((*t.keys, name), f"expected a size of at least one byte, got {value!r}")
+        return default
+    return int(size)
 
 
 def _section(top: Table, name: str, keys: tuple[str, ...]) -> Table:
@@ -285,7 +314,7 @@ def _agent(top: Table) -> AgentConfig | None:
     if url is not None:
         check_placeholders(sink, (*keys, "url"), url, AGENT_PLACEHOLDERS)
         if not is_http_url(fill(url, dict.fromkeys(placeholders_in(url), "x"))):
-            sink.error((*keys, "url"), f"expected an http:// or https:// URL, got {url!r}")
+            sink.error((*keys, "url"), f"expected an http:// or https:// URL, got {redact_url(url)!r}")
     if t.has("method") and method not in HTTP_METHODS:
         sink.error((*keys, "method"), f"expected one of {', '.join(HTTP_METHODS)}, got "
                    f"{t.get('method')!r}", suggestion=t.closest(method, HTTP_METHODS))
@@ -342,7 +371,7 @@ def _logs(t: Table, base: Path) -> LogsConfig:
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
     skew = t.duration("clock_skew", timedelta(minutes=5)) or timedelta(minutes=5)
     return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, timestamp, timestamp_format, timestamp_pattern, skew)
+                      activity_pattern, timestamp, timestamp_format, clock_skew=skew)
 
 
 def _store(t: Table) -> StoreConfig:
@@ -352,7 +381,7 @@ def _store(t: Table) -> StoreConfig:
         return StoreConfig(retention=retention)
     if not _DB_URL.fullmatch(url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
-                     f"canary.db', got {url!r}")
+                     f"canary.db', got {redact_url(url)!r}")
     return StoreConfig(url, retention)
 
 
@@ -368,7 +397,7 @@ def _alerts(t: Table) -> AlertsConfig:
     for i, arg in enumerate(command or ()):
         check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
     repeat = t.duration("repeat", AlertsConfig.repeat) or AlertsConfig.repeat
-    return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat)
+    return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat, t.has("desktop"))
 
 
 def summarize(config: Config) -> str:
@@ -379,13 +408,15 @@ def summarize(config: Config) -> str:
         return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
 
     lines = [f"config   {config.path if config.path is not None else '(none)'}",
-             f"store    {config.store.url}"]
+             f"store    {redact_url(config.store.url)}"]
     if config.agent is not None:
         agent = config.agent
-        target = f"{agent.method} {agent.url}" if agent.url else " ".join(agent.command or ())
+        target = f"{agent.method} {redact_url(agent.url)}" if agent.url else " ".join(agent.command or ())
         how = "in the request ({inject})" if agent.inject_mode else (
             f"through the model proxy on {config.model.listen}")
         lines.append(f"agent    {target}; fabricated answers go {how}")
+    if config.model.upstream:
+        lines.append(f"model    proxy on {config.model.listen} relays to {redact_url(config.model.upstream)}")
     logs = config.logs
     activity = f", activity {logs.activity!r}" if logs.activity is not None else ""
     lines.append(f"logs     {logs.format}, timestamps {logs.timestamp}{activity}")

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from canary.config.durations import DurationError, parse_duration
 from canary.config.placeholders import scan
+from canary.config.urls import redact_url
 from canary.errors import Problem
 from collectors.patterns import catastrophic, prefilter
 from collectors.rules import LINE_BUDGET
@@ -175,6 +176,16 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
+def unknown_name(kind: str, name: str, known: Iterable[str], *, plural: str | None = None) -> str:
+    """``no guard named 'x' (did you mean 'y'?); the guards are: a, b``, for any kind of name."""
+    names = sorted(set(known))
+    hint = closest(name, names)
+    text = f"no {kind} named {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+    if names:
+        return text + f"; the {plural or kind + 's'} are: {', '.join(names)}"
+    return text + f"; no {kind} is defined"
+
+
 class Table:
     """Typed, strict access to one TOML table; unknown keys are reported on creation."""
 
@@ -275,7 +286,8 @@ class Table:
         """An http(s) URL; None when absent, the value as written when invalid (reported)."""
         url = self.string(name)
         if url is not None and not is_http_url(url):
-            self.sink.error((*self.keys, name), f"expected an http:// or https:// URL, got {url!r}")
+            self.sink.error((*self.keys, name), f"expected an http:// or https:// URL, got "
+                            f"{redact_url(url)!r}")
         return url
 
     def listen(self, name: str, default: str) -> str:

@@ -10,12 +10,10 @@ so Prometheus can scrape it, but the browser and Host rules still hold.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
-import os
-import secrets
-import stat
 from collections.abc import Callable, Collection
 from datetime import date, datetime
 from pathlib import Path
@@ -29,9 +27,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from canary import locations
+from canary.daemon.token import TOKEN_FILE, ensure_token, read_token, token_path
 from canary.errors import CanaryError, UnavailableError, UsageError
-from canary.proxy.serving import is_loopback, split_listen
+from canary.proxy.serving import host_allowed, split_listen
 from canary.vocabulary import iso
 
 __all__ = [
@@ -48,68 +46,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "control.token"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Largest ``POST /run`` body read; a selection of guard names is a few hundred bytes.
 MAX_BODY = 64 * 1024
+#: Seconds a client has to send a whole request body (request heads have their own deadline:
+#: ``canary.proxy.serving.HEADER_TIMEOUT``).
+BODY_TIMEOUT = 10.0
 _OPEN_PATHS = frozenset({"/metrics"})
-
-
-# -- the token ---------------------------------------------------------------
-
-
-def token_path() -> Path:
-    """Where the control token is kept: ``<state dir>/control.token``."""
-    return locations.state_dir() / TOKEN_FILE
-
-
-def ensure_token(path: Path | None = None) -> str:
-    """The control token, created owner-only (0600) if absent; a looser existing file is tightened."""
-    path = path or token_path()
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except FileExistsError:
-        _tighten(path)
-        token = read_token(path)
-        if token:
-            return token
-        # An empty file (a crash between create and write): give it a token now.
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
-    token = secrets.token_urlsafe(32)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(token + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    return token
-
-
-def _tighten(path: Path) -> None:
-    if os.name != "posix":
-        return  # mode bits mean little on Windows; the profile directory's ACL protects it
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077 == 0:
-        return
-    try:
-        os.chmod(path, 0o600)
-    except OSError as exc:
-        raise UnavailableError(
-            f"the control token {path} is readable by others (mode {mode:o}) and cannot be "
-            f"made owner-only: {exc.strerror or exc}",
-            paths=[path],
-        ) from exc
-    log.warning("the control token %s had mode %o; it is now 600 (owner only)", path, mode)
-
-
-def read_token(path: Path | None = None) -> str | None:
-    """The control token, or None when the file is missing, unreadable or empty."""
-    path = path or token_path()
-    try:
-        token = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return token or None
 
 
 # -- the app -----------------------------------------------------------------
@@ -160,23 +103,13 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return _JSON({"error": message}, status_code=status, headers=headers)
 
 
-def _host_name(host: str) -> str:
-    """The name in a Host header, without the port (``[::1]:80`` -> ``::1``)."""
-    host = host.strip()
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    if host.count(":") == 1:
-        return host.partition(":")[0]
-    return host
-
-
 class _Guard:
     """ASGI middleware: the browser, Host and token rules, before any route runs."""
 
     def __init__(self, app: ASGIApp, token: str, allowed_hosts: Collection[str]) -> None:
         self.app = app
         self.token = token.encode("utf-8")
-        self.allowed_hosts = {h.lower().rstrip(".") for h in allowed_hosts}
+        self.allowed_hosts = tuple(allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -191,8 +124,7 @@ class _Guard:
     def refusal(self, request: Request) -> Response | None:
         """The response that refuses the request, or None when it may go on."""
         headers = request.headers
-        host = _host_name(headers.get("host", "")).lower().rstrip(".")
-        if not host or not (is_loopback(host) or host in self.allowed_hosts):
+        if not host_allowed(headers.get("host", ""), self.allowed_hosts):
             return _error(403, "the control API answers only requests addressed to a loopback host")
         if "origin" in headers:
             return _error(403, "requests from a browser page (with an Origin header) are refused")
@@ -250,6 +182,7 @@ def create_control_app(
     *,
     metrics: Callable[[], bytes] | None = None,
     allowed_hosts: Collection[str] = (),
+    body_timeout: float = BODY_TIMEOUT,
 ) -> Starlette:
     """The control API: ``GET /health``, ``/status``, ``POST /run`` and, given ``metrics``, ``GET /metrics``.
 
@@ -266,7 +199,12 @@ def create_control_app(
         return _JSON(await run_in_threadpool(handlers.status))
 
     async def run(request: Request) -> Response:
-        body = await _read_body(request)
+        try:
+            async with asyncio.timeout(body_timeout):
+                body = await _read_body(request)
+        except TimeoutError:
+            return _error(408, f"the request body did not arrive within {body_timeout:g} s",
+                          headers={"connection": "close"})
         if body is None:
             return _error(413, f"the body is larger than {MAX_BODY} bytes")
         parsed = _parse_run(body)

@@ -30,6 +30,7 @@ from sqlmodel import col
 
 from canary import locations
 from canary.config.settings import Config
+from canary.config.urls import redact_url
 from canary.daemon.reload import backfill, changed_guards, fingerprint, load_checked
 from canary.daemon.storewatch import StoreWatch, alert_problem, store_failure
 from canary.errors import UnavailableError
@@ -40,6 +41,7 @@ from canary.status.overview import evaluate_all, record_transitions, status_docu
 from canary.store.engine import RunLog, Store
 from canary.store.health import StoreProblem
 from canary.store.tables import Firing, Heartbeat
+from canary.terminal import SafeFormatter
 from canary.vocabulary import as_utc
 
 log = logging.getLogger("canary.daemon.loop")
@@ -70,7 +72,7 @@ def store_lock(store: Store) -> Iterator[Path]:
         except OSError as exc:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
             raise UnavailableError(
-                f"another daemon (pid {holder}) already runs on the store {store.url}"
+                f"another daemon (pid {holder}) already runs on the store {redact_url(store.url)}"
             ) from exc
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -81,12 +83,14 @@ def store_lock(store: Store) -> Iterator[Path]:
 
 def setup_logging(path: Path | None = None, *, level: int = logging.INFO) -> Path:
     """The daemon's own log (rotated at 5 MB), plus stderr."""
-    path = path or locations.state_dir() / "logs" / "daemon.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path is None:
+        path = locations.private_state_dir() / "logs" / "daemon.log"
+    locations.private_dir(path.parent, tighten=True)
     root = logging.getLogger("canary")
     root.setLevel(level)
-    fmt = logging.Formatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
-    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
+    # Messages may quote log lines or a webhook's answer: shown safely, in the file and on stderr.
+    fmt = SafeFormatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
+    file_handler = locations.PrivateRotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
     file_handler.setFormatter(fmt)
     stream = logging.StreamHandler()
     stream.setFormatter(fmt)
@@ -218,10 +222,10 @@ class Daemon:
 
         evaluated = evaluate_all(self.store, self.config, now=self.clock())
         statuses = {s.guard: s.status.value for _f, s in evaluated}
-        files = None
+        lag = None
         if self.session and self.session.collection:
-            files = [(f.path, f.lines, f.lag) for f in self.session.collection.files()]
-        return render(snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, files))
+            lag = [(f.path, f.lag) for f in self.session.collection.files()]
+        return render(snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, lag))
 
     # lifecycle ----------------------------------------------------------------
 

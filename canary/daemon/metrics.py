@@ -2,7 +2,8 @@
 
 Each render builds a fresh ``CollectorRegistry`` (never the process-wide one) whose collector
 yields metric families set from the snapshot, so a value is always what the store says, never a
-count kept in memory that a restart would reset.
+count kept in memory that a restart would reset (``test_collector_lines_survive_a_daemon_restart``
+scrapes a real daemon before and after a restart).
 
 Series:
 
@@ -14,7 +15,8 @@ Series:
   guards with a caught run (a 0 would read as "caught in 1970" and fire age alerts for guards
   that have no canaries at all).
 - ``canary_collector_lines_total{path}`` and ``canary_collector_lag_bytes{path}``: lines read from
-  each followed path and bytes not read yet; rotated files under one path are summed.
+  each followed path (as committed with the read positions, so a restart keeps the count) and
+  bytes not read yet; rotated files under one path are summed.
 - ``canary_daemon_heartbeat_timestamp_seconds``: the daemon's last heartbeat; absent until the
   first one.
 """
@@ -194,19 +196,23 @@ def snapshot_from_store(
     store: Store,
     guards: list[str],
     statuses: Mapping[str, str],
-    files: list[tuple[str, int, int]] | None = None,
+    lag: list[tuple[str, int]] | None = None,
 ) -> MetricsSnapshot:
-    """A snapshot of the store; ``files`` (path, lines, lag bytes) overrides the stored positions.
+    """A snapshot of the store; ``lag`` (path, bytes not read yet) overrides the stored lag.
 
-    The daemon passes ``files`` from its live tailers, whose lag counts bytes written since the
-    last commit; the stored positions only know the size seen at that commit.
+    Lines read always come from the stored read positions, so the count survives a restart of
+    the daemon. The daemon passes ``lag`` from its live tailers, which see bytes written since
+    the last commit; the stored positions only know the size seen at that commit.
     """
     engine = store.engine
     lines: dict[str, int] = {}
-    lag: dict[str, int] = {}
-    for path, count, behind in files if files is not None else file_totals(engine):
+    stored_lag: dict[str, int] = {}
+    for path, count, behind in file_totals(engine):
         lines[path] = lines.get(path, 0) + count
-        lag[path] = lag.get(path, 0) + behind
+        stored_lag[path] = stored_lag.get(path, 0) + behind
+    live_lag: dict[str, int] = {}
+    for path, behind in lag or []:
+        live_lag[path] = live_lag.get(path, 0) + behind
     return MetricsSnapshot(
         guards=list(guards),
         firings=firing_totals(engine),
@@ -214,6 +220,6 @@ def snapshot_from_store(
         runs=run_totals(engine),
         last_caught=last_caught(engine),
         collector_lines=lines,
-        collector_lag=lag,
+        collector_lag=live_lag if lag is not None else stored_lag,
         heartbeat=heartbeat(engine),
     )

@@ -24,8 +24,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from canary.proxy.serving import BackgroundServer, is_loopback
-
 MODEL_ID = "demo-model"
 FABRICATIONS = ("url", "quote", "number", "denial")
 PAGE_RE = re.compile(r"Page fetched from (\S+):\n<<<\n(.*?)\n>>>", re.S)
@@ -218,10 +216,3 @@ def create_model_server(*, fabricate_every: int = 0) -> Starlette:
     app.state.model = scripted
     return app
 
-
-def run_model_server(*, host: str = "127.0.0.1", port: int = 0, fabricate_every: int = 0) -> BackgroundServer:
-    """Start the scripted model on loopback in a background thread; its base URL is ``.url + "/v1"``."""
-    if not is_loopback(host):
-        raise ValueError(f"the demo model listens on loopback only, not {host}")
-    return BackgroundServer(create_model_server(fabricate_every=fabricate_every), host, port,
-                            name="demo model").start()

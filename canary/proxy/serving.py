@@ -1,4 +1,11 @@
-"""Serving ASGI apps on loopback from a background thread (the proxy, fixtures, demo services)."""
+"""Serving ASGI apps on loopback from a background thread (the proxy, fixtures, demo services).
+
+Every server here closes a connection whose request head has not fully arrived within
+``header_timeout`` seconds, so half-open slow connections cannot pile up; uvicorn itself only
+times out idle keep-alive connections. A response start message may carry ``"reason"``
+(bytes), sent as the status line's reason phrase instead of the standard one. A response's
+head is written together with its first body piece: one write, one wakeup of the client.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,14 @@ import asyncio
 import ipaddress
 import socket
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from canary.errors import UnavailableError
 
 LOOPBACK_NAMES = {"localhost"}
+#: Seconds a client has to send a whole request head, from connecting or from the last response.
+HEADER_TIMEOUT = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -24,6 +34,41 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def host_name(host: str) -> str:
+    """The name in a Host header, without the port (``[::1]:80`` -> ``::1``), lower case, no final dot."""
+    host = host.strip()
+    if host.startswith("["):
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host.lower().rstrip(".")
+
+
+def host_allowed(host: str, allowed: Collection[str] = ()) -> bool:
+    """Whether a request's Host header names loopback or one of the ``allowed`` names (``"*"``: any).
+
+    A DNS-rebinding page reaches 127.0.0.1 under its own host name; refusing any other name
+    keeps such pages away from loopback services.
+    """
+    name = host_name(host)
+    if not name:
+        return False
+    return is_loopback(name) or "*" in allowed or name in {a.lower().rstrip(".") for a in allowed}
+
+
+def listen_names(listen: str) -> tuple[str, ...]:
+    """The Host names a listener on ``listen`` answers beside loopback ones.
+
+    Its own host when it is named; ``"*"`` (any name) when it listens on every address, which
+    the config allows only with ``allow_remote = true``: other machines then reach it by names
+    of their own (``host.docker.internal``, the machine's name).
+    """
+    host, _ = split_listen(listen)
+    if host in ("0.0.0.0", "::", ""):
+        return ("*",)
+    return () if is_loopback(host) else (host,)
+
+
 def split_listen(listen: str) -> tuple[str, int]:
     """``127.0.0.1:11435`` or ``[::1]:11435`` into host and port."""
     host, _, port = listen.rpartition(":")
@@ -35,6 +80,120 @@ def split_listen(listen: str) -> tuple[str, int]:
 def format_listen(host: str, port: int) -> str:
     """Host and port as a URL authority (IPv6 in brackets)."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _ReasonConnection:
+    """An h11 connection that writes the reason phrase the app asked for."""
+
+    def __init__(self, conn: Any, response: Any) -> None:
+        self._conn = conn
+        self._response = response  # h11.Response, imported with uvicorn
+        self.reason: bytes | None = None
+
+    def send(self, event: Any) -> bytes | None:
+        if self.reason is not None and isinstance(event, self._response):
+            event = self._response(status_code=event.status_code, headers=event.headers,
+                                   reason=self.reason)
+        out: bytes | None = self._conn.send(event)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class _CorkedTransport:
+    """A transport that, while corked, gathers writes and sends them as one when uncorked."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._held: list[bytes] | None = None
+
+    def cork(self) -> None:
+        self._held = []
+
+    def uncork(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._transport.write(b"".join(held))
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            self._held.append(data)
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.uncork()  # what was written goes out before the connection closes
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _protocol_class(header_timeout: float | None) -> Any:
+    """uvicorn's h11 protocol with a deadline on request heads and the ``reason`` extension."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        """Closes connections whose request head is late; honours ``"reason"`` in response starts."""
+
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            if header_timeout is not None:
+                self._head_timer = self.loop.call_later(header_timeout, self._head_late)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.close()
+
+        def handle_events(self) -> None:
+            before = self.cycle
+            super().handle_events()
+            cycle = self.cycle
+            if cycle is not None and cycle is not before:
+                self._disarm()  # a whole head arrived
+                conn = _ReasonConnection(cycle.conn, h11.Response)
+                cycle.conn = conn  # type: ignore[assignment]
+                corked = _CorkedTransport(cycle.transport)
+                cycle.transport = corked  # type: ignore[assignment]
+                send = cycle.send
+
+                async def send_with_reason(message: Any) -> None:
+                    if message["type"] == "http.response.start":
+                        conn.reason = message.get("reason")
+                        corked.cork()  # the head goes out with the first body piece
+                        await send(message)
+                        return
+                    try:
+                        await send(message)
+                    finally:
+                        corked.uncork()
+
+                cycle.send = send_with_reason  # type: ignore[method-assign]
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request's head is due in time too
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedH11Protocol
 
 
 def _quiet_server_class() -> Any:
@@ -64,11 +223,15 @@ def _quiet_server_class() -> Any:
 class BackgroundServer:
     """One uvicorn server in a daemon thread; ``start()`` returns once it accepts connections."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str = "server") -> None:
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str = "server",
+        header_timeout: float | None = HEADER_TIMEOUT,
+    ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.name = name
+        self.header_timeout = header_timeout
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
@@ -108,6 +271,7 @@ class BackgroundServer:
             date_header=False,
             lifespan="auto",
             timeout_graceful_shutdown=2,
+            http=_protocol_class(self.header_timeout),
         )
         self._server = _QuietServer(config)
         ready = threading.Event()

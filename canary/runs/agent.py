@@ -18,6 +18,8 @@ import httpx
 
 from canary.config.placeholders import fill
 from canary.config.settings import AgentConfig
+from canary.config.urls import redact_url
+from canary.proxy.serving import is_loopback
 
 
 @dataclass(frozen=True)
@@ -43,18 +45,41 @@ def _fill_json(value: Any, values: Mapping[str, str]) -> Any:
     return value
 
 
+def _shape(node: Any, where: str) -> str:
+    """What the reply holds where a dotted path stopped: its keys, or what kind of value it is."""
+    if isinstance(node, dict):
+        keys = ", ".join(sorted(map(str, node))[:20]) or "none"
+        return f"{where} has the keys: {keys}"
+    if isinstance(node, list):
+        return f"{where} is a list of {len(node)} item{'' if len(node) == 1 else 's'}"
+    return f"{where} is a {type(node).__name__}, not an object"
+
+
 def extract(document: Any, path: str) -> str:
-    """The value at a dotted path (``a.b.0.c``) as text; a KeyError names the missing part."""
+    """The value at a dotted path (``a.b.0.c``) as text.
+
+    A KeyError carries the missing part and what the reply holds where the path stopped.
+    """
     node = document
     if path:
+        done: list[str] = []
         for part in path.split("."):
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
             elif isinstance(node, dict) and part in node:
                 node = node[part]
             else:
-                raise KeyError(part)
+                raise KeyError(part, _shape(node, repr(".".join(done)) if done else "the reply"))
+            done.append(part)
     return node if isinstance(node, str) else json.dumps(node)
+
+
+def _loopback(url: str) -> bool:
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL:
+        return False
+    return is_loopback(host)
 
 
 class AgentDriver:
@@ -81,11 +106,14 @@ class AgentDriver:
             response = httpx.request(
                 cfg.method, url, json=body if cfg.method.upper() != "GET" else None,
                 headers=headers, timeout=httpx.Timeout(limit, connect=min(limit, 10.0)),
+                # A loopback agent is never reached through HTTP_PROXY: a stray proxy variable
+                # would hand it the prompt and the run's nonce.
+                trust_env=not _loopback(url),
             )
         except httpx.TimeoutException:
             return AgentReply(None, f"the agent did not answer within {limit:g}s")
         except httpx.TransportError as exc:
-            return AgentReply(None, f"the agent is unreachable at {url}: {exc}")
+            return AgentReply(None, f"the agent is unreachable at {redact_url(url)}: {redact_url(str(exc))}")
         if response.status_code >= 400:
             snippet = response.text[:300].strip()
             return AgentReply(None, f"the agent answered HTTP {response.status_code}: {snippet}")
@@ -96,7 +124,9 @@ class AgentDriver:
         except ValueError:
             return AgentReply(None, f"the agent's reply is not JSON: {response.text[:200]!r}")
         except KeyError as exc:
-            return AgentReply(None, f"the agent's reply has no {cfg.answer!r} (missing {exc.args[0]!r})")
+            shape = f"; {exc.args[1]}" if len(exc.args) > 1 else ""
+            missing = f"missing {exc.args[0]!r}{shape}"
+            return AgentReply(None, f"the agent's reply has no {cfg.answer!r} ({missing})")
 
     def _run_command(self, values: Mapping[str, str], limit: float) -> AgentReply:
         assert self.config.command is not None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from canary.config.definitions import InjectAt, MatchAt
+from canary.proxy.needles import Needles
 from canary.proxy.toolcalls import ToolCall
 
 if TYPE_CHECKING:
@@ -76,18 +77,21 @@ class Registry:
         self._lock = threading.Lock()
         self._runs: dict[str, ActiveRun] = {}
         self._needles: dict[bytes, ActiveRun] = {}
+        self._finder: Needles[ActiveRun] = Needles({})
 
     def add(self, run: ActiveRun) -> None:
         """Put a run in flight."""
         with self._lock:
             self._runs[run.nonce] = run
             self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
+            self._finder = Needles(self._needles)
 
     def remove(self, nonce: str) -> ActiveRun | None:
         """Take a run out of flight (its verdict is being decided)."""
         with self._lock:
             run = self._runs.pop(nonce, None)
             self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
+            self._finder = Needles(self._needles)
             return run
 
     def active(self) -> list[ActiveRun]:
@@ -99,14 +103,11 @@ class Registry:
 
     def intercept(self, call: ModelCall) -> str | ToolCall | None:
         """The scripted text for this model call, or None to pass it through."""
-        needles = self._needles
-        if not needles:
+        # One pass for every live nonce; the body is never parsed when it carries none.
+        run = self._finder.find(call.body)
+        if run is None:
             return None
-        body = call.body
-        for needle, run in needles.items():
-            if needle in body:
-                return self._decide(run, call)
-        return None
+        return self._decide(run, call)
 
     def _decide(self, run: ActiveRun, call: ModelCall) -> str | ToolCall | None:
         now = self._clock()
@@ -139,14 +140,14 @@ class Registry:
 
     # -- fixtures -------------------------------------------------------------
 
-    def fetch_page(self, nonce: str, path: str = "") -> str | None:
-        """The run's fixture page (recording the first fetch and every path); None if unknown or expired."""
+    def fetch_page(self, nonce: str, path: str = "", *, record: bool = True) -> str | None:
+        """The run's fixture page, recording every path and (if ``record``: a GET) the first fetch."""
         now = self._clock()
         with self._lock:
             run = self._runs.get(nonce)
             if run is None or now > run.deadline:
                 return None
-            if run.fetched is None:
+            if record and run.fetched is None:
                 run.fetched = now
             if path:
                 run.paths.append(path)

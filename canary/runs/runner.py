@@ -235,7 +235,7 @@ def _since(moment: float | None, start: float) -> float | None:
 
 def select_canaries(config: Config, names: Sequence[str]) -> list[tuple[GuardDef, CanaryDef]]:
     """GUARD or GUARD/CANARY selections in definition order; every canary when none is named."""
-    from canary.config.tomlcheck import closest
+    from canary.config.tomlcheck import unknown_name
     from canary.errors import UsageError
 
     guards = {g.name: g for g in config.guards}
@@ -246,13 +246,12 @@ def select_canaries(config: Config, names: Sequence[str]) -> list[tuple[GuardDef
         guard_name, _, canary_name = name.partition("/")
         guard = guards.get(guard_name)
         if guard is None:
-            hint = closest(guard_name, list(guards))
-            suggestion = f" (did you mean {hint!r}?)" if hint else ""
-            raise UsageError(f"no guard named {guard_name!r}{suggestion}")
+            raise UsageError(unknown_name("guard", guard_name, guards))
         canaries = [c for c in guard.canaries if not canary_name or c.name == canary_name]
         if not canaries:
             raise UsageError(
-                f"guard {guard_name!r} has no canary named {canary_name!r}"
+                f"guard {guard_name!r}: "
+                + unknown_name("canary", canary_name, [c.name for c in guard.canaries], plural="canaries")
                 if canary_name
                 else f"guard {guard_name!r} has no canaries"
             )

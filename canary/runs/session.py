@@ -16,7 +16,7 @@ from canary.errors import UnavailableError
 from canary.logs.collect import Collection, ErrorSink
 from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
-from canary.proxy.serving import BackgroundServer, is_loopback, split_listen
+from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
 from canary.runs.registry import Registry
 from canary.runs.runner import DEFAULT_GRACE, Runner
 from canary.store.engine import Store
@@ -57,13 +57,15 @@ class Session:
     def start(self) -> Session:
         """Start the servers and the collectors; stop whatever started if one part fails."""
         try:
+            model, fixtures = self.config.model, self.config.fixtures
             self.proxy = self._server(
-                create_proxy(self.config.model.upstream, self.registry),
-                self.config.model.listen, self.config.model.allow_remote, "model proxy",
+                create_proxy(model.upstream, self.registry, max_body=model.max_body,
+                             allowed_hosts=listen_names(model.listen)),
+                model.listen, model.allow_remote, "model proxy",
             )
             self.fixtures = self._server(
-                create_fixture_server(self.registry),
-                self.config.fixtures.listen, self.config.fixtures.allow_remote, "fixture server",
+                create_fixture_server(self.registry, allowed_hosts=listen_names(fixtures.listen)),
+                fixtures.listen, fixtures.allow_remote, "fixture server",
             )
             self.store.attribute = self._attribute
             self.collection = Collection(

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from canary.config.placeholders import fill
+from canary.proxy.needles import PREFIX
 
 NONCE_CHARS = string.ascii_lowercase + string.digits
 #: 20 characters of a-z0-9: log2(36**20) ~ 103 bits, above the contract's 96.
 NONCE_LENGTH = 20
+#: Shared by every nonce this process draws, so one scan finds any of them.
+NONCE_PREFIX = "".join(secrets.choice(NONCE_CHARS) for _ in range(PREFIX))
 
 _MONTHS = [
     "January", "February", "March", "April", "May", "June", "July",
@@ -57,8 +60,12 @@ _FAKE_SENTENCES = [
 
 
 def new_nonce() -> str:
-    """A fresh run id: 20 characters of a-z0-9 from the system's CSPRNG."""
-    return "".join(secrets.choice(NONCE_CHARS) for _ in range(NONCE_LENGTH))
+    """A fresh run id: this process's nonce prefix, then 20 characters of a-z0-9 from the CSPRNG.
+
+    The prefix lets the proxy look for every live nonce in one pass (``canary.proxy.needles``);
+    the 20 random characters alone carry the id's 103 bits.
+    """
+    return NONCE_PREFIX + "".join(secrets.choice(NONCE_CHARS) for _ in range(NONCE_LENGTH))
 
 
 @dataclass(frozen=True)

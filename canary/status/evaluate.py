@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from canary.status.mutes import is_muted
 from canary.status.reasons import evidence, reason
 from canary.vocabulary import CONCLUSIVE, HEALTHY_VERDICTS, Status, Verdict
 
@@ -116,6 +115,11 @@ class View:
         """The pairs' latest conclusive runs of canaries that expect ``expect``, newest first."""
         chosen = [r for r in self.pairs.values() if r.expect == expect]
         return sorted(chosen, key=lambda r: (r.at, r.canary, r.variant), reverse=True)
+
+
+def is_muted(until: datetime | None, now: datetime) -> bool:
+    """Whether a mute that ends at ``until`` still holds at ``now`` (it ends at that very instant)."""
+    return until is not None and now < until
 
 
 def _newest(runs: Sequence[RunFact]) -> RunFact | None:

@@ -8,12 +8,15 @@ from sqlalchemy import Connection, delete, select
 from sqlmodel import col
 
 from canary.errors import UsageError
+from canary.status.evaluate import is_muted
 from canary.store.engine import Store
 from canary.store.tables import Mute
 from canary.vocabulary import as_utc
 
 #: The longest mute allowed; a forgotten mute must not silence a guard forever.
 MAX_MUTE = timedelta(days=30)
+
+__all__ = ["MAX_MUTE", "active_mutes", "is_muted", "mute", "unmute"]
 
 
 def mute(
@@ -34,11 +37,6 @@ def unmute(store: Store, guard: str) -> bool:
     with store.engine.begin() as conn:
         result = conn.execute(delete(Mute).where(col(Mute.guard) == guard))
         return bool(result.rowcount)
-
-
-def is_muted(until: datetime | None, now: datetime) -> bool:
-    """Whether a mute that ends at ``until`` still holds at ``now`` (it ends at that very instant)."""
-    return until is not None and now < until
 
 
 def active_mutes(conn: Connection, now: datetime) -> dict[str, tuple[datetime, str | None]]:

@@ -2,37 +2,61 @@
 
 Statuses are decided by ``canary.status.evaluate.evaluate`` alone; the facts come
 from ``canary.status.facts`` and changes are written by ``canary.status.transitions``.
+This module imports no SQLAlchemy: ``status_for`` reads a SQLite store through the
+raw connection and opens the full ``Store`` only when it must (another backend, a
+store to create or migrate).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import select
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
-from canary.status.evaluate import GuardFacts, GuardStatus, evaluate
+from canary.status.evaluate import GuardFacts, GuardStatus, evaluate, is_muted
 from canary.status.facts import gather
-from canary.status.mutes import is_muted
-from canary.status.transitions import record_transitions
-from canary.store.engine import Store
+from canary.store import reads
 from canary.store.health import read_problem
-from canary.store.tables import Heartbeat
+from canary.store.reads import Reader
 from canary.vocabulary import iso
 
-__all__ = ["DaemonInfo", "daemon_info", "evaluate_all", "gather", "record_transitions", "status_document"]
+if TYPE_CHECKING:
+    from canary.store.engine import Store
+
+__all__ = [
+    "DaemonInfo", "daemon_info", "evaluate_all", "gather", "record_transitions", "status_document",
+    "status_for",
+]
 
 #: A heartbeat older than this many daemon ticks means the daemon is not running.
 HEARTBEAT_STALE = timedelta(seconds=90)
 
 
-def evaluate_all(store: Store, config: Config, *, now: datetime, readable: bool | None = None) -> list[
-    tuple[GuardFacts, GuardStatus]
-]:
+def record_transitions(store: Store, statuses: list[GuardStatus], *, now: datetime) -> list[dict[str, Any]]:
+    """``canary.status.transitions.record_transitions`` (imported when called: it needs SQLAlchemy)."""
+    from canary.status.transitions import record_transitions as record
+
+    return record(store, statuses, now=now)
+
+
+@contextmanager
+def _reader(store: Store) -> Iterator[Reader]:
+    with store.engine.connect() as conn:
+        yield Reader.over(conn)
+
+
+def evaluate_all(
+    store: Store | Reader, config: Config, *, now: datetime, readable: bool | None = None
+) -> list[tuple[GuardFacts, GuardStatus]]:
     """Facts and status of every guard, in definition order."""
-    return [(f, evaluate(f, now=now)) for f in gather(store, config, now=now, readable=readable)]
+    if isinstance(store, Reader):
+        return [(f, evaluate(f, now=now)) for f in gather(store, config, now=now, readable=readable)]
+    with _reader(store) as reader:
+        return evaluate_all(reader, config, now=now, readable=readable)
 
 
 @dataclass(frozen=True)
@@ -50,31 +74,36 @@ class DaemonInfo:
     error: str | None = None  # the store cannot be written: what, and since when
 
 
-def daemon_info(store: Store, *, now: datetime) -> DaemonInfo:
+def daemon_info(store: Store | Reader, *, now: datetime, problem_at: Path | None = None) -> DaemonInfo:
     """The heartbeat row read back: running if it beat recently and did not say it stopped.
 
-    A daemon that holds the store's lock and reported a store problem is running, in error,
-    whatever its (frozen) heartbeat says.
+    A daemon that holds the store's lock and reported a store problem (beside the store file
+    ``problem_at``) is running, in error, whatever its (frozen) heartbeat says.
     """
-    problem = read_problem(store.path) if store.path is not None else None
+    if not isinstance(store, Reader):
+        with _reader(store) as reader:
+            return daemon_info(reader, now=now, problem_at=store.path)
+    problem = read_problem(problem_at) if problem_at is not None else None
     error = problem.sentence() if problem is not None else None
-    with store.engine.connect() as conn:
-        row = conn.execute(select(Heartbeat)).first()
-    if row is None:
+    row = reads.heartbeat(store)
+    if row is None or row.beat is None:
         return DaemonInfo(running=error is not None, error=error)
-    beat = row.beat
-    running = error is not None or (row.stopped is None and now - beat <= HEARTBEAT_STALE)
+    running = error is not None or (row.stopped is None and now - row.beat <= HEARTBEAT_STALE)
     return DaemonInfo(
-        running=running, pid=row.pid, since=row.started, beat=beat, files=row.files,
+        running=running, pid=row.pid, since=row.started, beat=row.beat, files=row.files,
         proxy=row.proxy, fixtures=row.fixtures, control=row.control, error=error,
     )
 
 
 def status_document(
-    store: Store, config: Config, *, now: datetime, readable: bool | None = None
+    store: Store | Reader, config: Config, *, now: datetime, readable: bool | None = None,
+    problem_at: Path | None = None,
 ) -> dict[str, Any]:
-    """The contract's ``canary status --json`` document."""
-    info = daemon_info(store, now=now)
+    """The contract's ``canary status --json`` document (``problem_at``: the store's file)."""
+    if not isinstance(store, Reader):
+        with _reader(store) as reader:
+            return status_document(reader, config, now=now, readable=readable, problem_at=store.path)
+    info = daemon_info(store, now=now, problem_at=problem_at)
     guards = []
     for facts, status in evaluate_all(store, config, now=now, readable=readable):
         guards.append(
@@ -96,3 +125,20 @@ def status_document(
                    "error": info.error},
         "guards": guards,
     }
+
+
+def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
+    """``status_document`` of the configured store, read the leanest way it can be.
+
+    Raises ``canary.errors.StoreError`` when the store cannot be opened.
+    """
+    with reads.open_sqlite(config.store.url) as reader:
+        if reader is not None:
+            return status_document(reader, config, now=now, problem_at=reads.sqlite_path(config.store.url))
+    from canary.store.engine import Store
+
+    store = Store.existing(config.store.url)  # never created here
+    try:
+        return status_document(store, config, now=now)
+    finally:
+        store.close()

@@ -2,7 +2,9 @@
 
 ``Store.commit`` is the collectors' ``PositionStore``: the firings of a batch,
 its hourly counts and the file's new read position go in one transaction, so
-a SIGKILL at any moment neither loses nor doubles a firing after restart.
+a SIGKILL at any moment neither loses nor doubles a firing after restart
+(``tests/daemon/test_crash_restart.py`` kills a real collector mid-file to check it). Every database error
+of a store's engine surfaces as one ``StoreError`` (exit 3), never a driver's own exception.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, event, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import ExceptionContext, make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import SQLModel, col, create_engine
 
+from canary import locations
+from canary.config.urls import redact_url
 from canary.errors import StoreError
 from canary.store.positions import pack_mark, state_of
 from canary.store.tables import (
@@ -61,6 +65,13 @@ def _v3(conn: Connection) -> None:
 
 
 def _v4(conn: Connection) -> None:
+    """An index of runs by (guard, canary, variant, started), so a status reads a few rows per pair."""
+    for index in Run.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name == "ix_runs_pair_started":
+            index.create(conn, checkfirst=True)
+
+
+def _v5(conn: Connection) -> None:
     """Read positions proved by the bytes before the offset, and the state before a truncation."""
     columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(file_positions)")} if (
         conn.dialect.name == "sqlite"
@@ -74,8 +85,43 @@ def _v4(conn: Connection) -> None:
 
 
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+#: Seconds a write waits for another process's lock before it fails with a StoreError.
+BUSY_TIMEOUT_S = 30.0
+
+
+def _private_database(path: Path) -> None:
+    """The database's folder and file (and its -wal and -shm) owner-only, from their creation.
+
+    SQLite creates -wal and -shm with the database file's own mode, so a 0600 database
+    keeps them 0600 too; existing ones are tightened here in case an older version made them.
+    """
+    state = locations.state_dir()
+    parent = path.parent
+    locations.private_dir(parent, tighten=parent.absolute() == state.absolute())
+    locations.private_file(path)
+    for suffix in ("-wal", "-shm"):
+        locations.tighten_file(path.with_name(path.name + suffix))
+
+
+def _as_store_error(url: str) -> Callable[[ExceptionContext], None]:
+    """A ``handle_error`` hook: every database error of this store is raised as one StoreError."""
+
+    def hook(context: ExceptionContext) -> None:
+        if not isinstance(context.sqlalchemy_exception, DBAPIError):
+            return  # not the database's error (a bug in a statement): let it show as it is
+        original = context.original_exception
+        first = (str(original).strip().splitlines() or [type(original).__name__])[0]
+        hint = ""
+        if "locked" in first or "busy" in first:
+            hint = f" (another process held it for more than {BUSY_TIMEOUT_S:g}s)"
+        shown = redact_url(url)
+        raise StoreError(f"the store at {shown} could not be used: {first}{hint}", url=url) from original
+
+    return hook
 
 
 def _cut(text: str) -> str:
@@ -95,11 +141,12 @@ class Store:
         self.home: Path | None = None
         try:
             self.engine = self._create_engine(url)
+            event.listen(self.engine, "handle_error", _as_store_error(url))
             self._migrate(self.engine)
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
         except OSError as exc:
-            raise StoreError(f"cannot open the store at {url}: {exc}", url=url) from exc
+            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
 
     # -- setup --------------------------------------------------------------
 
@@ -109,16 +156,16 @@ class Store:
         if parsed.get_backend_name() != "sqlite":
             return create_engine(url, pool_pre_ping=True)
         database = parsed.database
-        if database and database != ":memory:":
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        if database and database != ":memory:" and not database.startswith("file:"):
+            _private_database(Path(database).expanduser())
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             cursor.close()
 
         return engine
@@ -130,7 +177,7 @@ class Store:
             current = int(row[0]) if row else 0
             if current > SCHEMA_VERSION:
                 raise StoreError(
-                    f"the store at {self.url} has schema version {current}, newer than this "
+                    f"the store at {redact_url(self.url)} has schema version {current}, newer than this "
                     f"guard-canary knows ({SCHEMA_VERSION}); upgrade guard-canary",
                     url=self.url,
                 )
@@ -151,10 +198,11 @@ class Store:
         old = self.engine
         try:
             engine = self._create_engine(self.url)
+            event.listen(engine, "handle_error", _as_store_error(self.url))
             self._migrate(engine)
             self.engine = engine  # only once migrated: other threads use it at once
         except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"cannot open the store at {self.url}: {exc}", url=self.url) from exc
+            raise StoreError(redact_url(f"cannot open the store at {self.url}: {exc}"), url=self.url) from exc
         finally:
             old.dispose()
 

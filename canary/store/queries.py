@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
-from canary.store.tables import FilePosition, Firing, HourlyActivity, HourlyCount, Run
+from canary.store.tables import Firing, HourlyActivity, HourlyCount, Run
 from canary.vocabulary import hour_floor
 
 
@@ -50,31 +50,11 @@ def window_activity(engine: Engine, since: datetime) -> tuple[int, int]:
     return int(activity or 0), int(lines or 0)
 
 
-def followed_files(engine: Engine) -> list[tuple[str, int, int]]:
-    """(path, offset, size) of every file with a committed read position."""
-    stmt = select(
-        col(FilePosition.path), col(FilePosition.offset), col(FilePosition.size)
-    ).order_by(col(FilePosition.path))
-    with engine.connect() as conn:
-        return [(p, int(o), int(s)) for p, o, s in conn.execute(stmt)]
-
-
 def run_count(engine: Engine, guard: str, canary: str) -> int:
     """How many runs of one canary the store holds (the next variant is this modulo variants)."""
     stmt = select(func.count()).select_from(Run).where(col(Run.guard) == guard, col(Run.canary) == canary)
     with engine.connect() as conn:
         return int(conn.execute(stmt).scalar_one())
-
-
-def run_firings(engine: Engine, run_id: int) -> list[tuple[datetime, str, bool]]:
-    """(time, line, time came from the line) of every firing that belongs to a run, oldest first."""
-    stmt = (
-        select(col(Firing.ts), col(Firing.line), col(Firing.ts_from_line), col(Firing.guard))
-        .where(col(Firing.run_id) == run_id)
-        .order_by(col(Firing.ts), col(Firing.id))
-    )
-    with engine.connect() as conn:
-        return [(ts, line, bool(from_line)) for ts, line, from_line, _g in conn.execute(stmt)]
 
 
 def run_guard_firings(engine: Engine, run_id: int, guard: str) -> list[tuple[datetime, str]]:

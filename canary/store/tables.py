@@ -89,7 +89,10 @@ class Run(SQLModel, table=True):
     """One execution of a canary; ``verdict`` is null while it is in flight."""
 
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_guard_started", "guard", "started"),)
+    __table_args__ = (
+        Index("ix_runs_guard_started", "guard", "started"),
+        Index("ix_runs_pair_started", "guard", "canary", "variant", "started"),  # the status's reads
+    )
     id: int | None = Field(default=None, primary_key=True)
     guard: str
     canary: str

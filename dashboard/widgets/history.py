@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
+from canary.terminal import safe
 from canary.vocabulary import Status
 from dashboard.model import AlertHistory, Detail, Overview
 from dashboard.queries import RunRow
@@ -38,12 +39,12 @@ class DetailHead(Static):
         if detail is None:
             return Text("reading the store…")
         row = overview.row(detail.guard) if overview is not None else None
-        head = Text.assemble((detail.guard, "bold"), f" — {detail.description}")
+        head = Text.assemble((safe(detail.guard), "bold"), f" — {safe(detail.description)}")
         if row is None or overview is None:
             return head
         note = as_of_note(overview) if overview.read_only else ""
         return Group(head, Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note,
-                                         row.status.reason))
+                                         safe(row.status.reason)))
 
 
 class RunsTable(DataTable[Any]):
@@ -122,11 +123,11 @@ class RunPanel(Static):
             Text(""),
         ]
         if run.leak_text:
-            parts.append(Text.assemble(("leak text ", "bold"), run.leak_text))
+            parts.append(Text.assemble(("leak text ", "bold"), safe(run.leak_text)))
         if run.evidence:
-            parts.append(Text.assemble(("evidence ", "bold"), run.evidence))
+            parts.append(Text.assemble(("evidence ", "bold"), safe(run.evidence)))
         if run.error:
-            parts.append(Text.assemble(("error ", "bold red"), run.error))
+            parts.append(Text.assemble(("error ", "bold red"), safe(run.error)))
         return Group(*parts)
 
 
@@ -149,7 +150,7 @@ class FiringsTable(DataTable[Any]):
         for i, firing in enumerate(detail.firings):
             name = firing.path.replace("\\", "/").rsplit("/", 1)[-1]
             source = Text("organic") if firing.run_id is None else Text(f"run #{firing.run_id}", style="cyan")
-            self.add_row(Text(clock(firing.ts, detail.now)), Text(f"{name}@{firing.offset}"), source,
+            self.add_row(Text(clock(firing.ts, detail.now)), Text(safe(f"{name}@{firing.offset}")), source,
                          Text(one_line(firing.line, 160)), key=str(i))
 
 
@@ -169,7 +170,7 @@ class TransitionsTable(DataTable[Any]):
             return
         self.clear()
         for t in detail.transitions:
-            self.add_row(Text(clock(t.at, detail.now)), _change(t.previous, t.status), Text(t.reason),
+            self.add_row(Text(clock(t.at, detail.now)), _change(t.previous, t.status), Text(safe(t.reason)),
                          key=str(t.id))
 
 
@@ -203,5 +204,5 @@ class AlertsTable(DataTable[Any]):
                 + (f" ({one_line(d.last_error, 40)})" if d.last_error else "")
                 for d in row.deliveries
             ) or "none planned"
-            self.add_row(Text(clock(t.at, history.now)), Text(t.guard), _change(t.previous, t.status),
-                         Text(sent), Text(t.reason), key=str(t.id))
+            self.add_row(Text(clock(t.at, history.now)), Text(safe(t.guard)), _change(t.previous, t.status),
+                         Text(safe(sent)), Text(safe(t.reason)), key=str(t.id))

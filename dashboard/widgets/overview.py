@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowDoesNotExist
 
+from canary.terminal import safe
 from canary.vocabulary import Status
 from dashboard.model import ORDER, GuardRow, Overview
 from dashboard.render import (
@@ -249,6 +250,7 @@ class GuardSummary(Static):
         note = as_of_note(overview) if overview.read_only else ""
         mute = f"  (alerts muted until {clock(row.muted_until, overview.now)})" if row.muted_until else ""
         return Group(
-            Text.assemble((row.guard, "bold"), f" — {row.description}", (mute, "italic")),
-            Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note, row.status.reason),
+            Text.assemble((safe(row.guard), "bold"), f" — {safe(row.description)}", (mute, "italic")),
+            Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note,
+                          safe(row.status.reason)),
         )

@@ -180,9 +180,12 @@ def test_only_enabled_channels_get_deliveries(store: Store) -> None:
 def test_no_channel_plans_nothing_but_moves_on(store: Store) -> None:
     add(store, "alive", "asleep")
     assert plan_alerts(store, AlertsConfig(desktop=False), now=T0) == 0
-    # that transition is planned: enabling a channel later does not replay it
+    # that transition is planned; channels enabled later are told the current state, once
+    assert plan_alerts(store, ALL, now=T0) == 3
     assert plan_alerts(store, ALL, now=T0) == 0
-    assert deliveries(store) == []
+    assert [(d.kind, d.channel) for d in deliveries(store)] == [
+        ("change", "desktop"), ("change", "webhook"), ("change", "command")
+    ]
 
 
 def test_recovery_creates_recovery_deliveries(store: Store) -> None:
@@ -663,7 +666,7 @@ def test_a_missing_notifier_is_skipped_with_one_warning(
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    config = AlertsConfig(desktop=True, repeat=REPEAT)
+    config = AlertsConfig(desktop=True, repeat=REPEAT, desktop_set=True)  # `desktop = true` written
     add(store, "alive", "asleep")
     add(store, "alive", "degraded", guard="other")
     plan_alerts(store, config, now=T0)

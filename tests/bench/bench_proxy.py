@@ -4,6 +4,7 @@
     uv run python tests/bench/bench_proxy.py --quick     # fewer rounds
     uv run python tests/bench/bench_proxy.py --json      # figures as JSON too
     uv run python tests/bench/bench_proxy.py --listener nodelay   # see below
+    BENCH_PROXY_FACTORY=module:function uv run python tests/bench/bench_proxy.py   # another proxy factory
 
 The fake upstream (a raw ASGI app) and the proxy (``create_proxy``) each run under uvicorn in
 their own process; this process is the load generator. The method is llm-gateway-bench's:
@@ -11,29 +12,37 @@ a sequential keep-alive client, a ~1.2 KB body, warm-ups, then rounds of interle
 direct/proxied requests; each figure is a median over rounds of
 (proxied - direct), so a noisy machine moves both sides alike.
 
-Measured: added latency of non-streaming calls (p50, p99), added time to the first body byte
-of a stream, inter-chunk gaps (upstream sends every 20 ms), 200 concurrent streams, and the
-per-request check (routing, the stream flag, an interceptor scanning for 3 nonces) in ms per
-100 KiB of body, with ``json.loads`` of the same body as the reference.
+Measured: added latency of non-streaming calls (p50, p99) with 1 KB and 1 MiB request bodies,
+added time to the first body byte of a stream, inter-chunk gaps (upstream sends every 20 ms),
+50 concurrent streams (TTFB p50/p99 against direct), 50 concurrent keep-alive clients
+(throughput and latency against direct and against a minimal relay), 200 concurrent streams
+(no error), and the per-request check (routing, the stream flag, the run registry with 3 runs
+in flight and none matching) in ms per 100 KiB of body, with ``json.loads`` as the reference.
+
+The minimal relay is the reference a proxy is held to: raw ASGI under the same uvicorn, the
+body buffered, one shared ``httpx.AsyncClient`` with default pool settings, raw chunks relayed.
+The byte relay is the floor: asyncio piping bytes between each client connection and one
+upstream connection of its own, with no HTTP parsing at all.
 
 Both servers run as the daemon runs them, under ``canary.proxy.serving.BackgroundServer``
 (``--listener product``), or on a socket created with ``IPPROTO_TCP`` (``--listener nodelay``):
 asyncio only sets TCP_NODELAY on sockets whose ``proto`` says TCP, and without it a response
 uvicorn writes in pieces (headers, then body) waits for the client's delayed ACK, ~40 ms.
 
-Targets: added p50 < 1 ms, added p99 < 5 ms, added TTFB < 3 ms, gaps within 2 ms of direct,
-no error over 200 concurrent streams, check < 0.05 ms per 100 KiB.
+Targets: added p50 < 1 ms (1 KB), added p99 < 5 ms, added TTFB < 3 ms, gaps within 2 ms of
+direct, 50 concurrent streams TTFB p99 within 3x of direct, 50 concurrent clients within 2x of
+the minimal relay's throughput, no error over 200 concurrent streams, check < 0.05 ms per 100 KiB.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import itertools
 import json
 import os
 import random
-import secrets
 import socket
 import statistics
 import string
@@ -108,6 +117,71 @@ class FastUpstream:
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
 
+class MinimalRelay:
+    """The reference relay: raw ASGI, the body buffered, one shared httpx client, raw chunks relayed."""
+
+    _DROP = frozenset({b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"})
+
+    def __init__(self, upstream: str) -> None:
+        import httpx
+
+        self.upstream = upstream
+        self.client = httpx.AsyncClient(trust_env=False, timeout=None)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        query = scope["query_string"].decode()
+        url = self.upstream + scope["path"] + (f"?{query}" if query else "")
+        headers = [(k, v) for k, v in scope["headers"] if k not in self._DROP]
+        request = self.client.build_request(scope["method"], url, headers=headers, content=body)
+        response = await self.client.send(request, stream=True)
+        try:
+            out = [(k.lower(), v) for k, v in response.headers.raw if k.lower() not in self._DROP]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": out})
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+
+
+def _serve_bytes(upstream: str) -> None:
+    """The floor: a TCP relay that pipes bytes both ways, one upstream connection per client's."""
+    host, port = upstream.removeprefix("http://").rsplit(":", 1)
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        for w in (writer, up_writer):
+            w.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
 def _serve(role: str, upstream: str | None, listener: str) -> None:
     """Serve the fake upstream or the proxy on a free loopback port; print the port, serve until killed."""
     import uvicorn
@@ -115,7 +189,20 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
     from canary.proxy.app import create_proxy
     from canary.proxy.serving import BackgroundServer
 
-    app: Any = FastUpstream() if role == "upstream" else create_proxy(upstream)
+    if role == "bytes":
+        assert upstream is not None
+        _serve_bytes(upstream)
+        return
+    app: Any
+    if role == "upstream":
+        app = FastUpstream()
+    elif role == "relay":
+        assert upstream is not None
+        app = MinimalRelay(upstream)
+    else:
+        module, _, name = os.environ.get("BENCH_PROXY_FACTORY", "canary.proxy.app:create_proxy").partition(":")
+        factory = getattr(importlib.import_module(module), name) if module != "canary.proxy.app" else create_proxy
+        app = factory(upstream)
     if listener == "product":
         server = BackgroundServer(app, name=role).start()
         print(f"PORT {server.port}", flush=True)
@@ -128,7 +215,7 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
     sock.listen(2048)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
-                            date_header=False, lifespan="on" if role == "proxy" else "off")
+                            date_header=False, lifespan="off" if role == "upstream" else "auto")
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -206,7 +293,8 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 def bench_latency(
-    direct: str, proxied: str, rounds: int, per_round: int, warmup: int, pids: dict[str, int]
+    direct: str, proxied: str, rounds: int, per_round: int, warmup: int, pids: dict[str, int],
+    body: bytes | None = None,
 ) -> dict[str, Any]:
     """Non-streaming calls, interleaved; added p50/p99 per round, then the median over rounds.
 
@@ -214,9 +302,9 @@ def bench_latency(
     hardly moves when other work on the machine delays the processes' wake-ups.
     """
 
-    body = _request_body()
+    body = body if body is not None else _request_body()
     headers = {"content-type": "application/json"}
-    result: dict[str, Any] = {"body_bytes": len(body), "rounds": []}
+    result: dict[str, Any] = {"body_bytes": len(body), "rounds": [], "per_round": per_round}
     with _client() as d, _client() as p:
         for _ in range(warmup):
             d.post(direct + CHAT_PATH, content=body, headers=headers)
@@ -239,6 +327,7 @@ def bench_latency(
         cpu_after = {name: _cpu_seconds(pid) for name, pid in pids.items()}
     # the upstream serves every request twice per index (direct and proxied); the proxy once
     served = {"upstream": 2 * rounds * per_round, "proxy": rounds * per_round}
+    served.update({name: rounds * per_round for name in pids if name not in served})
     for name, before in cpu_before.items():
         after = cpu_after[name]
         if before is not None and after is not None:
@@ -351,7 +440,8 @@ async def _concurrent(base: str, count: int, chunks: int, gap_ms: int) -> dict[s
         wall = time.perf_counter() - start
     return {"streams": count, "errors": len(errors), "first_errors": errors[:3],
             "ttfb_p50": _ms(statistics.median(ttfb)) if ttfb else None,
-            "ttfb_p95": _ms(_percentile(ttfb, 0.95)) if ttfb else None, "wall_s": wall}
+            "ttfb_p95": _ms(_percentile(ttfb, 0.95)) if ttfb else None,
+            "ttfb_p99": _ms(_percentile(ttfb, 0.99)) if ttfb else None, "wall_s": wall}
 
 
 def bench_concurrency(direct: str, proxied: str, count: int) -> dict[str, Any]:
@@ -360,19 +450,102 @@ def bench_concurrency(direct: str, proxied: str, count: int) -> dict[str, Any]:
             for side, base in (("direct", direct), ("proxied", proxied))}
 
 
-class ThreeNonces:
-    """A realistic interceptor: the in-flight registry's check, 3 runs in flight, none matching."""
+def bench_streams(bases: dict[str, str], count: int) -> dict[str, Any]:
+    """``count`` streams at once (10 chunks, 20 ms apart) on each side in turn, twice, best TTFB p99 kept."""
+    out: dict[str, Any] = {}
+    for _ in range(2):
+        for side, base in bases.items():
+            row = asyncio.run(_concurrent(base, count, chunks=10, gap_ms=20))
+            if side not in out or (row["ttfb_p99"] or 1e9) < (out[side]["ttfb_p99"] or 1e9):
+                out[side] = row
+    return out
 
-    def __init__(self, count: int = 3) -> None:
-        self.needles = {"".join(secrets.choice(NONCE_CHARS) for _ in range(20)).encode(): index
-                        for index in range(count)}
 
-    def intercept(self, call: Any) -> str | None:
-        body = call.body
-        for needle in self.needles:
-            if needle in body:
-                return "scripted"
-        return None
+async def _keepalive_client(host: str, port: int, request: bytes, stop: float, latencies: list[float]) -> int:
+    """One keep-alive connection sending ``request`` until ``stop``; a minimal HTTP/1.1 reader."""
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    done = 0
+    try:
+        while time.perf_counter() < stop:
+            start = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length, chunked = None, False
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                name = name.strip().lower()
+                if name == b"content-length":
+                    length = int(value)
+                elif name == b"transfer-encoding":
+                    chunked = True
+            if head[9:12] != b"200" or (length is None and not chunked):
+                raise RuntimeError(f"unexpected answer {head[:200]!r}")
+            if length is not None:
+                await reader.readexactly(length)
+            else:
+                while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+                    await reader.readexactly(size + 2)
+                await reader.readuntil(b"\r\n")
+            latencies.append(time.perf_counter() - start)
+            done += 1
+    finally:
+        writer.close()
+    return done
+
+
+async def _clients(base: str, count: int, seconds: float, body: bytes) -> dict[str, Any]:
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    request = (f"POST {CHAT_PATH} HTTP/1.1\r\nHost: {host}:{port}\r\ncontent-type: application/json\r\n"
+               f"content-length: {len(body)}\r\n\r\n").encode() + body
+    latencies: list[float] = []
+    # warm-up: every connection opened and used once before the clock starts
+    await asyncio.gather(*(_keepalive_client(host, int(port), request, time.perf_counter() + 0.2, [])
+                           for _ in range(count)))
+    start = time.perf_counter()
+    counts = await asyncio.gather(*(_keepalive_client(host, int(port), request, start + seconds, latencies)
+                                    for _ in range(count)))
+    wall = time.perf_counter() - start
+    return {"clients": count, "requests": sum(counts), "rps": sum(counts) / wall,
+            "p50": _ms(statistics.median(latencies)), "p99": _ms(_percentile(latencies, 0.99))}
+
+
+def bench_clients(bases: dict[str, str], count: int, seconds: float, rounds: int) -> dict[str, Any]:
+    """``count`` keep-alive clients sending 1 KB calls back to back; sides interleaved, median of rounds."""
+    body = _sized_body(1024)
+    rows: dict[str, list[dict[str, Any]]] = {side: [] for side in bases}
+    for _ in range(rounds):
+        for side, base in bases.items():
+            rows[side].append(asyncio.run(_clients(base, count, seconds, body)))
+    out: dict[str, Any] = {}
+    for side, results in rows.items():
+        out[side] = {key: statistics.median(r[key] for r in results) for key in ("rps", "p50", "p99")}
+        out[side]["clients"] = count
+    return out
+
+
+def _sized_body(size: int) -> bytes:
+    """A chat request body of exactly ``size`` bytes (the last message padded)."""
+    request = json.loads(_request_body())
+    request["messages"][-1]["content"] = ""
+    bare = len(json.dumps(request).encode())
+    request["messages"][-1]["content"] = ("Lorem ipsum dolor sit amet. " * (size // 28 + 1))[: max(0, size - bare)]
+    body = json.dumps(request).encode()
+    assert len(body) == size, (len(body), size)
+    return body
+
+
+def _registry_with_runs(count: int) -> Any:
+    """The real run registry with ``count`` runs in flight; no benchmark body carries their nonces."""
+    from canary.runs.registry import ActiveRun, Registry
+    from canary.runs.values import new_nonce
+
+    registry = Registry(has_upstream=True)
+    now = time.time()
+    for index in range(count):
+        registry.add(ActiveRun(index, f"guard{index}", new_nonce(), "first", "scripted", None, "page",
+                               started=now, deadline=now + 3600))
+    return registry
 
 
 def _big_body(size: int, *, stream: bool | None, seed: int = 7) -> bytes:
@@ -403,7 +576,7 @@ def bench_check(size: int = 100 * 1024) -> dict[str, Any]:
     """The per-request check in ms per 100 KiB: routing + stream flag, then 3 nonce scans."""
     from canary.proxy.app import model_call
 
-    interceptor = ThreeNonces()
+    interceptor: Any = _registry_with_runs(3)
     out: dict[str, Any] = {}
 
     def per_100k(body: bytes, action: Any, number: int = 2000) -> float:
@@ -431,22 +604,55 @@ def _mark(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def report(results: dict[str, Any]) -> None:
-    lat, ttfb, gaps, conc, check = (results[k] for k in ("latency", "ttfb", "gaps", "concurrency", "check"))
+def _report_latency(lat: dict[str, Any], targets: dict[str, float] | None) -> None:
     print(f"\nnon-streaming ({lat['body_bytes']} B body, {len(lat['rounds'])} rounds x "
-          f"{results['args']['per_round']} interleaved)")
-    for key, target in (("p50", 1.0), ("p99", 5.0)):
+          f"{lat['per_round']} interleaved)")
+    for key in ("p50", "p99"):
         low, high = lat[f"added_{key}_range"]
         direct, proxied, added = lat[f"direct_{key}"], lat[f"proxied_{key}"], lat[f"added_{key}"]
+        target = (targets or {}).get(key)
+        verdict = f", target < {target} ms: {_mark(added < target)}" if target is not None else ""
         print(f"  {key}: direct {direct:.3f} ms, proxied {proxied:.3f} ms, ratio {proxied / direct:.2f}x; "
-              f"added {added:.3f} ms (rounds {low:.3f}..{high:.3f}), target < {target} ms: "
-              f"{_mark(added < target)}")
+              f"added {added:.3f} ms (rounds {low:.3f}..{high:.3f}){verdict}")
     if "proxy_cpu_ms_per_request" in lat:
         print(f"  CPU per request: proxy {lat['proxy_cpu_ms_per_request']:.3f} ms, upstream "
               f"{lat['upstream_cpu_ms_per_request']:.3f} ms")
-    print(f"stream first byte: direct {ttfb['direct_p50']:.3f} ms, proxied {ttfb['proxied_p50']:.3f} ms, "
-          f"added {ttfb['added_p50']:.3f} ms (rounds {ttfb['added_range'][0]:.3f}.."
-          f"{ttfb['added_range'][1]:.3f}), target < 3 ms: {_mark(ttfb['added_p50'] < 3)}")
+
+
+def report(results: dict[str, Any]) -> None:
+    """Print every measurement that was run, each with its target."""
+    if "latency" in results:
+        _report_latency(results["latency"], {"p50": 1.0, "p99": 5.0})
+    if "latency_1m" in results:
+        _report_latency(results["latency_1m"], None)
+    if "ttfb" in results:
+        ttfb = results["ttfb"]
+        print(f"stream first byte: direct {ttfb['direct_p50']:.3f} ms, proxied {ttfb['proxied_p50']:.3f} ms, "
+              f"added {ttfb['added_p50']:.3f} ms (rounds {ttfb['added_range'][0]:.3f}.."
+              f"{ttfb['added_range'][1]:.3f}), target < 3 ms: {_mark(ttfb['added_p50'] < 3)}")
+    if "gaps" in results:
+        _report_gaps(results["gaps"])
+    if "streams" in results:
+        _report_streams(results["streams"])
+    if "clients" in results:
+        _report_clients(results["clients"])
+    if "concurrency" in results:
+        conc = results["concurrency"]
+        for side in ("direct", "proxied"):
+            c = conc[side]
+            print(f"{c['streams']} concurrent streams {side}: {c['errors']} errors, "
+                  f"TTFB p50 {c['ttfb_p50']:.1f} ms p95 {c['ttfb_p95']:.1f} ms, wall {c['wall_s']:.2f} s "
+                  f"{c['first_errors'] or ''}")
+        print(f"  target no error: {_mark(conc['proxied']['errors'] == 0)}")
+    for label, row in results.get("check", {}).items():
+        print(f"check per 100 KiB ({label}, {row['body_bytes']} B): route+stream flag "
+              f"{row['route_and_stream_flag']:.4f} ms, registry with 3 runs {row['three_nonce_scan']:.4f} ms "
+              f"(one nonce {row['one_nonce_scan']:.4f}), total {row['total']:.4f} ms "
+              f"= {row['total'] / row['json_loads_reference']:.2f}x json.loads "
+              f"({row['json_loads_reference']:.3f} ms); target < 0.05 ms: {_mark(row['total'] < 0.05)}")
+
+
+def _report_gaps(gaps: dict[str, Any]) -> None:
     d, p = gaps["direct"], gaps["proxied"]
     print(f"chunk gaps (upstream every {gaps['upstream_gap_ms']} ms): direct p50 {d['p50']:.2f} / p95 "
           f"{d['p95']:.2f} / max {d['max']:.2f} ms; proxied p50 {p['p50']:.2f} / p95 {p['p95']:.2f} / "
@@ -455,30 +661,42 @@ def report(results: dict[str, Any]) -> None:
     print(f"  chunks seen per stream: direct {d['chunks_seen_per_stream']:.1f}, proxied "
           f"{p['chunks_seen_per_stream']:.1f}; stream time p50 direct {d['stream_time_p50']:.1f} ms, "
           f"proxied {p['stream_time_p50']:.1f} ms")
-    for side in ("direct", "proxied"):
-        c = conc[side]
-        print(f"{c['streams']} concurrent streams {side}: {c['errors']} errors, "
-              f"TTFB p50 {c['ttfb_p50']:.1f} ms p95 {c['ttfb_p95']:.1f} ms, wall {c['wall_s']:.2f} s "
-              f"{c['first_errors'] or ''}")
-    print(f"  target no error: {_mark(conc['proxied']['errors'] == 0)}")
-    for label, row in check.items():
-        print(f"check per 100 KiB ({label}, {row['body_bytes']} B): route+stream flag "
-              f"{row['route_and_stream_flag']:.4f} ms, 3-nonce scan {row['three_nonce_scan']:.4f} ms "
-              f"(one nonce {row['one_nonce_scan']:.4f}), total {row['total']:.4f} ms "
-              f"= {row['total'] / row['json_loads_reference']:.2f}x json.loads "
-              f"({row['json_loads_reference']:.3f} ms); target < 0.05 ms: {_mark(row['total'] < 0.05)}")
+
+
+def _report_streams(streams: dict[str, Any]) -> None:
+    for side, c in streams.items():
+        print(f"{c['streams']} concurrent streams {side}: {c['errors']} errors, TTFB p50 {c['ttfb_p50']:.1f} ms "
+              f"p99 {c['ttfb_p99']:.1f} ms, wall {c['wall_s']:.2f} s {c['first_errors'] or ''}")
+    ratio = streams["proxied"]["ttfb_p99"] / streams["direct"]["ttfb_p99"]
+    print(f"  TTFB p99 proxied / direct {ratio:.2f}x (relay "
+          f"{streams['relay']['ttfb_p99'] / streams['direct']['ttfb_p99']:.2f}x), target within 3x: "
+          f"{_mark(ratio <= 3)}")
+
+
+def _report_clients(clients: dict[str, Any]) -> None:
+    for side, c in clients.items():
+        print(f"{c['clients']} concurrent clients {side} (1 KB calls, keep-alive): {c['rps']:.0f} req/s, "
+              f"p50 {c['p50']:.2f} ms, p99 {c['p99']:.2f} ms")
+    share = clients["proxied"]["rps"] / clients["relay"]["rps"]
+    print(f"  throughput proxied / relay {share:.2f}x, proxied / byte relay "
+          f"{clients['proxied']['rps'] / clients['bytes']['rps']:.2f}x, proxied / direct "
+          f"{clients['proxied']['rps'] / clients['direct']['rps']:.2f}x; target within 2x of the relay "
+          f"(ratio >= 0.5): {_mark(share >= 0.5)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--serve", choices=["upstream", "proxy"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["upstream", "proxy", "relay", "bytes"], help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     parser.add_argument("--listener", choices=["product", "nodelay"], default="product",
                         help="serve both sides with canary.proxy.serving.BackgroundServer (product), or on a "
                              "socket created as IPPROTO_TCP so asyncio sets TCP_NODELAY (nodelay)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
-    parser.add_argument("--concurrent", type=int, default=200)
+    parser.add_argument("--concurrent", type=int, default=200, help="streams of the no-error check")
+    parser.add_argument("--clients", type=int, default=50, help="concurrent clients and streams compared")
+    parser.add_argument("--only", help="comma-separated measurements to run (latency,latency_1m,ttfb,gaps,"
+                        "streams,clients,concurrency,check)")
     args = parser.parse_args()
     if args.serve:
         _serve(args.serve, args.upstream, args.listener)
@@ -490,15 +708,33 @@ def main() -> None:
         children.append(upstream)
         proxy, proxy_url = _spawn("proxy", args.listener, upstream_url)
         children.append(proxy)
+        relay, relay_url = _spawn("relay", args.listener, upstream_url)
+        children.append(relay)
+        floor, floor_url = _spawn("bytes", args.listener, upstream_url)
+        children.append(floor)
         print(f"upstream {upstream_url} (pid {upstream.pid}), proxy {proxy_url} (pid {proxy.pid}), "
-              f"listener {args.listener}, python {sys.version.split()[0]}")
+              f"relay {relay_url} (pid {relay.pid}), listener {args.listener}, "
+              f"python {sys.version.split()[0]}, load {os.getloadavg()[0]:.2f}")
         results: dict[str, Any] = {"args": {"rounds": rounds, "per_round": per_round}}
         pids = {"upstream": upstream.pid, "proxy": proxy.pid}
-        results["latency"] = bench_latency(upstream_url, proxy_url, rounds, per_round, warmup, pids)
-        results["ttfb"] = bench_ttfb(upstream_url, proxy_url, rounds, 30 if args.quick else 60, warmup)
-        results["gaps"] = bench_gaps(upstream_url, proxy_url, 3 if args.quick else 6, 20, 20)
-        results["concurrency"] = bench_concurrency(upstream_url, proxy_url, args.concurrent)
-        results["check"] = bench_check()
+        bases = {"direct": upstream_url, "proxied": proxy_url, "relay": relay_url, "bytes": floor_url}
+        wanted = set(args.only.split(",")) if args.only else None
+        steps: dict[str, Any] = {
+            "latency": lambda: bench_latency(upstream_url, proxy_url, rounds, per_round, warmup, pids,
+                                             _sized_body(1024)),
+            "latency_1m": lambda: bench_latency(upstream_url, proxy_url, rounds, max(10, per_round // 10), 5,
+                                                pids, _sized_body(1024 * 1024)),
+            "ttfb": lambda: bench_ttfb(upstream_url, proxy_url, rounds, 30 if args.quick else 60, warmup),
+            "gaps": lambda: bench_gaps(upstream_url, proxy_url, 3 if args.quick else 6, 20, 20),
+            "streams": lambda: bench_streams(bases, args.clients),
+            "clients": lambda: bench_clients(bases, args.clients, 2.0 if args.quick else 4.0,
+                                             3 if args.quick else 5),
+            "concurrency": lambda: bench_concurrency(upstream_url, proxy_url, args.concurrent),
+            "check": bench_check,
+        }
+        for name, step in steps.items():
+            if wanted is None or name in wanted:
+                results[name] = step()
     finally:
         for child in children:
             child.terminate()
@@ -508,6 +744,7 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 child.kill()
     report(results)
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         print(json.dumps(results, indent=1, default=str))
 

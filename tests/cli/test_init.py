@@ -242,3 +242,16 @@ def test_a_name_another_file_uses_is_not_reused(tmp_path: Path) -> None:
     assert sorted(p.name for p in result.chosen) == ["citation", "denial", "number", "quote-2"]
     config = load_config(path=result.config_path)
     assert sorted(g.name for g in config.guards) == ["citation", "denial", "number", "quote", "quote-2"]
+
+
+def test_the_listing_of_log_lines_shows_escapes_and_never_sends_them(tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    attack = "\x1b]0;PWNED\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b2J"
+    log.write_text("".join(
+        f"2026-11-29T10:00:0{i}Z WARN guards {attack} CitationGuard: rejected url=https://x{i}.example.org\n"
+        for i in range(5)), encoding="utf-8")
+    result = run(["--yes", "--logs", str(log), "--dir", str(tmp_path / "project")])
+    assert "CitationGuard" in result.output
+    for raw in ("\x1b]", "\x07", "\x9b"):
+        assert raw not in result.output, result.output
+    assert "PWNED" in result.output  # the line is listed, its escapes visible

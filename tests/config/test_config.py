@@ -193,7 +193,7 @@ def test_timestamp_regex_and_jsonl_activity(tmp_path: Path) -> None:
     assert config.logs.format == "jsonl"
     assert config.logs.activity == {"event": "task_finished"}
     assert config.logs.activity_pattern is None
-    assert config.logs.timestamp_pattern == re.compile(r"^(?P<ts>\S+)")
+    assert config.logs.timestamp == r"^(?P<ts>\S+)"
     assert config.logs.timestamp_format == "%Y-%m-%dT%H:%M:%S"
 
 

@@ -68,6 +68,11 @@ FAILURES = [
     ("bad_guard_name.toml", "text", "guard.name", "'Citation' is not a valid name", "error", None),
     ("bad_canary_name.toml", "text", "canary[0].name", "'fake url' is not a valid name", "error",
      None),
+    # A name starting with '-' would read as an option on the command line (`canary mute --help`).
+    ("dash_guard_name.toml", "text", "guard.name", "'--help' is not a valid name: start with a-z or 0-9",
+     "error", None),
+    ("dash_canary_name.toml", "text", "canary[0].name",
+     "'-fake-url' is not a valid name: start with a-z or 0-9", "error", None),
     ("duplicate_canary.toml", "text", "canary[1].name",
      "canary name 'fake-url' is already used by canary[0]", "error", None),
     ("canary_without_guard.toml", "text", "canary", "a canary without a guard", "error", None),

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import socket
-import stat
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import pytest
 
-from canary import locations
 from canary.daemon.control import (
     METRICS_CONTENT_TYPE,
-    TOKEN_FILE,
     ControlClient,
     connect,
     create_control_app,
-    ensure_token,
-    read_token,
     token_path,
 )
-from canary.errors import UsageError
+from canary.errors import UnavailableError, UsageError
 from canary.proxy.serving import BackgroundServer
 
 TOKEN = "s3cret-token"
@@ -284,7 +276,6 @@ def test_the_client_talks_to_the_server(server: BackgroundServer, handlers: Stub
 
 
 def test_the_client_reports_a_refused_token(server: BackgroundServer) -> None:
-    from canary.errors import UnavailableError
 
     with ControlClient(f"127.0.0.1:{server.port}", "stale") as client, pytest.raises(
         UnavailableError, match="refused the control token"
@@ -315,52 +306,3 @@ def test_connect_is_none_without_a_token_file_or_without_a_daemon() -> None:
     token_path().write_text(TOKEN)
     assert connect(f"127.0.0.1:{port}") is None  # nothing listens
     assert ControlClient(f"127.0.0.1:{port}", TOKEN).health() is None
-
-
-# -- the token file -----------------------------------------------------------------------
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
-
-
-def test_the_token_file_is_created_owner_only_in_the_state_dir() -> None:
-    token = ensure_token()
-    path = locations.state_dir() / TOKEN_FILE
-    assert token_path() == path
-    assert mode(path) == 0o600
-    assert len(token) >= 40
-    assert read_token() == token
-    assert ensure_token() == token  # stable once created
-
-
-def test_a_missing_state_dir_is_created_0700(tmp_path: Path) -> None:
-    path = tmp_path / "fresh" / "control.token"
-    token = ensure_token(path)
-    assert mode(path.parent) == 0o700
-    assert mode(path) == 0o600
-    assert path.read_text().strip() == token
-
-
-def test_an_existing_loose_token_file_is_tightened(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "control.token"
-    path.write_text("kept-token\n")
-    os.chmod(path, 0o644)
-    with caplog.at_level(logging.WARNING, logger="canary.daemon.control"):
-        assert ensure_token(path) == "kept-token"
-    assert mode(path) == 0o600
-    assert "mode 644" in caplog.text
-
-
-def test_an_empty_token_file_gets_a_token(tmp_path: Path) -> None:
-    path = tmp_path / "control.token"
-    path.touch(mode=0o600)
-    token = ensure_token(path)
-    assert token
-    assert read_token(path) == token
-
-
-def test_read_token_is_none_when_missing_or_empty(tmp_path: Path) -> None:
-    assert read_token(tmp_path / "absent") is None
-    (tmp_path / "empty").write_text("\n")
-    assert read_token(tmp_path / "empty") is None

@@ -179,10 +179,10 @@ def test_snapshot_from_store(store: Store) -> None:
     assert snap.heartbeat == (NOW - timedelta(seconds=20)).timestamp()
 
 
-def test_given_files_replace_the_stored_positions(store: Store) -> None:
-    files = [("/logs/a.log", 20, 4096), ("/logs/a.log", 1, 0), ("/logs/c.log", 3, 7)]
-    snap = snapshot_from_store(store, ["citation"], {}, files=files)
-    assert snap.collector_lines == {"/logs/a.log": 21, "/logs/c.log": 3}
+def test_live_lag_replaces_the_stored_lag_and_lines_stay_the_stored_ones(store: Store) -> None:
+    lag = [("/logs/a.log", 4096), ("/logs/a.log", 0), ("/logs/c.log", 7)]
+    snap = snapshot_from_store(store, ["citation"], {}, lag=lag)
+    assert snap.collector_lines == {"/logs/a.log": 17, "/logs/b.log": 4}  # what the store committed
     assert snap.collector_lag == {"/logs/a.log": 4096, "/logs/c.log": 7}
 
 
@@ -282,3 +282,59 @@ def test_the_rules_file_parses_as_yaml() -> None:
     assert {r["alert"]: r for r in rules_outline()}["GuardAsleep"]["expr"] == next(
         r["expr"] for r in rules if r["alert"] == "GuardAsleep"
     )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _lines_total(url: str, path: str, timeout: float = 60) -> float:
+    """The scraped ``canary_collector_lines_total`` of ``path``, once it is there."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = samples(httpx.get(url, timeout=5, trust_env=False).content)
+            value = named(found, "canary_collector_lines_total").get((("path", path),))
+            if value:
+                return value
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the daemon never served the line count"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_collector_lines_survive_a_daemon_restart(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    log = tmp_path / "agent.log"
+    log.write_text("".join(f"line {i} CitationGuard: rejected\n" if i % 10 == 0 else f"line {i}\n"
+                           for i in range(250)))
+    control = _free_port()
+    (tmp_path / "canary.toml").write_text(
+        f"defs = []\n[logs]\npaths = [{str(log)!r}]\n"
+        f"[store]\nurl = 'sqlite:///{(tmp_path / 'canary.db').as_posix()}'\n"
+        f"[model]\nlisten = '127.0.0.1:{_free_port()}'\n[fixtures]\nlisten = '127.0.0.1:{_free_port()}'\n"
+        f"[daemon]\ncontrol = '127.0.0.1:{control}'\n")
+    canary = str(Path(sys.executable).with_name("canary"))
+    url = f"http://127.0.0.1:{control}/metrics"
+    seen = []
+    for _ in range(2):
+        proc = subprocess.Popen([canary, "daemon", "--tick", "0.5"], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            seen.append(_lines_total(url, str(log)))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    assert seen == [250.0, 250.0]  # the restarted daemon read nothing new, yet the count holds

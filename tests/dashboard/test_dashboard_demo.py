@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
 
+from canary.demo.receiver import ALERTS_FILE, received
+from canary.demo.stage import DEMO_EVERY, demo_config
 from canary.locations import ENV_STATE_DIR
 from canary.vocabulary import Status
 from dashboard.app import DashboardApp, run_dashboard
-from dashboard.demo import DEMO_EVERY, demo_config, run_demo_dashboard
-from dashboard.model import Overview
+from dashboard.demo import run_demo_dashboard
+from dashboard.model import AlertHistory, Overview, load_alerts
 
 DEAD = {"version", "date"}
 LIVE = {"citation", "quote", "number", "denial"}
@@ -36,16 +39,22 @@ def test_the_demo_dashboard_shows_the_dead_guards_asleep_and_the_live_ones_awake
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[Overview] = []
+    history: list[AlertHistory] = []
     state_before = os.environ.get(ENV_STATE_DIR)
+    inbox = tmp_path / "demo" / ALERTS_FILE
+
+    def alerted() -> bool:
+        return {str(a["guard"]) for a in received(inbox) if a.get("status") == "asleep"} >= DEAD
 
     async def watch(pilot: Pilot[Any]) -> None:
         app = pilot.app
         assert isinstance(app, DashboardApp)
         deadline = time.monotonic() + 90
-        while not settled(app.overview) and time.monotonic() < deadline:
+        while not (settled(app.overview) and alerted()) and time.monotonic() < deadline:
             await pilot.pause(0.25)
         if app.overview is not None:
             seen.append(app.overview)
+        history.append(load_alerts(app.store, now=datetime.now(UTC)))
         app.exit()
 
     original = DashboardApp.run
@@ -62,6 +71,11 @@ def test_the_demo_dashboard_shows_the_dead_guards_asleep_and_the_live_ones_awake
     assert os.environ.get(ENV_STATE_DIR) == state_before  # the demo's state dir was only borrowed
     assert (tmp_path / "demo" / "state" / "control.token").exists()
     assert "stopped" in (tmp_path / "demo" / "daemon.log").read_text(encoding="utf-8")
+    # The alert pipeline really sent to the demo's receiver, and the history shows those rows.
+    assert alerted(), received(inbox)
+    sent = {(a.transition.guard, a.transition.status) for a in history[0].rows
+            for d in a.deliveries if d.channel == "webhook" and d.state == "sent"}
+    assert {(g, "asleep") for g in DEAD} <= sent, history[0]
 
 
 def test_the_demo_runs_its_canaries_every_few_minutes(tmp_path: Path) -> None:

@@ -33,4 +33,4 @@ def test_demo_headless_json_gives_each_guard_its_verdict() -> None:
             assert r["trace"]["fired"] is not None
         if r["verdict"] == "leaked":
             assert r["firings"] == 0 and r["evidence"] is None and r["leaked"]
-        assert len(r["nonce"]) == 20
+        assert len(r["nonce"]) >= 20 and set(r["nonce"]) <= set("abcdefghijklmnopqrstuvwxyz0123456789")

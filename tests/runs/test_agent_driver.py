@@ -102,3 +102,39 @@ def test_fixture_server_serves_the_page_once_registered_and_records_the_fetch() 
         assert httpx.get(f"{fixtures.url}/elsewhere").status_code == 404
         registry.remove(run.nonce)
         assert httpx.get(f"{fixtures.url}/r/{run.nonce}").status_code == 404
+
+
+def test_a_loopback_agent_never_goes_through_http_proxy(
+    server: BackgroundServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stray HTTP_PROXY must not see the prompt and the nonce: a real proxy server receives nothing."""
+    relayed: list[str] = []
+
+    async def anything(request: Request) -> Response:
+        relayed.append(f"{request.method} {request.url}")
+        return JSONResponse({"result": {"choices": [{"text": "from the proxy"}]}})
+
+    proxy_app = Starlette(routes=[Route("/{rest:path}", anything, methods=["GET", "POST"])])
+    with BackgroundServer(proxy_app) as proxy:
+        for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+            monkeypatch.setenv(name, proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        for host in ("127.0.0.1", "localhost"):
+            url = f"{server.url}/ask".replace("127.0.0.1", host)
+            d = driver(url, body={"q": {"text": "{prompt}"}}, answer="result.choices.0.text")
+            reply = d.ask("secret nonce k3v9", nonce="k3v9")
+            assert reply.answer == "echo: secret nonce k3v9 ", reply
+    assert relayed == []
+
+
+def test_a_wrong_answer_path_names_the_keys_the_reply_has(server: BackgroundServer) -> None:
+    d = driver(f"{server.url}/ask", body={"q": {"text": "{prompt}"}}, answer="result.choice.0.text")
+    error = d.ask("x", nonce="n").error or ""
+    assert error == (
+        "the agent's reply has no 'result.choice.0.text' (missing 'choice'; "
+        "'result' has the keys: choices)"
+    )
+    d = driver(f"{server.url}/ask", body={"q": {"text": "{prompt}"}}, answer="result.choices.3")
+    error = d.ask("x", nonce="n").error or ""
+    assert "missing '3'" in error and "'result.choices' is a list of 1 item" in error

@@ -16,7 +16,9 @@ FIXTURE = (
 def test_nonce_is_long_enough_and_hostname_safe() -> None:
     seen = {new_nonce() for _ in range(2000)}
     assert len(seen) == 2000
-    assert all(re.fullmatch(r"[a-z0-9]{20}", n) for n in seen)
+    assert all(re.fullmatch(r"[a-z0-9]{36}", n) for n in seen)
+    assert len({n[:16] for n in seen}) == 1  # one prefix per process: the proxy scans for it once
+    assert len({n[16:] for n in seen}) == 2000
 
 
 def test_fakes_never_occur_in_the_page_and_trues_do() -> None:

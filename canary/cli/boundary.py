@@ -1,0 +1,120 @@
+"""The CLI's one error boundary, its shared ``--config`` option and its help epilogs.
+
+Every command runs inside ``CanaryGroup.invoke``: a ``CanaryError`` raised anywhere
+below becomes its message on stderr (control characters shown, never obeyed) and
+its exit code; an ``OSError`` (a file that cannot be read or written) becomes one
+line and exit 3. No command catches ``CanaryError`` itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from canary.errors import CanaryError, ConfigError
+from canary.terminal import safe_lines
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONFIG_KEY = "canary.config"
+
+
+def report(exc: CanaryError) -> None:
+    """Print what went wrong: every problem of a ConfigError, else one ``error:`` line."""
+    if isinstance(exc, ConfigError):
+        for problem in [*exc.problems, *exc.warnings]:
+            click.echo(safe_lines(problem.render()), err=True)
+        n = len(exc.problems)
+        click.echo(f"{n} problem{'s' if n != 1 else ''} found; nothing was run.", err=True)
+        return
+    click.echo(f"error: {safe_lines(str(exc))}", err=True)
+
+
+class CanaryGroup(click.Group):
+    """A click group whose commands' ``CanaryError`` becomes a message and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; turn a ``CanaryError`` into its message and exit code."""
+        try:
+            return super().invoke(ctx)
+        except CanaryError as exc:
+            report(exc)
+            ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            # The reader went away (``canary status | head``): nothing is wrong with the command.
+            # Point stdout at /dev/null so the interpreter's own flush at exit cannot fail again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(EXIT_OK)
+        except OSError as exc:
+            # A file or folder the command needed could not be used (permissions, a full disk, a
+            # file where a folder should be): the system's own words, on one line, exit 3.
+            where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+            what = exc.strerror or str(exc)
+            click.echo(f"error: {safe_lines(f'{where}: {what}' if where else what)}", err=True)
+            ctx.exit(EXIT_UNAVAILABLE)
+
+
+def _remember_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[CONFIG_KEY] = value
+
+
+def config_option(command: F) -> F:
+    """``--config PATH`` on a subcommand, the same as before it (the subcommand's wins)."""
+    option = click.option(
+        "--config",
+        type=click.Path(dir_okay=False),
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=_remember_config,
+        help="canary.toml to use (default: $CANARY_CONFIG, ./canary.toml, then the platform config dir).",
+    )
+    return option(command)
+
+
+def config_path(ctx: click.Context) -> str | None:
+    """The ``--config`` given before or after the subcommand, if any."""
+    value = ctx.meta.get(CONFIG_KEY)
+    return str(value) if value is not None else None
+
+
+def load(ctx: click.Context, *, warn: bool = True) -> Config:
+    """The config named by ``--config`` (before or after the subcommand), its warnings on stderr."""
+    from canary.config.settings import load_config
+
+    config = load_config(config_path(ctx))
+    if warn:
+        for warning in config.warnings:
+            click.echo(safe_lines(warning.render()), err=True)
+    return config
+
+
+def warn(path: str, message: str) -> None:
+    """A collector's or runner's warning on stderr, control characters shown."""
+    click.echo(f"warning: {safe_lines(message)}", err=True)
+
+
+#: What each exit code means, as the epilogs list them.
+EXIT_MEANINGS = {
+    EXIT_OK: "all healthy",
+    EXIT_UNHEALTHY: "something is asleep, degraded or inconclusive, or a verdict other than caught/passed",
+    EXIT_USAGE: "bad usage, config or definitions",
+    EXIT_UNAVAILABLE: "could not work (agent unreachable, port taken, store unavailable)",
+}
+
+
+def epilog(examples: Sequence[str], exits: Mapping[int, str | None]) -> str:
+    """A help epilog: one or two examples, then the command's exit codes (None: the usual meaning)."""
+    lines = ["\b", "Examples:", *(f"  {example}" for example in examples), "", "\b", "Exit codes:"]
+    lines += [f"  {code}  {meaning or EXIT_MEANINGS[code]}" for code, meaning in sorted(exits.items())]
+    return "\n".join(lines)

@@ -1,0 +1,195 @@
+"""The ``canary init`` command: ask for what is missing, scan, propose, write, check, audit."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from canary.cli.boundary import epilog
+from canary.cli.init.mine import scan_logs, shown
+from canary.cli.init.model import (
+    InitSettings,
+    LogScan,
+)
+from canary.cli.init.project import init_project, mark_covered
+from canary.cli.init.render import comment, match_value
+from canary.config.urls import redact_url
+from canary.errors import UsageError
+from canary.terminal import safe
+from canary.vocabulary import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def _proposal_lines(scan: LogScan) -> list[str]:
+    lines = []
+    for proposal in scan.proposals:
+        kind = f"   {proposal.kind} template" if proposal.template_files else ""
+        covered = f"   (already in {proposal.covered_by.name})" if proposal.covered_by else ""
+        flag = "" if proposal.strong else "   (weak: no guard named in the line)"
+        lines.append(safe(f"  {proposal.name:<12} {proposal.count:>6} lines   match "
+                          f"{match_value(proposal.match)}{kind}{covered}{flag}"))
+        for template in proposal.templates[:3]:
+            lines.append(safe(f"      {template.count:>6}  {comment(shown(template.text), 110)}"))
+    return lines
+
+
+def _split_list(answer: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in re.split(r"[,\n]", answer) if part.strip())
+
+
+def _agent_target(answer: str) -> tuple[str | None, tuple[str, ...] | None]:
+    answer = answer.strip()
+    if not answer:
+        return None, None
+    if re.match(r"https?://", answer):
+        return answer, None
+    return None, _with_prompt(tuple(shlex.split(answer)))
+
+
+def _with_prompt(command: tuple[str, ...]) -> tuple[str, ...]:
+    return command if any("{prompt}" in arg for arg in command) else (*command, "{prompt}")
+
+
+def run_init(
+    directory: str = ".",
+    *,
+    agent_url: str | None = None,
+    agent_command: str | None = None,
+    logs: Sequence[str] = (),
+    model_upstream: str | None = None,
+    yes: bool = False,
+    template: Sequence[str] = (),
+) -> int:
+    """``canary init``: ask for what is missing, scan, propose, write, check, audit; the exit code."""
+    from canary.cli.printers import audit_table
+    from canary.cli.templates import copy_templates, refuse_the_bundled_folder
+    from canary.config.settings import load_config, summarize
+    from canary.errors import ConfigError
+    from canary.logs.audit import audit
+
+    ask = not yes
+    root = Path(directory).absolute()
+    refuse_the_bundled_folder(root)
+    for path, action in copy_templates(template, root):
+        note = "  (exists; left as it was)" if action == "kept" else ""
+        click.echo(f"{action:<9} {path}{note}")
+    url, command = agent_url, _with_prompt(tuple(shlex.split(agent_command))) if agent_command else None
+    if url is None and command is None and ask:
+        url, command = _agent_target(click.prompt(
+            "How do canaries reach your agent? Its HTTP endpoint (http://127.0.0.1:8700/ask) or the "
+            "command that asks it (my-agent ask); empty to decide later", default="", show_default=False))
+    found = tuple(logs)
+    if not found and ask:
+        found = _split_list(click.prompt("Your agent's log files (globs, comma-separated)", default="",
+                                         show_default=False))
+    upstream = model_upstream
+    if upstream is None and ask:
+        upstream = click.prompt(
+            "Your real model server (Ollama http://127.0.0.1:11434, llama.cpp or mlx_lm "
+            "http://127.0.0.1:8080, LM Studio http://127.0.0.1:1234, vLLM http://127.0.0.1:8000); "
+            "empty if none",
+            default="", show_default=False) or None
+    settings = InitSettings(url, command, found, upstream)
+
+    scan = scan_logs(found, Path.cwd())
+    mark_covered(scan, root)
+    click.echo(f"\nRead {scan.lines} lines in {len(scan.files)} file(s) ({scan.log_format}).")
+    for path, error in scan.unreadable:
+        click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
+    if not found or not scan.files:
+        click.echo("No log file to read: no guard can be proposed from logs.")
+    if scan.proposals:
+        click.echo("Lines that read like a guard's rejection, by the guard each names:")
+        click.echo("\n".join(_proposal_lines(scan)))
+    elif scan.files:
+        click.echo("No line reads like a guard's rejection (reject, guard, grounding, bounce, citation...).")
+    if scan.activity is not None:
+        click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} ({scan.activity.count} lines)."))
+
+    chosen = [p for p in scan.proposals if p.covered_by is None and (
+        click.confirm(f"Add guard {p.name!r} ({p.count} lines)?", default=p.strong) if ask else p.strong)]
+    use_activity = scan.activity is not None and (not ask or click.confirm(
+        f"Count {match_value(scan.activity.match)} as one unit of agent work?", default=True))
+
+    def overwrite(path: Path) -> bool:
+        return ask and click.confirm(f"{path} exists and would change. Replace it?", default=False)
+
+    result = init_project(root, settings, accept=lambda p: p in chosen, overwrite=overwrite,
+                          activity=use_activity, scan=scan)
+    click.echo("")
+    for path, action in result.files:
+        note = "  (exists; left as it was)" if action == "kept" else ""
+        click.echo(f"{action:<9} {path}{note}")
+    guards_dir = root / "canaries_defs"
+    if not any(guards_dir.glob("*.toml")):
+        click.echo(f"No definition in {guards_dir} yet: copy a template with `canary init --template NAME` "
+                   "(`canary templates` lists them) and set its match to your guard's line.")
+
+    click.echo("\n$ canary check")
+    try:
+        config = load_config(path=result.config_path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            click.echo(problem.render(), err=True)
+        click.echo(f"{len(exc.problems)} problem(s) in the files above; fix them and run `canary check`.")
+        return EXIT_USAGE
+    click.echo(summarize(config))
+    click.echo("\n$ canary audit")
+    click.echo(audit_table(audit(config, now=datetime.now(UTC))))
+    click.echo("\n" + _next_steps(config, settings))
+    return EXIT_OK
+
+
+def _next_steps(config: Config, settings: InitSettings) -> str:
+    listen = config.model.listen
+    relay = (f"it relays every call to {redact_url(config.model.upstream)}, except a canary's"
+             if config.model.upstream else
+             "with no [model] upstream it answers only canary calls: set upstream to your model server")
+    steps = [
+        "Next:",
+        f"  1. Point your agent's model base URL at the proxy on {listen}",
+        f"     ({relay}):",
+        f'       openai SDK, LangChain, pydantic-ai:  base_url="http://{listen}/v1"  (or OPENAI_BASE_URL)',
+        f'       ollama:                              Client(host="http://{listen}")  (or OLLAMA_HOST)',
+        "  2. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",
+        "     checks, and make sure the guard's log line carries the offending value.",
+        "  3. canary run          # every canary once, a verdict per guard",
+    ]
+    if not (settings.agent_url or settings.agent_command):
+        steps.insert(1, "  0. Tell canary.toml how to reach your agent: [agent] url or command.")
+    return "\n".join(steps)
+
+
+@click.command(name="init", epilog=epilog(
+    ["canary init", "canary init --yes --agent-url http://127.0.0.1:8700/ask --logs 'logs/*.log'"],
+    {0: "the files are written and check clean", 2: "a written file has problems, or bad usage"}))
+@click.option("--agent-url", default=None, help="The agent's HTTP endpoint canaries send a prompt to.")
+@click.option("--agent-command", default=None,
+              help="Or: the command that asks the agent (its answer is stdout).")
+@click.option("--logs", multiple=True, help="A glob of the agent's log files (repeat for more).")
+@click.option("--model-upstream", default=None, help="The real model server the proxy relays to.")
+@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False),
+              help="Where to write canary.toml and canaries_defs/ (default: here).")
+@click.option("--yes", is_flag=True, help="Ask nothing: take the proposed guards; never replace a file.")
+@click.option("--template", multiple=True,
+              help="Copy a bundled template into canaries_defs/ (repeatable; see `canary templates`).")
+def init_command(*, agent_url: str | None, agent_command: str | None, logs: tuple[str, ...],
+                 model_upstream: str | None, directory: str, yes: bool, template: tuple[str, ...]) -> None:
+    """Propose a guard per rejection line in your agent's logs, write canary.toml and canaries_defs/,
+    then check and audit them."""
+    if agent_url and agent_command:
+        raise UsageError("give --agent-url or --agent-command, not both", option="--agent-url")
+    sys.exit(run_init(directory, agent_url=agent_url, agent_command=agent_command, logs=logs,
+                      model_upstream=model_upstream, yes=yes, template=template))
+

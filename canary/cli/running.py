@@ -1,0 +1,126 @@
+"""``canary run`` and ``canary demo``: canaries run now, their verdicts printed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from canary.cli import printers as fmt
+from canary.cli.boundary import config_option, epilog, load, warn
+from canary.errors import UnavailableError, UsageError
+from canary.terminal import safe
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
+
+
+def _report_runs(views: Sequence[fmt.RunView], docs: list[dict[str, Any]], as_json: bool) -> int:
+    if as_json:
+        click.echo(json.dumps({"runs": docs}, indent=2))
+    else:
+        click.echo(fmt.runs_table(views))
+        bad = [r for r in views if r.verdict not in HEALTHY_VERDICTS]
+        if bad:
+            click.echo("")
+            for r in bad:
+                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {fmt.explain(r)}")
+    if views and all(r.verdict == "error" for r in views):
+        return EXIT_UNAVAILABLE
+    return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in views) else EXIT_UNHEALTHY
+
+
+_RUN_EXITS: dict[int, str | None] = {
+    0: "every verdict is caught or passed", 1: "a verdict other than caught/passed", 2: None,
+    3: "every run ended in error (the agent or the daemon could not be used)",
+}
+
+
+@click.command(epilog=epilog(["canary run", "canary run citation/fake-url --json"], _RUN_EXITS))
+@click.argument("selection", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
+@config_option
+@click.pass_context
+def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
+    """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts."""
+    from canary.daemon.control import connect
+    from canary.runs.runner import select_canaries
+    from canary.runs.session import Session
+    from canary.store.engine import Store
+
+    config = load(ctx)
+    pairs = select_canaries(config, selection)
+    if config.agent is None:
+        raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
+    if not pairs:
+        raise UsageError("no canaries are defined")
+    client = connect(config.daemon.control)
+    if client is not None:
+        click.echo(f"running through the daemon at {config.daemon.control}", err=True)
+        with client:
+            docs = [dict(r) for r in client.run([*selection], wait=True).get("runs", [])]
+        sys.exit(_report_runs([fmt.RunDocument(d) for d in docs], docs, as_json))
+    store = Store(config.store.url)
+    try:
+        with Session(config, store, on_error=warn) as session:
+            if session.runner is None:
+                raise UnavailableError("the run session could not start its runner")
+            results = session.runner.run_many(pairs)
+    finally:
+        store.close()
+    sys.exit(_report_runs(results, [r.to_json() for r in results], as_json))
+
+
+@click.command(epilog=epilog(["canary demo", "canary demo --headless --json"], _RUN_EXITS))
+@click.option(
+    "--headless",
+    is_flag=True,
+    help="Run every canary once and print the verdicts; no screen (also when stdout is not a terminal).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the `canary run --json` document (implies --headless)."
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep the demo's config, logs and store in this directory.",
+)
+@click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
+def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool) -> None:
+    """The bundled demo agent with live and dead guards, on the dashboard: watch the dead ones leak."""
+    import tempfile
+
+    from canary.demo.headless import run_every_canary
+    from canary.demo.headless import sample_audit as audit_sample
+
+    with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
+        where = Path(keep) if keep else Path(tmp)
+        if sample_audit:
+            config_file, report = audit_sample(where)
+            if as_json:
+                click.echo(json.dumps(report.to_json(), indent=2))
+            else:
+                click.echo(f"Sample agent logs in {where} (config {config_file.name}):\n")
+                click.echo(fmt.audit_table(report))
+            sys.exit(EXIT_UNHEALTHY if report.asleep else EXIT_OK)
+        if not headless and not as_json and sys.stdout.isatty():
+            from dashboard.demo import run_demo_dashboard
+
+            sys.exit(run_demo_dashboard(where))
+
+        def started(agent: str, proxy: str, n: int) -> None:
+            if not as_json:
+                click.echo(f"Demo agent at {agent}, model proxy at {proxy}; running {n} canaries...\n",
+                           err=True)
+
+        done = run_every_canary(where, started=started)
+        results = done.results
+        code = _report_runs(results, [r.to_json() for r in results], as_json)
+        if not as_json:
+            asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
+            if asleep:
+                click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
+        sys.exit(code)

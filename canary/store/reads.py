@@ -1,0 +1,257 @@
+"""Lean reads of the store: named queries as plain SQL over raw rows, no ORM objects.
+
+The status facts are read here, by the daemon, the dashboard and ``canary
+status`` alike. A ``Reader`` runs the SQL either on a raw ``sqlite3``
+connection (``open_sqlite``: ``canary status`` never imports SQLAlchemy) or on
+a SQLAlchemy connection (``Reader.over``), for any store URL. Times are
+compared as the text SQLAlchemy writes to SQLite, or as datetimes elsewhere,
+and come back aware in UTC.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from canary.vocabulary import CONCLUSIVE, as_utc
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+#: The schema version these queries read; ``canary.store.engine.SCHEMA_VERSION`` (a test holds them equal).
+SCHEMA_VERSION = 4
+
+Execute = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]
+
+_SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"
+_CONCLUSIVE = ", ".join(f"'{v}'" for v in sorted(str(v) for v in CONCLUSIVE))
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return as_utc(value)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+
+
+class Reader:
+    """Runs the named queries on one open connection."""
+
+    def __init__(self, execute: Execute, *, sqlite: bool) -> None:
+        self._execute = execute
+        self.sqlite = sqlite  # times are kept as text, and SQLite's own SQL may be used
+
+    @classmethod
+    def over(cls, conn: Connection) -> Reader:
+        """A reader on an open SQLAlchemy connection (any backend)."""
+        if conn.dialect.name == "sqlite":
+            # The pooled sqlite3 connection itself: SQLAlchemy's per-statement cost would be
+            # most of a status's time (thousands of tiny indexed queries at 100 guards).
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            return cls(lambda sql, params: raw.execute(sql, params).fetchall(), sqlite=True)
+        from sqlalchemy import text
+
+        def execute(sql: str, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
+            return conn.execute(text(sql), params).all()
+
+        return cls(execute, sqlite=False)
+
+    def rows(self, sql: str, **params: Any) -> Sequence[Sequence[Any]]:
+        """The rows of ``sql``; datetime parameters are bound as the store keeps times."""
+        bound = {k: self._time(v) if isinstance(v, datetime) else v for k, v in params.items()}
+        return self._execute(sql, bound)
+
+    def _time(self, moment: datetime) -> Any:
+        utc = as_utc(moment)
+        return utc.strftime(_SQLITE_TIME) if self.sqlite else utc
+
+    time = staticmethod(_parse_time)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URL with no query options; None for anything else."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or "?" in url:
+        return None
+    path = unquote(url[len(prefix):])
+    if path in ("", ":memory:"):
+        return None
+    return Path(path).expanduser()
+
+
+@contextmanager
+def open_sqlite(url: str) -> Iterator[Reader | None]:
+    """A reader on the raw SQLite file, or None when the URL is not a plain SQLite file, the
+    file does not exist yet, or its schema is not the one these queries read (the caller then
+    opens the full ``Store``, which creates or migrates it)."""
+    path = sqlite_path(url)
+    if path is None or not path.is_file():
+        yield None
+        return
+    try:
+        conn = sqlite3.connect(path, timeout=30, check_same_thread=False)
+    except sqlite3.Error:
+        yield None
+        return
+    try:
+        conn.execute("PRAGMA busy_timeout=30000")
+        reader = Reader(lambda sql, params: conn.execute(sql, params).fetchall(), sqlite=True)
+        try:
+            version = reader.rows("SELECT value FROM meta WHERE key = 'schema_version'")
+        except sqlite3.Error:
+            version = []
+        yield reader if version and version[0][0] == str(SCHEMA_VERSION) else None
+    finally:
+        conn.close()
+
+
+# -- the status facts -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One finished run, as the status reads it."""
+
+    guard: str
+    canary: str
+    variant: int
+    expect: str
+    verdict: str
+    started: datetime
+    evidence: str | None
+
+
+_RUN_COLUMNS = "id, guard, canary, variant, expect, verdict, started, evidence"
+#: The variants a canary has run, walked on the (guard, canary, variant, started) index.
+_VARIANTS = """
+WITH RECURSIVE v(x) AS (
+  SELECT MIN(variant) FROM runs WHERE guard = :guard AND canary = :canary
+  UNION ALL
+  SELECT (SELECT MIN(variant) FROM runs WHERE guard = :guard AND canary = :canary AND variant > v.x)
+  FROM v WHERE v.x IS NOT NULL
+)
+SELECT x FROM v WHERE x IS NOT NULL
+"""
+#: One (canary, variant)'s latest conclusive run, and its latest finished run of any verdict.
+_PAIR = f"""
+SELECT * FROM (SELECT {_RUN_COLUMNS} FROM runs
+  WHERE guard = :guard AND canary = :canary AND variant = :variant AND verdict IN ({_CONCLUSIVE})
+  ORDER BY started DESC, id DESC LIMIT 1) AS conclusive
+UNION ALL
+SELECT * FROM (SELECT {_RUN_COLUMNS} FROM runs
+  WHERE guard = :guard AND canary = :canary AND variant = :variant AND verdict IS NOT NULL
+  ORDER BY started DESC, id DESC LIMIT 1) AS finished
+"""
+_WINDOW = f"""
+SELECT {_RUN_COLUMNS} FROM runs WHERE guard = :guard AND started >= :since AND verdict IS NOT NULL
+"""
+
+
+def status_runs(reader: Reader, guard: str, canaries: Sequence[str], since: datetime) -> list[RunRow]:
+    """The runs of a guard's canaries its status can rest on, newest first.
+
+    Each (canary, variant)'s latest conclusive run and latest finished run, and every finished
+    run since ``since``: what ``canary.status.evaluate`` reads of a canary's history, found
+    through the indexes in a few rows each, never the whole history.
+    """
+    by_id: dict[int, Sequence[Any]] = {}
+    for canary in canaries:
+        for (variant,) in reader.rows(_VARIANTS, guard=guard, canary=canary):
+            for row in reader.rows(_PAIR, guard=guard, canary=canary, variant=variant):
+                by_id[int(row[0])] = row
+    wanted = set(canaries)
+    for row in reader.rows(_WINDOW, guard=guard, since=since):
+        if row[2] in wanted:
+            by_id[int(row[0])] = row
+    runs = []
+    for rid, g, c, v, e, verdict, started, ev in by_id.values():
+        at = reader.time(started)
+        assert at is not None
+        runs.append((at, int(rid), RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev)))
+    runs.sort(key=lambda t: (t[0], t[1]), reverse=True)
+    return [r for _at, _id, r in runs]
+
+
+def window_counts(reader: Reader, guard: str, hour: datetime) -> tuple[int, int]:
+    """(organic, canary) firings of a guard in the hourly counts from ``hour`` on."""
+    rows = reader.rows(
+        "SELECT source, SUM(count) FROM hourly_counts WHERE guard = :guard AND hour >= :hour GROUP BY source",
+        guard=guard, hour=hour,
+    )
+    by = {str(source): int(total or 0) for source, total in rows}
+    return by.get("organic", 0), by.get("canary", 0)
+
+
+def window_activity(reader: Reader, hour: datetime) -> tuple[int, int]:
+    """Activity lines and lines scanned from ``hour`` on."""
+    ((activity, lines),) = reader.rows(
+        "SELECT SUM(activity), SUM(lines) FROM hourly_activity WHERE hour >= :hour", hour=hour
+    )
+    return int(activity or 0), int(lines or 0)
+
+
+def last_firing(reader: Reader, guard: str) -> datetime | None:
+    """When the guard last fired, organic or canary."""
+    ((ts,),) = reader.rows("SELECT MAX(ts) FROM firings WHERE guard = :guard", guard=guard)
+    return reader.time(ts)
+
+
+def last_organic_line(reader: Reader, guard: str) -> str | None:
+    """The line of the guard's latest organic firing."""
+    # ``+run_id`` keeps the planner off the run_id index (every organic row) and on (guard, ts).
+    rows = reader.rows(
+        "SELECT line FROM firings WHERE guard = :guard AND +run_id IS NULL ORDER BY ts DESC, id DESC LIMIT 1",
+        guard=guard,
+    )
+    return str(rows[0][0]) if rows else None
+
+
+def watched_since(reader: Reader) -> datetime | None:
+    """The first hour in which log lines were read."""
+    ((hour,),) = reader.rows("SELECT MIN(hour) FROM hourly_activity WHERE lines > 0")
+    return reader.time(hour)
+
+
+def active_mutes(reader: Reader, now: datetime) -> dict[str, tuple[datetime, str | None]]:
+    """Guard -> (end, reason) of every mute that holds at ``now``."""
+    rows = reader.rows('SELECT guard, "until", reason FROM mutes WHERE "until" > :now', now=now)
+    out: dict[str, tuple[datetime, str | None]] = {}
+    for guard, until, reason in rows:
+        end = reader.time(until)
+        assert end is not None
+        out[str(guard)] = (end, reason)
+    return out
+
+
+@dataclass(frozen=True)
+class HeartbeatRow:
+    """The daemon's heartbeat row."""
+
+    pid: int
+    started: datetime | None
+    beat: datetime | None
+    files: int
+    proxy: str | None
+    fixtures: str | None
+    control: str | None
+    stopped: datetime | None
+
+
+def heartbeat(reader: Reader) -> HeartbeatRow | None:
+    """The daemon's heartbeat, if it ever beat."""
+    rows = reader.rows(
+        "SELECT pid, started, beat, files, proxy, fixtures, control, stopped FROM heartbeat LIMIT 1"
+    )
+    if not rows:
+        return None
+    pid, started, beat, files, proxy, fixtures, control, stopped = rows[0]
+    t = reader.time
+    return HeartbeatRow(int(pid), t(started), t(beat), int(files or 0), proxy, fixtures, control, t(stopped))

@@ -1,0 +1,123 @@
+"""``canary alerts test`` and the channels ``canary check`` lists, against a real local webhook receiver."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from canary.cli.main import main
+from canary.proxy.serving import BackgroundServer
+
+
+class Receiver:
+    """A webhook receiver on loopback that answers with a scripted status and body."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, object]] = []
+        self.status = 204
+        self.answer = b""
+        self.lock = threading.Lock()
+        self.app = Starlette(routes=[Route("/hook/{token}", self.hook, methods=["POST"])])
+
+    async def hook(self, request: Request) -> Response:
+        with self.lock:
+            self.bodies.append(json.loads(await request.body()))
+        return Response(self.answer, status_code=self.status)
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    hook = Receiver()
+    with BackgroundServer(hook.app, name="webhook receiver") as server:
+        yield hook, f"{server.url}/hook/s3cret"
+
+
+def write(tmp_path: Path, alerts: str) -> None:
+    (tmp_path / "defs").mkdir(exist_ok=True)
+    (tmp_path / "defs" / "citation.toml").write_text("[guard]\nname = 'citation'\nmatch = 'C: rejected'\n")
+    (tmp_path / "canary.toml").write_text(f"defs = ['defs/*.toml']\n[logs]\npaths = []\n[alerts]\n{alerts}\n")
+
+
+def test_a_test_alert_reaches_the_webhook_and_the_command(
+    tmp_path: Path, receiver: tuple[Receiver, str]
+) -> None:
+    hook, url = receiver
+    out = tmp_path / "got.txt"
+    write(tmp_path, f"desktop = false\nwebhook = '{url}'\n"
+                    f"command = ['sh', '-c', 'printf %s \"$0 $1\" > {out}', '{{guard}}', '{{status}}']")
+    result = CliRunner().invoke(main, ["alerts", "test", "citation"])
+    assert result.exit_code == 0, result.output
+    assert [b["guard"] for b in hook.bodies] == ["citation"]
+    assert hook.bodies[0]["status"] == "test" and "test alert" in str(hook.bodies[0]["text"])
+    assert out.read_text() == "citation test"
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:2] == ["webhook", "sent"] and "s3cret" not in lines[0]
+    assert lines[1].split()[:2] == ["command", "sent"]
+
+
+def test_a_failed_delivery_is_reported_and_exits_3(tmp_path: Path, receiver: tuple[Receiver, str]) -> None:
+    hook, url = receiver
+    hook.status = 500
+    hook.answer = b"\x1b[2Jboom\x07"
+    write(tmp_path, f"desktop = false\nwebhook = '{url}'\ncommand = ['true']")
+    result = CliRunner().invoke(main, ["alerts", "test"])
+    assert result.exit_code == 3, result.output
+    webhook_line, command_line = result.stdout.splitlines()
+    assert "FAILED" in webhook_line and "500" in webhook_line and "boom" in webhook_line
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout  # the receiver's bytes, made inert
+    assert command_line.split()[:2] == ["command", "sent"]
+    assert len(hook.bodies) == 1  # a test is sent once, never retried
+
+
+def test_an_unknown_guard_lists_the_guards(tmp_path: Path) -> None:
+    write(tmp_path, "desktop = false\ncommand = ['true']")
+    result = CliRunner().invoke(main, ["alerts", "test", "citaton"])
+    assert result.exit_code == 2
+    assert "citaton" in result.stderr and "citation" in result.stderr
+
+
+def test_no_channel_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path, "desktop = false")
+    result = CliRunner().invoke(main, ["alerts", "test"])
+    assert result.exit_code == 2
+    assert "no alert channel" in result.stderr
+
+
+def test_check_lists_the_channels_without_the_webhook_secret(tmp_path: Path) -> None:
+    write(tmp_path, "desktop = true\nwebhook = 'https://hooks.example.org/T000/s3cret'\ncommand = ['notify-me']")
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 0, result.output + result.stderr
+    text = result.stdout
+    assert "alerts   3 channels" in text
+    assert "  desktop" in text and "  webhook   https://hooks.example.org" in text and "  command   notify-me" in text
+    assert "s3cret" not in text
+
+
+@pytest.mark.slow
+def test_listing_the_channels_keeps_check_free_of_http_and_sql_imports(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write(tmp_path, "desktop = false\nwebhook = 'https://hooks.example.org/x'")
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['canary', '--config', sys.argv[1], 'check']\n"
+        "try:\n"
+        "    runpy.run_module('canary.cli.main', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    print('EXIT', exc.code, sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlalchemy', 'sqlmodel', 'httpx')), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "canary.toml")], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert "EXIT 0 []" in out.stderr, out.stderr
+    assert "alerts   1 channel" in out.stdout

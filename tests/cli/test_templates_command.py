@@ -1,0 +1,109 @@
+"""Templates come from the installed package: listed by ``canary templates``, copied by ``init --template``.
+
+``canary init`` never mixes the bundled templates into a user's guards: it refuses to run in
+guard-canary's own folder, and copies only the templates asked for. The last test installs the
+built wheel into a fresh virtual environment and onboards from a folder outside the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from canary.cli.main import main
+from canary.config.settings import load_config
+from canary.locations import bundled_defs_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_templates_lists_every_bundled_file() -> None:
+    result = CliRunner().invoke(main, ["templates", "--json"])
+    assert result.exit_code == 0, result.output
+    names = {t["name"] for t in json.loads(result.output)["templates"]}
+    assert names == {p.stem for p in bundled_defs_dir().glob("*.toml")}
+    text = CliRunner().invoke(main, ["templates"])
+    assert text.exit_code == 0
+    assert "citation" in text.output and "canaries: fake-url" in text.output
+
+
+def test_init_copies_only_the_templates_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["init", "--yes", "--agent-url", "http://127.0.0.1:9/ask",
+                                       "--template", "citation", "--template", "quote_fused.toml"])
+    assert result.exit_code == 0, result.output
+    copied = sorted(p.name for p in (tmp_path / "canaries_defs").glob("*.toml"))
+    assert copied == ["citation.toml", "quote_fused.toml"]
+    for name in copied:
+        assert (tmp_path / "canaries_defs" / name).read_bytes() == (bundled_defs_dir() / name).read_bytes()
+    config = load_config(path=tmp_path / "canary.toml")
+    assert sorted(g.name for g in config.guards) == ["citation", "quote-fused"]
+
+
+def test_a_copied_template_the_user_edited_is_kept(tmp_path: Path) -> None:
+    defs = tmp_path / "canaries_defs"
+    defs.mkdir()
+    (defs / "citation.toml").write_text("# mine\n")
+    result = CliRunner().invoke(main, ["init", "--yes", "--dir", str(tmp_path), "--template", "citation"])
+    assert "kept" in result.output
+    assert (defs / "citation.toml").read_text() == "# mine\n"
+
+
+def test_an_unknown_template_says_what_exists(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", "--yes", "--dir", str(tmp_path), "--template", "citaton"])
+    assert result.exit_code == 2
+    assert "did you mean 'citation'?" in result.output
+    assert "quote_fused" in result.output
+    assert not (tmp_path / "canary.toml").exists()
+
+
+def test_init_refuses_the_folder_that_holds_the_bundled_templates(tmp_path: Path) -> None:
+    (tmp_path / "canaries_defs").symlink_to(bundled_defs_dir(), target_is_directory=True)
+    result = CliRunner().invoke(main, ["init", "--yes", "--dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "guard-canary's own folder" in result.output
+    assert "canary init --template NAME" in result.output
+    assert not (tmp_path / "canary.toml").exists()
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_onboards_from_a_folder_of_its_own(tmp_path: Path) -> None:
+    """The README's install: build the wheel, install it in a fresh venv, run from another folder."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    dist = tmp_path / "dist"
+    subprocess.run([uv, "build", "--wheel", "--out-dir", str(dist), str(ROOT)], check=True,
+                   capture_output=True, timeout=300)
+    (wheel,) = dist.glob("*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    subprocess.run([uv, "pip", "install", "--python", str(python), str(wheel)], check=True,
+                   capture_output=True, timeout=600)
+    canary = env_dir / "bin" / "canary"
+    project = tmp_path / "my-agent"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANARY_", "VIRTUAL_ENV"))}
+    listed = subprocess.run([str(canary), "templates", "--json"], cwd=project, env=env, check=True,
+                            capture_output=True, text=True, timeout=120)
+    names = {t["name"] for t in json.loads(listed.stdout)["templates"]}
+    assert names == {p.stem for p in (ROOT / "canaries_defs").glob("*.toml")}
+    for template in json.loads(listed.stdout)["templates"]:
+        assert Path(template["path"]).is_file()
+        assert str(ROOT) not in template["path"], "a template read from the checkout, not the install"
+    init = subprocess.run([str(canary), "init", "--yes", "--agent-url", "http://127.0.0.1:9/ask",
+                           "--template", "citation"], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert init.returncode == 0, init.stdout + init.stderr
+    assert sorted(p.name for p in (project / "canaries_defs").iterdir()) == ["citation.toml"]
+    check = subprocess.run([str(canary), "check"], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
