@@ -19,6 +19,7 @@ __all__ = [
     "glob_roots",
     "head_fingerprint",
     "is_compressed",
+    "live_name",
     "open_log",
     "rotated_siblings",
     "same_head",
@@ -126,6 +127,16 @@ def rotated_siblings(path: Path) -> list[Path]:
         keyed.append((key, path.parent / name))
     keyed.sort(key=lambda item: item[0])
     return [sibling for _, sibling in keyed]
+
+
+def live_name(name: str) -> str:
+    """The live log's name a rotated name derives from (``app.log.1`` -> ``app.log``); else ``name``."""
+    for start in range(len(name) - 1, 0, -1):
+        if name[start] in ".-_" and _ROTATED.match(name, start):
+            candidate = name[:start]
+            # the longest rotated suffix: keep stripping while what is left still ends in one
+            return live_name(candidate) if _ROTATED.search(candidate) and candidate != name else candidate
+    return name
 
 
 def open_log(path: Path) -> BinaryIO:

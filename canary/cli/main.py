@@ -218,11 +218,14 @@ def status(ctx: click.Context, as_json: bool) -> None:
     config = load(ctx)
     doc = status_for(config, now=datetime.now(UTC))
     doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
+    error = doc["daemon"].get("error")
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
         click.echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
-        if not doc["daemon"]["running"]:
+        if error:
+            click.echo(safe(f"daemon error: {error}"), err=True)
+        elif not doc["daemon"]["running"]:
             click.echo("note: the daemon is not running; this is what the store knows.", err=True)
         from canary.status.upstream import UpstreamHealth, summary
 
@@ -230,6 +233,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
         if model_line:
             click.echo(click.style(safe(model_line), fg="red", bold=True))
         click.echo(fmt.status_table(doc))
+    if error:
+        sys.exit(EXIT_UNAVAILABLE)
     bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
     sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
 

@@ -106,6 +106,7 @@ class LogsConfig:
     correlate_pattern: re.Pattern[str] | None = None
     timestamp: str = "auto"
     timestamp_format: str | None = None
+    clock_skew: timedelta = timedelta(minutes=5)  # a line stamped further ahead counts when read
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     _distinct_ports(sink, [(("model", "listen"), model.listen),
                            (("fixtures", "listen"), fixtures.listen),
                            (("daemon", "control"), daemon.control)])
-    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "correlate",
-                                         "timestamp", "timestamp_format")), path.parent)
+    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "correlate", "timestamp",
+                                         "timestamp_format", "clock_skew")), path.parent)
     store = _store(_section(top, "store", ("url", "retention")), path)
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
@@ -372,8 +373,10 @@ def _logs(t: Table, base: Path) -> LogsConfig:
         elif "%" not in timestamp_format:
             sink.error((*keys, "timestamp_format"), "expected a strptime format like "
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
+    skew = t.duration("clock_skew", timedelta(minutes=5)) or timedelta(minutes=5)
     return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format)
+                      activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format,
+                      clock_skew=skew)
 
 
 def _project_control(path: Path, model: ModelConfig, fixtures: FixturesConfig) -> str:

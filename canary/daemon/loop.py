@@ -36,12 +36,15 @@ from canary import locations
 from canary.config.settings import Config
 from canary.config.urls import redact_url
 from canary.daemon.health import upstream_step
+from canary.daemon.reload import backfill, changed_guards, fingerprint, load_checked
+from canary.daemon.storewatch import StoreWatch, alert_problem, store_failure
 from canary.errors import UnavailableError
 from canary.runs.runner import DEFAULT_GRACE, select_canaries
 from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
 from canary.runs.session import Session
 from canary.status.overview import evaluate_all, record_transitions, status_document
 from canary.store.engine import RunLog, Store
+from canary.store.health import StoreProblem
 from canary.store.tables import Firing, Heartbeat
 from canary.terminal import SafeFormatter
 from canary.vocabulary import as_utc
@@ -187,6 +190,10 @@ class Daemon:
         self._alerts_due = threading.Event()
         self._alerts: threading.Thread | None = None
         self._requests_seen: list[tuple[float, int]] = []  # (monotonic, agent requests) over the last minute
+        self.watch: StoreWatch | None = None
+        self.reload_due = threading.Event()
+        self.reload_error: str | None = None
+        self._defs_seen = fingerprint(config)
 
     # control API ------------------------------------------------------------
 
@@ -201,6 +208,7 @@ class Daemon:
             "files": len(session.collection.files()) if session and session.collection else 0,
             "proxy": session.proxy.url if session and session.proxy else None,
             "fixtures": session.fixtures.url if session and session.fixtures else None,
+            "store_error": self.watch.problem.sentence() if self.watch and self.watch.problem else None,
         }
 
     def run_now(self, selection: list[str], *, wait: bool) -> dict[str, object]:
@@ -249,8 +257,63 @@ class Daemon:
             log.info("%s/%s: %s", guard.name, canary.name, result.verdict)
 
     def step(self) -> None:
-        """One tick: heartbeat, statuses and transitions, alerts, retention."""
+        """One tick: the store checked, heartbeat, statuses and transitions, alerts, retention."""
         now = self.clock()
+        watch = self.watch
+        if watch is not None:
+            watch.check(now)
+        try:
+            self._tick(now)
+        except Exception as exc:
+            reason = store_failure(exc)
+            if watch is None or reason is None:
+                raise
+            watch.failed(reason, now)
+            return
+        if watch is not None:
+            watch.worked(now)
+
+    # store watching ---------------------------------------------------------------
+
+    def _hold_commits(self) -> None:
+        if self.session is not None and self.session.collection is not None:
+            self.session.collection.tailer.hold()
+
+    def _store_reopened(self) -> None:
+        """The store was re-opened: the collectors re-read from the positions it holds."""
+        if self.session is not None and self.session.collection is not None:
+            self.session.collection.tailer.request_reload()
+
+    def _alert_store(self, problem: StoreProblem) -> None:
+        alert_problem(self.config.alerts, problem)
+
+    # definitions reload ---------------------------------------------------------
+
+    def reload_step(self, now: datetime) -> bool:
+        """Reload the definitions if SIGHUP asked or a file changed; True if new ones run."""
+        seen = fingerprint(self.config)
+        if not self.reload_due.is_set() and seen == self._defs_seen:
+            return False
+        self.reload_due.clear()
+        self._defs_seen = seen
+        new = load_checked(self.config)
+        if isinstance(new, str):
+            self.reload_error = new
+            log.error("the definitions were not reloaded; the old ones keep running:\n%s", new)
+            return False
+        self.reload_error = None
+        changed = changed_guards(self.config, new)
+        session = self.session
+        if session is not None and session.collection is not None:
+            session.replace_collection(new, before=lambda: backfill(self.store, new, changed, now=now))
+        else:
+            backfill(self.store, new, changed, now=now)
+        self.config = new
+        log.info("definitions reloaded: %d guard(s); counted again: %s", len(new.guards),
+                 ", ".join(changed) or "none")
+        return True
+
+    def _tick(self, now: datetime) -> None:
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
              addresses=self._addresses())
@@ -284,8 +347,12 @@ class Daemon:
             self._alerts_due.clear()
             try:
                 alert_step(self.store, self.config, now=self.clock())
-            except Exception:
-                log.exception("alert delivery failed; it will be retried")
+            except Exception as exc:
+                if store_failure(exc) is None:
+                    log.exception("alert delivery failed; it will be retried")
+                else:
+                    log.warning("alert delivery failed (the store: %s); it will be retried",
+                                store_failure(exc))
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
@@ -297,9 +364,8 @@ class Daemon:
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.stop_event.set())
-            # A SIGHUP (a closed terminal, a reload by habit) must not take the proxy down with it.
-            if signal.getsignal(signal.SIGHUP) in (signal.SIG_DFL, None):
-                signal.signal(signal.SIGHUP, lambda *_: log.info("SIGHUP: the daemon keeps serving"))
+            # A SIGHUP reloads the definitions; it never takes the proxy down.
+            signal.signal(signal.SIGHUP, lambda *_: self.reload_due.set())
         with store_lock(self.store):
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
@@ -311,6 +377,8 @@ class Daemon:
                 on_error=lambda path, message: log.warning("%s", message),
                 listeners=listeners, drain=DRAIN,
             ).start()
+            self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
+                                    on_hold=self._hold_commits)
             try:
                 token = ensure_token()
                 host, port = split_listen(self.config.daemon.control)
@@ -331,6 +399,7 @@ class Daemon:
                 self._alerts.start()
                 while not self.stop_event.is_set():
                     try:
+                        self.reload_step(self.clock())
                         self.step()
                     except Exception:
                         log.exception("a daemon step failed; the next tick retries")

@@ -44,6 +44,7 @@ class Collection:
             on_error=self._error,
             rotate_wait=rotate_wait,
             start_at_end=start_at_end,
+            skew=config.logs.clock_skew.total_seconds(),
         )
         self.follower = Follower(self.tailer, rescan=rescan, on_error=self._error)
 

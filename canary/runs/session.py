@@ -9,7 +9,7 @@ their runs through the registry.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from canary.config.settings import Config
@@ -96,7 +96,7 @@ class Session:
             if self.config.agent is not None:
                 self.runner = Runner(
                     self.config, self.store, self.registry, self.fixtures.url,
-                    sync=self.collection.follower.sync, grace=self._grace,
+                    sync=self.sync, grace=self._grace,
                 )
         except BaseException:
             self.stop()
@@ -106,6 +106,24 @@ class Session:
     def _upstream_failed(self, outcome: str, predicate: str, body: bytes) -> None:
         where = redact(self.config.model.upstream)
         self.registry.upstream_failed(body, f"the model server at {where} {predicate}")
+
+    def sync(self, timeout: float = 10.0) -> bool:
+        """Wait until the collectors committed what the logs hold now."""
+        collection = self.collection
+        return collection.follower.sync(timeout) if collection is not None else False
+
+    def replace_collection(self, config: Config, *, before: Callable[[], object]) -> None:
+        """Follow the logs with new definitions: the old collectors read to the end and stop,
+        ``before`` runs, then new ones go on from the stored positions."""
+        old = self.collection
+        if old is not None:
+            old.stop()
+        before()
+        self.config = config
+        self.collection = Collection(
+            config, self.store, on_error=self._on_error, rescan=self._rescan, start_at_end=False,
+        )
+        self.collection.start()
 
     def _attribute(self, guard: str, hit: Hit) -> int | None:
         ts = hit.ts.timestamp() if hit.ts is not None else None

@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
 from canary.status.evaluate import GuardFacts, GuardStatus, evaluate, is_muted
 from canary.status.facts import gather
 from canary.store import reads
+from canary.store.health import read_problem
 from canary.store.reads import Reader
 from canary.vocabulary import iso
 
@@ -69,31 +71,39 @@ class DaemonInfo:
     proxy: str | None = None
     fixtures: str | None = None
     control: str | None = None
+    error: str | None = None  # the store cannot be written: what, and since when
 
 
-def daemon_info(store: Store | Reader, *, now: datetime) -> DaemonInfo:
-    """The heartbeat row read back: running if it beat recently and did not say it stopped."""
+def daemon_info(store: Store | Reader, *, now: datetime, problem_at: Path | None = None) -> DaemonInfo:
+    """The heartbeat row read back: running if it beat recently and did not say it stopped.
+
+    A daemon that holds the store's lock and reported a store problem (beside the store file
+    ``problem_at``) is running, in error, whatever its (frozen) heartbeat says.
+    """
     if not isinstance(store, Reader):
         with _reader(store) as reader:
-            return daemon_info(reader, now=now)
+            return daemon_info(reader, now=now, problem_at=store.path)
+    problem = read_problem(problem_at) if problem_at is not None else None
+    error = problem.sentence() if problem is not None else None
     row = reads.heartbeat(store)
     if row is None or row.beat is None:
-        return DaemonInfo(running=False)
-    running = row.stopped is None and now - row.beat <= HEARTBEAT_STALE
+        return DaemonInfo(running=error is not None, error=error)
+    running = error is not None or (row.stopped is None and now - row.beat <= HEARTBEAT_STALE)
     return DaemonInfo(
         running=running, pid=row.pid, since=row.started, beat=row.beat, files=row.files,
-        proxy=row.proxy, fixtures=row.fixtures, control=row.control,
+        proxy=row.proxy, fixtures=row.fixtures, control=row.control, error=error,
     )
 
 
 def status_document(
-    store: Store | Reader, config: Config, *, now: datetime, readable: bool | None = None
+    store: Store | Reader, config: Config, *, now: datetime, readable: bool | None = None,
+    problem_at: Path | None = None,
 ) -> dict[str, Any]:
-    """The contract's ``canary status --json`` document."""
+    """The contract's ``canary status --json`` document (``problem_at``: the store's file)."""
     if not isinstance(store, Reader):
         with _reader(store) as reader:
-            return status_document(reader, config, now=now, readable=readable)
-    info = daemon_info(store, now=now)
+            return status_document(reader, config, now=now, readable=readable, problem_at=store.path)
+    info = daemon_info(store, now=now, problem_at=problem_at)
     guards = []
     for facts, status in evaluate_all(store, config, now=now, readable=readable):
         guards.append(
@@ -114,7 +124,8 @@ def status_document(
     health = upstream.load(store) if info.running and config.model.upstream else None
     return {
         "daemon": {"running": info.running, "since": iso(info.since) if info.running else None,
-                   "files": info.files if info.running else 0, "heartbeat": iso(info.beat)},
+                   "files": info.files if info.running else 0, "heartbeat": iso(info.beat),
+                   "error": info.error},
         "guards": guards,
         # the model server as the running daemon's proxy sees it; null without a daemon or upstream
         "model": health.to_json() if health is not None else None,
@@ -128,10 +139,10 @@ def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
     """
     with reads.open_sqlite(config.store.url) as reader:
         if reader is not None:
-            return status_document(reader, config, now=now)
+            return status_document(reader, config, now=now, problem_at=reads.sqlite_path(config.store.url))
     from canary.store.engine import Store
 
-    store = Store(config.store.url)
+    store = Store.existing(config.store.url)  # never created here
     try:
         return status_document(store, config, now=now)
     finally:

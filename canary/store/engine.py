@@ -25,6 +25,7 @@ from sqlmodel import SQLModel, col, create_engine
 from canary import locations
 from canary.config.urls import redact_url
 from canary.errors import StoreError
+from canary.store.positions import pack_mark, state_of
 from canary.store.tables import (
     LINE_KEEP,
     Delivery,
@@ -40,8 +41,8 @@ from canary.store.tables import (
     Transition,
 )
 from canary.vocabulary import Verdict, as_utc, hour_floor
+from collectors.positions import Batch, FileState
 from collectors.scan import Hit
-from collectors.tailer import Batch, FileState
 
 Attribution = Callable[[str, Hit], int | None]
 Observer = Callable[[Hit], None]
@@ -83,8 +84,20 @@ def _v5(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN foreign_calls INTEGER NOT NULL DEFAULT 0")
 
 
+def _v6(conn: Connection) -> None:
+    """Read positions proved by the bytes before the offset, and the state before a truncation."""
+    # _v1 creates the positions table from today's model, so a new store already has them.
+    columns = {column["name"] for column in inspect(conn).get_columns("file_positions")}
+    for name, kind in (
+        ("head", "BLOB NOT NULL DEFAULT x''"), ("tail_len", "INTEGER NOT NULL DEFAULT 0"),
+        ("tail_hash", "BLOB NOT NULL DEFAULT x''"), ("prior", "BLOB"),
+    ):
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE file_positions ADD COLUMN {name} {kind}")
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -137,10 +150,11 @@ class Store:
         self._clock = clock or (lambda: datetime.now(UTC))
         self.attribute: Attribution | None = None
         self.observe: Observer | None = None
+        self.home: Path | None = None
         try:
             self.engine = self._create_engine(url)
             event.listen(self.engine, "handle_error", _as_store_error(url))
-            self._migrate()
+            self._migrate(self.engine)
         except SQLAlchemyError as exc:
             raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
         except OSError as exc:
@@ -168,8 +182,8 @@ class Store:
 
         return engine
 
-    def _migrate(self) -> None:
-        with self.engine.begin() as conn:
+    def _migrate(self, engine: Engine) -> None:
+        with engine.begin() as conn:
             Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
             row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
             current = int(row[0]) if row else 0
@@ -191,9 +205,38 @@ class Store:
         """Release every connection."""
         self.engine.dispose()
 
+    def reopen(self) -> None:
+        """Open the store's file again (a new one if it was deleted), and migrate it."""
+        old = self.engine
+        try:
+            engine = self._create_engine(self.url)
+            event.listen(engine, "handle_error", _as_store_error(self.url))
+            self._migrate(engine)
+            self.engine = engine  # only once migrated: other threads use it at once
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(redact_url(f"cannot open the store at {self.url}: {exc}"), url=self.url) from exc
+        finally:
+            old.dispose()
+
+    @classmethod
+    def existing(cls, url: str) -> Store:
+        """The store at ``url``, never created: a SQLite file not there yet reads as an empty
+        store in memory (whose ``path`` still names the file)."""
+        parsed = make_url(url)
+        database = parsed.database
+        if parsed.get_backend_name() == "sqlite" and database not in (None, "", ":memory:"):
+            file = Path(os.path.expanduser(str(database)))
+            if not file.exists():
+                store = cls("sqlite://")
+                store.home = file
+                return store
+        return cls(url)
+
     @property
     def path(self) -> Path | None:
         """The database file, for SQLite stores."""
+        if self.home is not None:
+            return self.home
         parsed = make_url(self.url)
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
             return Path(os.path.expanduser(str(parsed.database)))
@@ -205,26 +248,27 @@ class Store:
         """The committed state of a followed file."""
         with self.engine.connect() as conn:
             row = conn.execute(select(FilePosition).where(col(FilePosition.key) == key)).first()
-        return _state(row) if row else None
+        return state_of(row) if row else None
 
     def positions(self) -> list[FileState]:
         """Every committed file state."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(FilePosition)).all()
-        return [_state(row) for row in rows]
+        return [state_of(row) for row in rows]
 
     def forget(self, key: str) -> None:
         """Drop a file that is gone for good."""
         with self.engine.begin() as conn:
             conn.execute(FilePosition.__table__.delete().where(col(FilePosition.key) == key))  # type: ignore[attr-defined]
 
-    def commit(self, batch: Batch) -> None:
-        """Firings, hourly counts, activity and the new position, in one transaction."""
-        now = as_utc(self._clock())
+    def _rows(
+        self, hits: Iterable[Hit], path: str, key: str, now: datetime, *, attribute: bool = True
+    ) -> tuple[list[dict[str, Any]], Counter[tuple[str, datetime, str]], Counter[datetime]]:
+        """The firing rows of some hits, their hourly counts, and activity per hour."""
         firings: list[dict[str, Any]] = []
         counts: Counter[tuple[str, datetime, str]] = Counter()
         activity: Counter[datetime] = Counter()
-        for hit in batch.hits:
+        for hit in hits:
             ts = as_utc(hit.ts) if hit.ts is not None else now
             if hit.activity:
                 activity[hour_floor(ts)] += 1
@@ -233,33 +277,67 @@ class Store:
             for guard in hit.guards:
                 if guard == CORRELATE_RULE:
                     continue
-                run_id = self.attribute(guard, hit) if self.attribute is not None else None
+                run_id = self.attribute(guard, hit) if attribute and self.attribute is not None else None
                 firings.append(
                     {
-                        "guard": guard,
-                        "ts": ts,
-                        "ts_from_line": hit.ts is not None,
-                        "read_at": now,
-                        "path": batch.state.path,
-                        "file_key": batch.state.key,
-                        "offset": hit.offset,
-                        "line": _cut(hit.text),
-                        "run_id": run_id,
+                        "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
+                        "read_at": now, "path": path, "file_key": key, "offset": hit.offset,
+                        "line": _cut(hit.text), "run_id": run_id,
                     }
                 )
                 source = "organic" if run_id is None else "canary"
                 counts[(guard, hour_floor(ts), source)] += 1
+        return firings, counts, activity
+
+    def _add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
+        for (guard, hour, source), n in counts.items():
+            self.upsert(
+                conn, HourlyCount,
+                [{"guard": guard, "hour": hour, "source": source, "count": n}],
+                keys=["guard", "hour", "source"],
+                set_={"count": HourlyCount.__table__.c["count"] + n},  # type: ignore[attr-defined]
+            )
+
+    def recount(self, guards: Sequence[str], since: datetime, hits: Iterable[tuple[str, str, Hit]]) -> int:
+        """Replace the organic firings of ``guards`` from the hour of ``since`` on by ``hits``
+        (path, file key, hit) read again from the logs; return how many were stored."""
+        now = as_utc(self._clock())
+        start = hour_floor(as_utc(since))
+        wanted = set(guards)
+        rows: list[dict[str, Any]] = []
+        counts: Counter[tuple[str, datetime, str]] = Counter()
+        for path, key, hit in hits:
+            kept = tuple(g for g in hit.guards if g in wanted)
+            if not kept or (hit.ts is not None and as_utc(hit.ts) < start):
+                continue
+            one = Hit(hit.offset, hit.text, kept, False, hit.ts)
+            firings, c, _ = self._rows([one], path, key, now, attribute=False)
+            rows += firings
+            counts.update(c)
+        with self.engine.begin() as conn:
+            for table in (Firing, HourlyCount):
+                t = table.__table__  # type: ignore[union-attr]
+                column = t.c.ts if table is Firing else t.c.hour
+                organic = t.c.run_id.is_(None) if table is Firing else t.c.source == "organic"
+                conn.execute(t.delete().where(t.c.guard.in_(wanted), column >= start, organic))
+            if rows:
+                conn.execute(insert(Firing), rows)
+            self._add_counts(conn, counts)
+        return len(rows)
+
+    def commit(self, batch: Batch) -> None:
+        """Firings, hourly counts, activity and the new position, in one transaction."""
+        now = as_utc(self._clock())
+        firings, counts, activity = self._rows(batch.hits, batch.state.path, batch.state.key, now)
         state = batch.state
+        extra = {
+            "head": state.head, "tail_len": state.tail_len, "tail_hash": state.tail_hash,
+            "prior": pack_mark(state.prior),
+        }
         with self.engine.begin() as conn:
             if firings:
                 conn.execute(insert(Firing), firings)
-            for (guard, hour, source), n in counts.items():
-                self.upsert(
-                    conn, HourlyCount,
-                    [{"guard": guard, "hour": hour, "source": source, "count": n}],
-                    keys=["guard", "hour", "source"],
-                    set_={"count": HourlyCount.__table__.c["count"] + n},  # type: ignore[attr-defined]
-                )
+            self._add_counts(conn, counts)
             read_hour = hour_floor(now)
             activity.setdefault(read_hour, 0)
             for hour, n in activity.items():
@@ -281,12 +359,12 @@ class Store:
                     "key": state.key, "dev": state.dev, "ino": state.ino, "path": state.path,
                     "offset": state.offset, "head_len": state.head_len,
                     "head_hash": state.head_hash, "size": state.size, "lines": batch.lines,
-                    "updated_at": now,
+                    "updated_at": now, **extra,
                 }],
                 keys=["key"],
                 set_={
                     "path": state.path, "offset": state.offset, "head_len": state.head_len,
-                    "head_hash": state.head_hash, "size": state.size, "updated_at": now,
+                    "head_hash": state.head_hash, "size": state.size, "updated_at": now, **extra,
                     "lines": FilePosition.__table__.c.lines + batch.lines,  # type: ignore[attr-defined]
                 },
             )
@@ -319,14 +397,6 @@ class Store:
         """How many firing rows the store holds."""
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(Firing)).scalar_one())
-
-
-def _state(row: Any) -> FileState:
-    pos = row[0] if not isinstance(row, FilePosition) and len(row) == 1 else row
-    return FileState(
-        key=pos.key, dev=pos.dev, ino=pos.ino, path=pos.path, offset=pos.offset,
-        head_len=pos.head_len, head_hash=bytes(pos.head_hash), size=pos.size,
-    )
 
 
 def _run_table() -> Any:

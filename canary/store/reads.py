@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 #: The schema version these queries read; ``canary.store.engine.SCHEMA_VERSION`` (a test holds them equal).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 Execute = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]
 

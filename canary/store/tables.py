@@ -77,6 +77,12 @@ class FilePosition(SQLModel, table=True):
     size: int
     lines: int = 0
     updated_at: datetime = Field(sa_type=UTCDateTime)
+    # Since schema 4: the head's bytes, the tail before the offset, and what the file held
+    # before its last truncation (a copytruncate copy continues from there).
+    head: bytes = Field(default=b"", sa_column=Column(LargeBinary, nullable=False, server_default=""))
+    tail_len: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    tail_hash: bytes = Field(default=b"", sa_column=Column(LargeBinary, nullable=False, server_default=""))
+    prior: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
 
 
 class Run(SQLModel, table=True):

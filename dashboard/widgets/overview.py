@@ -62,6 +62,9 @@ class DaemonBar(Static):
         now, info = overview.now, overview.daemon
         window = f"window {overview.window.label} (a bar per {span(overview.window.cell)})"
         summary = _summary(overview)
+        if info.error:
+            first = Text.assemble((" DAEMON ERROR ", "bold white on red3"), "  ", info.error)
+            return Group(first, Text.assemble("statuses may be stale · ", window, " · ", summary))
         if overview.read_only:
             if info.beat is None:
                 first = Text.assemble(

@@ -108,13 +108,13 @@ def test_the_lean_queries_read_the_schema_the_store_writes() -> None:
     assert reads.SCHEMA_VERSION == SCHEMA_VERSION
 
 
-def test_a_store_not_made_yet_is_created_by_the_full_store(tmp_path: Path) -> None:
+def test_a_store_not_made_yet_is_read_as_empty_and_never_created(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     assert not (tmp_path / "c.db").exists()
     with reads.open_sqlite(config.store.url) as reader:
         assert reader is None
     doc = status_for(config, now=NOW)
-    assert (tmp_path / "c.db").exists()
+    assert not (tmp_path / "c.db").exists()  # status never creates a store (issue 15)
     assert [g["guard"] for g in doc["guards"]] == ["alpha", "beta", "gamma"]
     assert doc["daemon"]["running"] is False
 

@@ -1,0 +1,187 @@
+"""One followed file: its descriptor (while it is open), scanner, head and tail, and file reads."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from collectors.identity import HEAD, TAIL, Mark, Observed, Source, digest
+from collectors.positions import FileState
+from collectors.scan import FeedResult, Hit, LineScanner
+
+CHUNK = 1 << 20
+OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+@dataclass
+class Followed:
+    """A file the tailer follows; ``fd`` is None while it is idle and closed."""
+
+    key: str
+    dev: int
+    ino: int
+    path: str
+    fd: int | None
+    scanner: LineScanner
+    head: bytes = b""  # the first bytes read (up to HEAD), from the bytes the scanner consumed
+    tail: bytes = b""  # the last bytes (up to TAIL) before the scanner's offset
+    recent: bytes = b""  # the last bytes (up to TAIL) before the scanner's read position
+    size: int = 0
+    mtime_ns: int = 0
+    last_change: float = 0.0
+    rotated: bool = False
+    lines: int = 0
+    truncations: int = 0
+    prior: Mark | None = None  # what it held before its last truncation
+    prior_at: float = 0.0
+    fresh: bool = False  # nothing decided yet: it may turn out to be a copy of a followed file
+    first_seen: float = 0.0
+    seen_size: int = -1
+    at_start: bool = False
+    unsaved: bool = False  # its last commit failed: commit its state again even with nothing read
+    base: int = 0  # where what is not committed yet was read from: read again from there on a failure
+    errors: set[str] = field(default_factory=set)
+
+    def feed(self, data: bytes) -> FeedResult:
+        """Feed the scanner, keeping the head and the tail from the very bytes it consumed."""
+        pos = self.scanner.read_pos
+        if pos < HEAD and len(self.head) == pos:
+            self.head += data[: HEAD - pos]
+        result = self.scanner.feed(data)
+        combined = self.recent + data
+        end = pos + len(data)
+        offset = self.scanner.offset
+        if offset > pos:
+            self.tail = combined[: len(combined) - (end - offset)][-TAIL:]
+        self.recent = combined[-TAIL:]
+        return result
+
+    def restart_at(self, scanner: LineScanner, head: bytes, tail: bytes) -> None:
+        """Read from ``scanner``'s offset on, whose head and preceding bytes are given."""
+        self.scanner = scanner
+        self.head = head
+        self.tail = self.recent = tail
+
+    def mark(self) -> Mark:
+        """What has been read and committed-to-be, proved by head and tail."""
+        return Mark.of(self.scanner.offset, self.head, self.tail)
+
+    def state(self) -> FileState:
+        """The state to commit."""
+        m = self.mark()
+        return FileState(
+            self.key, self.dev, self.ino, self.path, m.offset, m.head_len, m.head_hash,
+            max(self.size, self.scanner.read_pos), m.head, m.tail_len, m.tail_hash, self.prior,
+        )
+
+    def close(self) -> None:
+        """Close the descriptor, if open."""
+        if self.fd is not None:
+            close_fd(self.fd)
+            self.fd = None
+
+
+def pread_upto(fd: int, length: int, offset: int = 0) -> bytes:
+    """Up to ``length`` bytes at ``offset`` (fewer at the end of the file; b"" on an error)."""
+    chunks: list[bytes] = []
+    got = 0
+    try:
+        while got < length:
+            chunk = os.pread(fd, length - got, offset + got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError:
+        return b""
+    return b"".join(chunks)
+
+
+def observe(fd: int, key: str, size: int, offsets: list[int], **kw: object) -> Observed:
+    """What ``classify`` needs to know of an open file: its head and the tails at ``offsets``."""
+    head = pread_upto(fd, min(size, HEAD))
+    tails: dict[int, bytes] = {}
+    for offset in offsets:
+        if offset <= size:
+            data = pread_upto(fd, min(TAIL, offset), offset - min(TAIL, offset))
+            if len(data) == min(TAIL, offset):
+                tails[offset] = digest(data)
+    return Observed(key, size, head, tails, **kw)  # type: ignore[arg-type]
+
+
+def tail_before(fd: int, offset: int) -> bytes:
+    """The bytes (up to TAIL) before ``offset``."""
+    return pread_upto(fd, min(TAIL, offset), offset - min(TAIL, offset))
+
+
+def last_line_end(fd: int, size: int) -> int:
+    """The offset just after the last newline before ``size`` (0 if none in the last MiB)."""
+    start = max(0, size - CHUNK)
+    tail = pread_upto(fd, size - start, start)
+    newline = tail.rfind(b"\n")
+    return start + newline + 1 if newline >= 0 else start if start else 0
+
+
+def close_fd(fd: int) -> None:
+    """Close, ignoring errors."""
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def at_end(f: Followed) -> bool:
+    """Whether everything the file held when last looked at was read and committed."""
+    return f.scanner.read_pos >= f.size and not f.unsaved
+
+
+def truncated(f: Followed) -> bool:
+    """Whether an open file is now shorter than what was read, or has another head."""
+    if f.fd is None:
+        return False
+    try:
+        size = os.fstat(f.fd).st_size
+    except OSError:
+        return True
+    return size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head
+
+
+def sources_for(key: str, files: Mapping[str, Followed], stored: Mapping[str, FileState]) -> list[Source]:
+    """The marks a new file ``key`` may be a copy of: followed files', and stored ones'."""
+    out: list[Source] = []
+    for f in files.values():
+        if f.key == key:
+            continue
+        if f.prior is not None and f.prior.offset:
+            out.append(Source(f.key, f.prior, True))
+        if f.scanner.offset and not f.fresh:
+            out.append(Source(f.key, f.mark(), truncated(f)))
+    for s in stored.values():
+        held = files.get(s.key)
+        if held is not None and s.key != key and not held.fresh:
+            continue  # its live state is above; a fresh one does not hold its stored mark
+        if s.prior is not None and s.prior.offset:
+            out.append(Source(s.key, s.prior, True))
+        if s.key != key and s.offset:
+            out.append(Source(s.key, s.mark, True))
+    return out
+
+
+def hole_loss(fd: int, size: int, offset: int) -> int:
+    """Bytes lost to a truncation a writer without O_APPEND went on past: its leading hole
+    beyond what had been read (0 if the file starts with data)."""
+    data = pread_upto(fd, min(size, CHUNK))
+    hole = len(data) - len(data.lstrip(b"\0"))
+    return max(0, hole - offset) if hole else 0
+
+
+def read_time_if_ahead(hits: list[Hit], limit: float) -> tuple[list[Hit], Hit | None]:
+    """The hits with every stamp past ``limit`` (epoch seconds) dropped, so they count at
+    their read time; and the first such hit."""
+    out, first = hits, None
+    for i, hit in enumerate(hits):
+        if hit.ts is not None and hit.ts.timestamp() > limit:
+            if first is None:
+                out, first = list(hits), hit
+            out[i] = Hit(hit.offset, hit.text, hit.guards, hit.activity, None)
+    return out, first

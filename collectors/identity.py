@@ -1,0 +1,153 @@
+"""Which file is this, and where to start reading it: one pure decision, no I/O.
+
+A followed file leaves a ``Mark`` each time its read position is committed: the
+offset, the first bytes read (up to ``HEAD``) and a hash of the ``TAIL`` bytes
+just before the offset, all taken from the very bytes the scanner consumed, so
+a truncation racing the read can never blank them. ``classify`` compares what
+a file holds now (``Observed``) with its own stored state and with the marks of
+other files (``Source``) and says whether to resume, to start a copy where its
+original was read to, to wait, or to read from the start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = ["HEAD", "TAIL", "Decision", "Kind", "Mark", "Observed", "Source", "classify", "digest"]
+
+#: Bytes of a file's start kept to know it again.
+HEAD = 1024
+#: Bytes before a read offset whose hash tells a copy of a followed file from a stranger.
+TAIL = 256
+
+
+def digest(data: bytes) -> bytes:
+    """The 16-byte blake2b digest used for heads and tails."""
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What had been read of a file at one committed position."""
+
+    offset: int
+    head_len: int
+    head_hash: bytes
+    tail_len: int = 0
+    tail_hash: bytes = b""
+    head: bytes = b""  # the head's bytes when known (positions stored before they were kept lack them)
+
+    @classmethod
+    def of(cls, offset: int, head: bytes, tail: bytes) -> Mark:
+        """The mark of a file read to ``offset``, whose first bytes are ``head`` and whose
+        bytes just before ``offset`` are ``tail``."""
+        return cls(offset, len(head), digest(head), len(tail), digest(tail) if tail else b"", head)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a file holds now, as far as the decision needs it."""
+
+    key: str
+    size: int
+    head: bytes  # its first min(size, HEAD) bytes
+    tails: Mapping[int, bytes]  # offset -> digest of the TAIL bytes before it (absent: unreadable)
+    at_start: bool = False  # found by the first scan after a start, not created under our eyes
+    waited: float = 0.0  # seconds this file has been waited on already
+    grew: bool = True  # its size changed since it was last looked at (a copy may still be written)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A mark of another file (or of this one before a truncation) a copy may continue."""
+
+    key: str
+    mark: Mark
+    settled: bool  # its file is gone, truncated or rewritten: a copy of it is taken as one
+
+
+class Kind(Enum):
+    """What to do with a file."""
+
+    RESUME = "resume"  # its stored position still holds: go on from there
+    COPY = "copy"  # a byte copy of a file read to ``offset``: go on from there
+    OLDER_COPY = "older copy"  # a copy of less than what was read: only its unterminated tail is new
+    WAIT = "wait"  # it may be a copy still being made, or a twin: decide later
+    REWRITTEN = "rewritten"  # its stored position belonged to other content: read it from 0
+    NEW = "new"  # never seen: read it from 0 (or from its end when told so)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where to start a file, and why."""
+
+    kind: Kind
+    offset: int = 0
+    source: str | None = None
+
+
+def holds(observed: Observed, mark: Mark) -> bool:
+    """Whether the file still holds what ``mark`` says was read from it."""
+    if observed.size < mark.offset or len(observed.head) < mark.head_len:
+        return False
+    if digest(observed.head[: mark.head_len]) != mark.head_hash:
+        return False
+    return not mark.tail_len or observed.tails.get(mark.offset) == mark.tail_hash
+
+
+def tail_offsets(stored: Mark | None, sources: Sequence[Source]) -> list[int]:
+    """The offsets whose tails ``classify`` will look at."""
+    marks = [s.mark for s in sources] + ([stored] if stored is not None else [])
+    return sorted({m.offset for m in marks if m.offset and m.tail_len})
+
+
+def classify(
+    stored: Mark | None,
+    observed: Observed,
+    sources: Sequence[Source] = (),
+    *,
+    rotate_wait: float = 5.0,
+) -> Decision:
+    """Decide where to start ``observed``, given its stored mark and other files' marks.
+
+    Its own stored position wins when the file still holds it (a position stored
+    while the file was empty vouches for nothing). Else the longest settled mark
+    the file is a byte copy of says where the copy goes on; a mark of a file
+    still followed and intact makes it wait up to ``rotate_wait``; else it is
+    read from its start.
+    """
+    if stored is not None and stored.offset and holds(observed, stored):
+        return Decision(Kind.RESUME, stored.offset, observed.key)
+    if observed.size == 0:
+        if stored is not None and stored.offset == 0:
+            return Decision(Kind.RESUME, 0, observed.key)
+        return Decision(Kind.REWRITTEN if stored is not None else Kind.NEW)
+    copies = [s for s in sources if s.key != observed.key or s.settled]
+    full = [s for s in copies if s.mark.offset and holds(observed, s.mark)]
+    settled = [s for s in full if s.settled]
+    if settled:
+        best = max(settled, key=lambda s: s.mark.offset)
+        return Decision(Kind.COPY, best.mark.offset, best.key)
+    older = [
+        s for s in copies
+        if s.settled and s.mark.head and observed.size < s.mark.offset
+        and s.mark.head.startswith(observed.head)
+    ]
+    if older:
+        if observed.grew:
+            return Decision(Kind.WAIT)  # a copy still being written may yet reach the mark
+        best = max(older, key=lambda s: s.mark.offset)
+        return Decision(Kind.OLDER_COPY, observed.size, best.key)
+    twins = full or [s for s in copies if not s.settled and _agree(s.mark.head, observed.head)]
+    if twins and not observed.at_start and observed.waited < rotate_wait:
+        return Decision(Kind.WAIT)
+    return Decision(Kind.REWRITTEN if stored is not None and stored.offset else Kind.NEW)
+
+
+def _agree(a: bytes, b: bytes) -> bool:
+    """Whether two heads agree as far as both go (never for an empty one)."""
+    n = min(len(a), len(b))
+    return n > 0 and a[:n] == b[:n]

@@ -1,0 +1,82 @@
+"""What the tailer remembers of a file, and the store it commits it to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from collectors.identity import Mark
+from collectors.scan import Hit
+
+__all__ = ["Batch", "FileState", "FileStatus", "PositionStore", "file_key"]
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What is remembered of one followed file between polls and across restarts."""
+
+    key: str
+    dev: int
+    ino: int
+    path: str
+    offset: int
+    head_len: int
+    head_hash: bytes
+    size: int
+    head: bytes = b""
+    tail_len: int = 0
+    tail_hash: bytes = b""
+    prior: Mark | None = None  # what the file held before its last truncation
+
+    @property
+    def mark(self) -> Mark:
+        """The committed read position with the head and tail that prove it."""
+        return Mark(self.offset, self.head_len, self.head_hash, self.tail_len, self.tail_hash, self.head)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one read of one file produced: commit all of it, or none of it."""
+
+    state: FileState
+    hits: list[Hit]
+    lines: int
+    bytes: int
+
+
+class PositionStore(Protocol):
+    """Where read positions and hits are committed together."""
+
+    def position(self, key: str) -> FileState | None:
+        """The committed state of a file, by ``dev:ino`` key."""
+
+    def commit(self, batch: Batch) -> None:
+        """Store the batch's hits and its new position in one transaction."""
+
+    def forget(self, key: str) -> None:
+        """Drop the state of a file that is gone for good."""
+
+    def positions(self) -> list[FileState]:
+        """Every committed file state."""
+
+
+def file_key(dev: int, ino: int) -> str:
+    """The store key of a file's identity."""
+    return f"{dev}:{ino}"
+
+
+@dataclass
+class FileStatus:
+    """A followed file as a person would want to see it."""
+
+    path: str
+    key: str
+    offset: int
+    size: int
+    rotated: bool
+    lines: int
+
+    @property
+    def lag(self) -> int:
+        """Bytes written but not yet read."""
+        return max(0, self.size - self.offset)
