@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Literal
 
 from canary import locations
+from canary.config.agent import AgentConfig, read_agent
 from canary.config.definitions import GuardDef, absolute_glob, expand_glob, load_definitions
 from canary.config.durations import format_duration
 from canary.config.logs import check_correlate
-from canary.config.placeholders import AGENT_PLACEHOLDERS, ALERT_PLACEHOLDERS, fill, placeholders_in
+from canary.config.placeholders import ALERT_PLACEHOLDERS
 from canary.config.tomlcheck import (
     KeyPath,
     Sink,
@@ -29,7 +30,6 @@ from canary.config.tomlcheck import (
     is_http_url,
     load_toml,
     locate,
-    type_name,
 )
 from canary.config.urls import redact_url
 from canary.errors import ConfigError, Problem
@@ -50,30 +50,8 @@ __all__ = [
 
 DEFAULT_DEFS = ("canaries_defs/*.toml",)
 TOP_KEYS = ("defs", "agent", "model", "fixtures", "logs", "store", "alerts", "daemon")
-AGENT_KEYS = ("url", "method", "body", "headers", "answer", "timeout", "command")
-#: The JSON body sent when [agent] has a url and no body.
-DEFAULT_BODY = {"prompt": "{prompt}"}
-HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
 _DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """How a canary reaches the real agent: an HTTP request (``url``) or a ``command``."""
-
-    url: str | None = None
-    method: str = "POST"
-    body: object | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    answer: str = "answer"
-    timeout: timedelta = timedelta(seconds=180)
-    command: tuple[str, ...] | None = None
-
-    @property
-    def inject_mode(self) -> bool:
-        """Whether the fabricated answer travels in the request itself (``{inject}`` is used)."""
-        return "inject" in _agent_placeholders(self)
 
 
 @dataclass(frozen=True)
@@ -186,7 +164,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     top = Table(sink, (), data, TOP_KEYS)
     listed = top.strings("defs", single_ok=True)
     defs = DEFAULT_DEFS if listed is None else listed
-    agent = _agent(top)
+    agent = read_agent(top)
     model_t, fixtures_t, daemon_t = (_section(top, name, keys) for name, keys in (
         ("model", ("listen", "upstream", "allow_remote", "max_body")),
         ("fixtures", ("listen", "allow_remote")),
@@ -244,94 +222,6 @@ def _size(t: Table, name: str, default: int) -> int:
 def _section(top: Table, name: str, keys: tuple[str, ...]) -> Table:
     """The ``[name]`` table (empty when absent or not a table) with its keys checked."""
     return Table(top.sink, (name,), top.table(name) or {}, keys)
-
-
-def _strings_in(value: object) -> list[str]:
-    """Every string inside a JSON-like value (keys excluded)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings_in(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings_in(v)]
-    return []
-
-
-def _agent_placeholders(agent: AgentConfig) -> set[str]:
-    """The placeholder names used in the agent's url, body, headers and command."""
-    texts = [agent.url or "", *_strings_in(agent.body), *agent.headers.values(),
-             *(agent.command or ())]
-    return {name for text in texts for name in placeholders_in(text)}
-
-
-def _check_body(sink: Sink, keys: KeyPath, value: object) -> None:
-    """Placeholders in every string of the body, each reported at its own key."""
-    if isinstance(value, str):
-        check_placeholders(sink, keys, value, AGENT_PLACEHOLDERS)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_body(sink, (*keys, k), v)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_body(sink, (*keys, i), v)
-    elif value is not None and not isinstance(value, int | float | bool):
-        sink.error(keys, f"a JSON body cannot hold {type_name(value)}; quote it")
-
-
-def _agent(top: Table) -> AgentConfig | None:
-    raw = top.table("agent")
-    if raw is None:
-        return None
-    t = Table(top.sink, ("agent",), raw, AGENT_KEYS)
-    sink, keys = t.sink, t.keys
-    url = t.string("url")
-    command = t.strings("command", hint="")
-    method = (t.string("method") or "POST").upper()
-    headers: dict[str, str] = {}
-    for name, value in (t.table("headers") or {}).items():
-        if isinstance(value, str):
-            headers[name] = value
-            check_placeholders(sink, (*keys, "headers", name), value, AGENT_PLACEHOLDERS)
-        else:
-            sink.error((*keys, "headers", name), f"expected a string, got {type_name(value)}")
-    body = t.get("body")
-    _check_body(sink, (*keys, "body"), body)
-    if body is None and t.has("url") and not t.has("command"):
-        body = dict(DEFAULT_BODY)  # the contract's example body, when none is written
-    answer = t.string("answer")
-    timeout = t.duration("timeout", AgentConfig.timeout) or AgentConfig.timeout
-
-    if t.has("url") and t.has("command"):
-        sink.error((*keys, "command"), "both url and command are set; keep one of them")
-    elif not t.has("url") and not t.has("command"):
-        t.missing("url", "url = 'http://127.0.0.1:8700/ask' or command = ['my-agent', '{prompt}']")
-    if t.has("command"):
-        for key in ("method", "body", "headers", "answer"):
-            if t.has(key):
-                sink.error((*keys, key), f"{key} is only used with url; with command the answer "
-                           "is the command's stdout")
-        if command is not None and not command:
-            sink.error((*keys, "command"), "an empty command: give the program and its arguments")
-        for i, arg in enumerate(command or ()):
-            check_placeholders(sink, (*keys, "command", i), arg, AGENT_PLACEHOLDERS)
-    if url is not None:
-        check_placeholders(sink, (*keys, "url"), url, AGENT_PLACEHOLDERS)
-        if not is_http_url(fill(url, dict.fromkeys(placeholders_in(url), "x"))):
-            sink.error((*keys, "url"), f"expected an http:// or https:// URL, got {redact_url(url)!r}")
-    if t.has("method") and method not in HTTP_METHODS:
-        sink.error((*keys, "method"), f"expected one of {', '.join(HTTP_METHODS)}, got "
-                   f"{t.get('method')!r}", suggestion=t.closest(method, HTTP_METHODS))
-    agent = AgentConfig(url, method, body, headers, answer if answer is not None else "answer",
-                        timeout, command)
-    # A misspelled {prompt} counts: it is already reported as an unknown placeholder.
-    others = AGENT_PLACEHOLDERS - {"prompt"}
-    if (url is not None or command) and not any(
-        t.closest(name, ("prompt",)) for name in _agent_placeholders(agent) - others
-    ):
-        where = "command" if command else "body"
-        sink.error((*keys, where), "the prompt never reaches the agent: put '{prompt}' in the "
-                   + ("command" if command else "body, url or headers"))
-    return agent
 
 
 def _distinct_ports(sink: Sink, listeners: list[tuple[KeyPath, str]]) -> None:

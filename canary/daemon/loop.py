@@ -43,8 +43,9 @@ from canary.runs.runner import DEFAULT_GRACE, select_canaries
 from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
 from canary.runs.session import Session
 from canary.status.overview import evaluate_all, record_transitions, status_document
-from canary.store.engine import RunLog, Store
+from canary.store.engine import Store
 from canary.store.health import StoreProblem
+from canary.store.runlog import RunLog
 from canary.store.tables import Firing, Heartbeat
 from canary.terminal import SafeFormatter
 from canary.vocabulary import as_utc

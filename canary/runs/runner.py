@@ -27,8 +27,9 @@ from canary.runs.record import RunRecord
 from canary.runs.registry import ActiveRun, Registry
 from canary.runs.values import draw
 from canary.runs.verdicts import Attributed, Observed, attributed, decide
-from canary.store.engine import RunLog, Store
+from canary.store.engine import Store
 from canary.store.queries import run_count
+from canary.store.runlog import RunLog
 
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0

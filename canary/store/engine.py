@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, func, insert, inspect, select, update
+from sqlalchemy import Connection, Engine, event, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -25,22 +25,17 @@ from sqlmodel import SQLModel, col, create_engine
 from canary import locations
 from canary.config.urls import redact_url
 from canary.errors import StoreError
+from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.positions import pack_mark, state_of
 from canary.store.tables import (
     LINE_KEEP,
-    Delivery,
     FilePosition,
     Firing,
-    Heartbeat,
     HourlyActivity,
     HourlyCount,
     Meta,
-    Mute,
-    Run,
-    Schedule,
-    Transition,
 )
-from canary.vocabulary import Verdict, as_utc, hour_floor
+from canary.vocabulary import as_utc, hour_floor
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
 
@@ -50,55 +45,6 @@ Observer = Callable[[Hit], None]
 CORRELATE_RULE = "~correlate"
 
 
-def _v1(conn: Connection) -> None:
-    """Firings, hourly counts, activity, read positions."""
-    tables = [Meta, Firing, HourlyCount, HourlyActivity, FilePosition]
-    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
-
-
-def _v2(conn: Connection) -> None:
-    """Canary runs."""
-    SQLModel.metadata.create_all(conn, tables=[Run.__table__])  # type: ignore[attr-defined]
-
-
-def _v3(conn: Connection) -> None:
-    """Status transitions, mutes, alert deliveries, schedules and the daemon's heartbeat."""
-    tables = [Transition, Mute, Delivery, Schedule, Heartbeat]
-    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
-
-
-def _v4(conn: Connection) -> None:
-    """An index of runs by (guard, canary, variant, started), so a status reads a few rows per pair."""
-    for index in Run.__table__.indexes:  # type: ignore[attr-defined]
-        if index.name == "ix_runs_pair_started":
-            index.create(conn, checkfirst=True)
-
-
-def _v5(conn: Connection) -> None:
-    """Each run's attribution (the mark that tied its firing) and the foreign calls it saw."""
-    # _v2 creates the runs table from today's model, so a new store already has both columns.
-    have = {column["name"] for column in inspect(conn).get_columns("runs")}
-    if "attribution" not in have:
-        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN attribution VARCHAR")
-    if "foreign_calls" not in have:
-        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN foreign_calls INTEGER NOT NULL DEFAULT 0")
-
-
-def _v6(conn: Connection) -> None:
-    """Read positions proved by the bytes before the offset, and the state before a truncation."""
-    # _v1 creates the positions table from today's model, so a new store already has them.
-    columns = {column["name"] for column in inspect(conn).get_columns("file_positions")}
-    for name, kind in (
-        ("head", "BLOB NOT NULL DEFAULT x''"), ("tail_len", "INTEGER NOT NULL DEFAULT 0"),
-        ("tail_hash", "BLOB NOT NULL DEFAULT x''"), ("prior", "BLOB"),
-    ):
-        if name not in columns:
-            conn.exec_driver_sql(f"ALTER TABLE file_positions ADD COLUMN {name} {kind}")
-
-
-#: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
-SCHEMA_VERSION = len(MIGRATIONS)
 
 
 #: Seconds a write waits for another process's lock before it fails with a StoreError.
@@ -135,7 +81,7 @@ def _as_store_error(url: str) -> Callable[[ExceptionContext], None]:
     return hook
 
 
-def _cut(text: str) -> str:
+def cut_line(text: str) -> str:
     raw = text.encode("utf-8")
     if len(raw) <= LINE_KEEP:
         return text
@@ -282,7 +228,7 @@ class Store:
                     {
                         "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
                         "read_at": now, "path": path, "file_key": key, "offset": hit.offset,
-                        "line": _cut(hit.text), "run_id": run_id,
+                        "line": cut_line(hit.text), "run_id": run_id,
                     }
                 )
                 source = "organic" if run_id is None else "canary"
@@ -398,64 +344,3 @@ class Store:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(Firing)).scalar_one())
 
-
-def _run_table() -> Any:
-    return Run.__table__  # type: ignore[attr-defined]
-
-
-class RunLog:
-    """Writes of canary runs: a row when a run starts, its verdict when it ends."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def start(self, *, guard: str, canary: str, variant: int, expect: str, nonce: str,
-              started: datetime, injected_text: str, leak_text: str | None) -> int:
-        """Insert an in-flight run; return its id."""
-        with self.store.engine.begin() as conn:
-            result = conn.execute(
-                insert(_run_table()).values(
-                    guard=guard, canary=canary, variant=variant, expect=expect, nonce=nonce,
-                    started=started, injected_text=injected_text, leak_text=leak_text,
-                    trace="{}", firings=0,
-                )
-            )
-            key = result.inserted_primary_key
-            assert key is not None
-            return int(key[0])
-
-    def finish(self, run_id: int, **fields: Any) -> None:
-        """Record a run's verdict and what it saw."""
-        with self.store.engine.begin() as conn:
-            conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
-
-    def claim(self, run_id: int, guard: str, firings: Sequence[tuple[int, str]], since: datetime) -> int:
-        """Tie committed organic firings (offset, line, read since ``since``) to a run; return how many."""
-        table, counts = Firing.__table__, HourlyCount.__table__  # type: ignore[attr-defined]
-        moved: Counter[datetime] = Counter()
-        with self.store.engine.begin() as conn:
-            for offset, line in firings:
-                where = (table.c.guard == guard, table.c.offset == offset, table.c.line == _cut(line),
-                         table.c.run_id.is_(None), table.c.read_at >= as_utc(since))
-                rows = conn.execute(select(table.c.id, table.c.ts).where(*where)).all()
-                for row_id, ts in rows:
-                    conn.execute(update(table).where(table.c.id == row_id).values(run_id=run_id))
-                    moved[hour_floor(as_utc(ts))] += 1
-            for hour, n in moved.items():
-                conn.execute(update(counts).where(counts.c.guard == guard, counts.c.hour == hour,
-                                                  counts.c.source == "organic")
-                             .values(count=counts.c["count"] - n))
-                self.store.upsert(conn, HourlyCount,
-                                  [{"guard": guard, "hour": hour, "source": "canary", "count": n}],
-                                  keys=["guard", "hour", "source"],
-                                  set_={"count": counts.c["count"] + n})
-        return sum(moved.values())
-
-    def interrupt_in_flight(self, reason: str) -> int:
-        """Mark runs left in flight (by a crash or a stop) as errors; return how many."""
-        table = _run_table()
-        with self.store.engine.begin() as conn:
-            result = conn.execute(
-                update(table).where(table.c.verdict.is_(None)).values(verdict=Verdict.ERROR, error=reason)
-            )
-            return int(result.rowcount or 0)

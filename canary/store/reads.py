@@ -24,7 +24,7 @@ from canary.vocabulary import CONCLUSIVE, as_utc
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-#: The schema version these queries read; ``canary.store.engine.SCHEMA_VERSION`` (a test holds them equal).
+#: The schema version these queries read: ``canary.store.migrations.SCHEMA_VERSION`` (a test checks).
 SCHEMA_VERSION = 6
 
 Execute = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]

@@ -2,7 +2,7 @@
 
 Times are aware UTC datetimes: every time column is a ``UTCDateTime``.
 The schema's versions are listed in
-``canary.store.engine.MIGRATIONS``; a table added here must be added there too.
+``canary.store.migrations.MIGRATIONS``; a table added here must be added there too.
 """
 
 from __future__ import annotations

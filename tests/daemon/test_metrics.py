@@ -12,7 +12,8 @@ from sqlalchemy import insert
 
 from canary.daemon.metrics import MetricsSnapshot, render, snapshot_from_store
 from canary.locations import package_dir
-from canary.store.engine import RunLog, Store
+from canary.store.engine import Store
+from canary.store.runlog import RunLog
 from canary.store.tables import Heartbeat
 from canary.vocabulary import Status
 from collectors.scan import Hit

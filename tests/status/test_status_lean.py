@@ -20,7 +20,9 @@ from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
 from canary.status.facts import canary_period
 from canary.status.overview import evaluate_all, status_document, status_for
 from canary.store import reads
-from canary.store.engine import SCHEMA_VERSION, RunLog, Store
+from canary.store.engine import Store
+from canary.store.migrations import SCHEMA_VERSION
+from canary.store.runlog import RunLog
 from canary.store.tables import Run
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)

@@ -12,7 +12,8 @@ from sqlmodel import col
 from canary.alerts.planning import build_payload, plan_alerts
 from canary.config.settings import AlertsConfig, Config, load_config
 from canary.status.overview import evaluate_all, record_transitions
-from canary.store.engine import RunLog, Store
+from canary.store.engine import Store
+from canary.store.runlog import RunLog
 from canary.store.tables import Delivery, Transition
 from canary.vocabulary import Status
 from collectors.scan import Hit

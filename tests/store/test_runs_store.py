@@ -8,8 +8,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from canary.store.engine import CORRELATE_RULE, SCHEMA_VERSION, RunLog, Store
+from canary.store.engine import CORRELATE_RULE, Store
+from canary.store.migrations import SCHEMA_VERSION
 from canary.store.queries import window_counts
+from canary.store.runlog import RunLog
 from canary.store.tables import Firing, Run
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState

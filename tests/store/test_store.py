@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import text
 
 from canary.errors import StoreError
-from canary.store.engine import SCHEMA_VERSION, Store
+from canary.store.engine import Store
+from canary.store.migrations import SCHEMA_VERSION
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
 

@@ -1,0 +1,73 @@
+"""The schema's versions, oldest first: a store at version N runs N+1.. in order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Connection, inspect
+from sqlmodel import SQLModel
+
+from canary.store.tables import (
+    Delivery,
+    FilePosition,
+    Firing,
+    Heartbeat,
+    HourlyActivity,
+    HourlyCount,
+    Meta,
+    Mute,
+    Run,
+    Schedule,
+    Transition,
+)
+
+
+def _v1(conn: Connection) -> None:
+    """Firings, hourly counts, activity, read positions."""
+    tables = [Meta, Firing, HourlyCount, HourlyActivity, FilePosition]
+    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
+
+
+def _v2(conn: Connection) -> None:
+    """Canary runs."""
+    SQLModel.metadata.create_all(conn, tables=[Run.__table__])  # type: ignore[attr-defined]
+
+
+def _v3(conn: Connection) -> None:
+    """Status transitions, mutes, alert deliveries, schedules and the daemon's heartbeat."""
+    tables = [Transition, Mute, Delivery, Schedule, Heartbeat]
+    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in tables])  # type: ignore[attr-defined]
+
+
+def _v4(conn: Connection) -> None:
+    """An index of runs by (guard, canary, variant, started), so a status reads a few rows per pair."""
+    for index in Run.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name == "ix_runs_pair_started":
+            index.create(conn, checkfirst=True)
+
+
+def _v5(conn: Connection) -> None:
+    """Each run's attribution (the mark that tied its firing) and the foreign calls it saw."""
+    # _v2 creates the runs table from today's model, so a new store already has both columns.
+    have = {column["name"] for column in inspect(conn).get_columns("runs")}
+    if "attribution" not in have:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN attribution VARCHAR")
+    if "foreign_calls" not in have:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN foreign_calls INTEGER NOT NULL DEFAULT 0")
+
+
+def _v6(conn: Connection) -> None:
+    """Read positions proved by the bytes before the offset, and the state before a truncation."""
+    # _v1 creates the positions table from today's model, so a new store already has them.
+    columns = {column["name"] for column in inspect(conn).get_columns("file_positions")}
+    for name, kind in (
+        ("head", "BLOB NOT NULL DEFAULT x''"), ("tail_len", "INTEGER NOT NULL DEFAULT 0"),
+        ("tail_hash", "BLOB NOT NULL DEFAULT x''"), ("prior", "BLOB"),
+    ):
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE file_positions ADD COLUMN {name} {kind}")
+
+
+#: The schema's versions, oldest first. A store at version N runs N+1.. in order.
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+SCHEMA_VERSION = len(MIGRATIONS)

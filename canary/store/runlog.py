@@ -1,0 +1,76 @@
+"""Writes of canary runs: a row when a run starts, its verdict and its claimed firings when it ends."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from canary.store.engine import Store, cut_line
+from canary.store.tables import Firing, HourlyCount, Run
+from canary.vocabulary import Verdict, as_utc, hour_floor
+
+
+def _run_table() -> Any:
+    return Run.__table__  # type: ignore[attr-defined]
+
+
+class RunLog:
+    """Writes of canary runs: a row when a run starts, its verdict when it ends."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def start(self, *, guard: str, canary: str, variant: int, expect: str, nonce: str,
+              started: datetime, injected_text: str, leak_text: str | None) -> int:
+        """Insert an in-flight run; return its id."""
+        with self.store.engine.begin() as conn:
+            result = conn.execute(
+                insert(_run_table()).values(
+                    guard=guard, canary=canary, variant=variant, expect=expect, nonce=nonce,
+                    started=started, injected_text=injected_text, leak_text=leak_text,
+                    trace="{}", firings=0,
+                )
+            )
+            key = result.inserted_primary_key
+            assert key is not None
+            return int(key[0])
+
+    def finish(self, run_id: int, **fields: Any) -> None:
+        """Record a run's verdict and what it saw."""
+        with self.store.engine.begin() as conn:
+            conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
+
+    def claim(self, run_id: int, guard: str, firings: Sequence[tuple[int, str]], since: datetime) -> int:
+        """Tie committed organic firings (offset, line, read since ``since``) to a run; return how many."""
+        table, counts = Firing.__table__, HourlyCount.__table__  # type: ignore[attr-defined]
+        moved: Counter[datetime] = Counter()
+        with self.store.engine.begin() as conn:
+            for offset, line in firings:
+                where = (table.c.guard == guard, table.c.offset == offset, table.c.line == cut_line(line),
+                         table.c.run_id.is_(None), table.c.read_at >= as_utc(since))
+                rows = conn.execute(select(table.c.id, table.c.ts).where(*where)).all()
+                for row_id, ts in rows:
+                    conn.execute(update(table).where(table.c.id == row_id).values(run_id=run_id))
+                    moved[hour_floor(as_utc(ts))] += 1
+            for hour, n in moved.items():
+                conn.execute(update(counts).where(counts.c.guard == guard, counts.c.hour == hour,
+                                                  counts.c.source == "organic")
+                             .values(count=counts.c["count"] - n))
+                self.store.upsert(conn, HourlyCount,
+                                  [{"guard": guard, "hour": hour, "source": "canary", "count": n}],
+                                  keys=["guard", "hour", "source"],
+                                  set_={"count": counts.c["count"] + n})
+        return sum(moved.values())
+
+    def interrupt_in_flight(self, reason: str) -> int:
+        """Mark runs left in flight (by a crash or a stop) as errors; return how many."""
+        table = _run_table()
+        with self.store.engine.begin() as conn:
+            result = conn.execute(
+                update(table).where(table.c.verdict.is_(None)).values(verdict=Verdict.ERROR, error=reason)
+            )
+            return int(result.rowcount or 0)
