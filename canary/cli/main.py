@@ -317,7 +317,8 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
 def daemon(ctx: click.Context, tick: float, spread: str) -> None:
     """The background service in the foreground: collectors, canaries, status, alerts, metrics."""
     from canary.config.durations import DurationError, parse_duration
-    from canary.daemon.loop import Daemon, setup_logging
+    from canary.daemon.loop import Daemon
+    from canary.daemon.steps import setup_logging
 
     config = load(ctx)
     try:

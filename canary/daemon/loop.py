@@ -17,38 +17,29 @@ resumes from the stored read positions.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import logging.handlers
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete
-from sqlmodel import col
-
-from canary import locations
 from canary.config.settings import Config
-from canary.config.urls import redact_url
 from canary.daemon.health import upstream_step
 from canary.daemon.reload import backfill, changed_guards, fingerprint, load_checked
+from canary.daemon.steps import alert_step, beat, decide_statuses, prune, store_lock
 from canary.daemon.storewatch import StoreWatch, alert_problem, store_failure
 from canary.errors import UnavailableError
 from canary.runs.runner import DEFAULT_GRACE, select_canaries
 from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
 from canary.runs.session import Session
-from canary.status.overview import evaluate_all, record_transitions, status_document
+from canary.status.overview import evaluate_all, status_document
 from canary.store.engine import Store
 from canary.store.health import StoreProblem
 from canary.store.runlog import RunLog
-from canary.store.tables import Firing, Heartbeat
-from canary.terminal import SafeFormatter
-from canary.vocabulary import as_utc
 
 log = logging.getLogger("canary.daemon.loop")
 
@@ -57,92 +48,6 @@ INTERRUPTED = "interrupted: the daemon stopped before the verdict"
 STOP_WAIT = 30.0
 
 
-def lock_path(store: Store) -> Path:
-    """The lock file of a store: beside a SQLite file, else in the state directory."""
-    if store.path is not None:
-        return store.path.with_name(store.path.name + ".lock")
-    return locations.state_dir() / "daemon.lock"
-
-
-@contextlib.contextmanager
-def store_lock(store: Store) -> Iterator[Path]:
-    """Hold the store's daemon lock, or raise UnavailableError naming the holder."""
-    import fcntl
-
-    path = lock_path(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
-            raise UnavailableError(
-                f"another daemon (pid {holder}) already runs on the store {redact_url(store.url)}"
-            ) from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield path
-    finally:
-        os.close(fd)
-
-
-def setup_logging(path: Path | None = None, *, level: int = logging.INFO) -> Path:
-    """The daemon's own log (rotated at 5 MB), plus stderr."""
-    if path is None:
-        path = locations.private_state_dir() / "logs" / "daemon.log"
-    locations.private_dir(path.parent, tighten=True)
-    root = logging.getLogger("canary")
-    root.setLevel(level)
-    # Messages may quote log lines or a webhook's answer: shown safely, in the file and on stderr.
-    fmt = SafeFormatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
-    file_handler = locations.PrivateRotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
-    file_handler.setFormatter(fmt)
-    stream = logging.StreamHandler()
-    stream.setFormatter(fmt)
-    root.handlers = [file_handler, stream]
-    return path
-
-
-# -- steps, each one unit of work --------------------------------------------
-
-
-def beat(store: Store, *, pid: int, started: datetime, now: datetime, files: int,
-         addresses: dict[str, str | None], stopped: datetime | None = None) -> None:
-    """Write the heartbeat row."""
-    row = {
-        "id": 1, "pid": pid, "started": as_utc(started), "beat": as_utc(now), "files": files,
-        "proxy": addresses.get("proxy"), "fixtures": addresses.get("fixtures"),
-        "control": addresses.get("control"), "stopped": as_utc(stopped) if stopped else None,
-    }
-    with store.engine.begin() as conn:
-        store.upsert(conn, Heartbeat, [row], keys=["id"], set_={k: v for k, v in row.items() if k != "id"})
-
-
-def decide_statuses(
-    store: Store, config: Config, *, now: datetime, readable: bool | None
-) -> list[dict[str, Any]]:
-    """Evaluate every guard and store each change of status as a transition."""
-    statuses = [status for _facts, status in evaluate_all(store, config, now=now, readable=readable)]
-    changes = record_transitions(store, statuses, now=now)
-    for change in changes:
-        log.info("%s: %s -> %s: %s", change["guard"], change["previous"], change["status"], change["reason"])
-    return changes
-
-
-def prune(store: Store, *, older_than: timedelta, now: datetime) -> int:
-    """Delete raw firing rows older than the retention; hourly counts stay."""
-    with store.engine.begin() as conn:
-        result = conn.execute(delete(Firing).where(col(Firing.ts) < as_utc(now - older_than)))
-        return int(result.rowcount or 0)
-
-
-def alert_step(store: Store, config: Config, *, now: datetime) -> None:
-    """Plan the alerts new transitions and reminders call for, and send what is due."""
-    from canary.alerts.planning import deliver_pending, plan_alerts
-
-    plan_alerts(store, config.alerts, now=now)
-    deliver_pending(store, config.alerts, now=now)
 
 
 # -- the daemon ----------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from canary.config.settings import load_config
-from canary.daemon.loop import beat, decide_statuses, prune, store_lock
+from canary.daemon.steps import beat, decide_statuses, prune, store_lock
 from canary.errors import UnavailableError
 from canary.status.overview import daemon_info
 from canary.store.engine import Store
