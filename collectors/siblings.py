@@ -112,19 +112,23 @@ def adoptable(
     return gone, moved
 
 
-def copy_candidates(path: str, followed: Container[str]) -> list[str]:
-    """Rotated siblings of ``path`` not followed, not compressed and not empty."""
-    out: list[str] = []
+def _plain_siblings(path: str) -> list[tuple[str, os.stat_result]]:
+    """The rotated siblings of ``path`` that are not compressed and can be stat-ed, with their stat."""
+    out: list[tuple[str, os.stat_result]] = []
     for sibling in rotated_siblings(Path(path)):
         if is_compressed(sibling):
             continue
         try:
-            st = os.stat(sibling)
+            out.append((str(sibling), os.stat(sibling)))
         except OSError:
             continue
-        if file_key(st.st_dev, st.st_ino) not in followed and st.st_size > 0:
-            out.append(str(sibling))
     return out
+
+
+def copy_candidates(path: str, followed: Container[str]) -> list[str]:
+    """Rotated siblings of ``path`` not followed, not compressed and not empty."""
+    return [sibling for sibling, st in _plain_siblings(path)
+            if file_key(st.st_dev, st.st_ino) not in followed and st.st_size > 0]
 
 
 def unread_between(lives: Iterable[str], known: Container[str]) -> list[str]:
@@ -136,15 +140,7 @@ def unread_between(lives: Iterable[str], known: Container[str]) -> list[str]:
     """
     out: list[str] = []
     for live in sorted(set(lives)):
-        keyed: list[tuple[str, str]] = []
-        for sibling in rotated_siblings(Path(live)):
-            if is_compressed(sibling):
-                continue
-            try:
-                st = os.stat(sibling)
-            except OSError:
-                continue
-            keyed.append((str(sibling), file_key(st.st_dev, st.st_ino)))
+        keyed = [(sibling, file_key(st.st_dev, st.st_ino)) for sibling, st in _plain_siblings(live)]
         newest = max((i for i, (_p, k) in enumerate(keyed) if k in known), default=None)
         if newest is not None:
             out.extend(p for p, k in keyed[newest + 1 :] if k not in known)
