@@ -170,12 +170,16 @@ class Registry:
 
     def _decide(self, run: ActiveRun, call: ModelCall) -> str | ToolCall | None:
         now = self._clock()
+        # A user's `inject_at = { match = ... }` regex runs before the lock is taken, so a slow
+        # pattern delays only this call, never the other runs or the fixture server.
+        matched = (run.injected is None and isinstance(run.inject_at, MatchAt)
+                   and run.inject_at.pattern.search(call.body.decode("utf-8", "replace")) is not None)
         with self._lock:
             if now > run.deadline or run.nonce not in self._runs:
                 return None
             run.calls += 1
             if run.injected is None:
-                if self._selected(run, call):
+                if self._selected(run, matched):
                     run.injected = now
                     return run.fabrication
                 return None
@@ -186,7 +190,7 @@ class Registry:
             return None
 
     @staticmethod
-    def _selected(run: ActiveRun, call: ModelCall) -> bool:
+    def _selected(run: ActiveRun, matched: bool) -> bool:
         where = run.inject_at
         if where == "first":
             return True
@@ -194,8 +198,7 @@ class Registry:
             return run.fetched is not None
         if isinstance(where, int):
             return run.calls == where
-        assert isinstance(where, MatchAt)
-        return where.pattern.search(call.body.decode("utf-8", "replace")) is not None
+        return matched
 
     def upstream_failed(self, body: bytes, sentence: str) -> None:
         """The proxy answered a model call carrying a run's nonce with its own error: tell that run."""

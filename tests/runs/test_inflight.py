@@ -224,3 +224,45 @@ def test_a_jsonl_task_id_ties_the_guards_line() -> None:
     assert registry.attribute("citation", '{"task_id": "q-17", "event": "guard_reject"}', None) == 9
     tied = attributed(run)
     assert (tied.mark, len(tied.firings), tied.ambiguous) == ("task", 1, [])
+
+
+class BlockingPattern:
+    """A pattern whose search holds until released: a slow user regex, made deterministic."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def search(self, text: str) -> object:
+        self.entered.set()
+        self.release.wait(10)
+        return object()
+
+
+def test_a_slow_inject_at_regex_never_holds_the_registry() -> None:
+    """While one run's `inject_at = { match }` regex runs, the fixture server and other runs go on."""
+    import threading
+
+    pattern = BlockingPattern()
+    registry, run, _ = make(MatchAt(pattern))  # type: ignore[arg-type]
+    other = ActiveRun(
+        run_id=2, guard="quote", nonce="k3v9zzzzzzzzzzzzzzzz", inject_at="first",
+        inject_text="other", repair_text=None, page="<p>other</p>", started=1000.0, deadline=1060.0,
+    )
+    registry.add(other)
+    result: list[object] = []
+    slow = threading.Thread(target=lambda: result.append(registry.intercept(call(f"x {run.nonce}"))))
+    slow.start()
+    try:
+        assert pattern.entered.wait(5)
+        served: list[object] = []
+        fetch = threading.Thread(target=lambda: served.append(registry.fetch_page(other.nonce)))
+        fetch.start()
+        fetch.join(5)
+        assert served == ["<p>other</p>"], "the fixture server waited on another run's regex"
+    finally:
+        pattern.release.set()
+        slow.join(5)
+    assert result == [run.inject_text]
