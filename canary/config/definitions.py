@@ -28,6 +28,7 @@ from canary.config.tomlcheck import (
     type_name,
 )
 from canary.errors import Problem
+from collectors.patterns import catastrophic
 
 __all__ = [
     "CanaryDef",
@@ -380,7 +381,14 @@ def _inject_at(t: Table) -> InjectAt | None:
         if regex is None:
             return None
         compiled = compile_regex(t.sink, (*keys, "match"), regex)
-        return MatchAt(compiled) if compiled is not None else None
+        if compiled is None:
+            return None
+        # The proxy runs it on every model call of the run: a backtracking shape is refused here.
+        shape = catastrophic(compiled.pattern, compiled.flags)
+        if shape is not None:
+            t.sink.error((*keys, "match"), shape)
+            return None
+        return MatchAt(compiled)
     t.sink.error(keys, f"{expected}, got {type_name(value)}")
     return None
 
