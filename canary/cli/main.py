@@ -64,7 +64,6 @@ def _relay_warning(config: Config) -> str | None:
     import tomllib
 
     from canary.daemon import service as svc
-    from canary.daemon.control import connect
 
     try:
         raw = tomllib.loads(config.path.read_text(encoding="utf-8")) if config.path is not None else {}
@@ -73,9 +72,7 @@ def _relay_warning(config: Config) -> str | None:
     model = raw.get("model")
     if not isinstance(model, dict) or "listen" not in model or svc.installed():
         return None
-    client = connect(config.daemon.control)
-    if client is not None:
-        client.close()
+    if _answers(config.daemon.control):
         return None
     return (
         f"warning: [model] listen = {config.model.listen!r}, but no daemon runs and no service is "
@@ -83,6 +80,18 @@ def _relay_warning(config: Config) -> str | None:
         "only with `canary service install` done (the service manager then holds the socket), or "
         "while the daemon runs."
     )
+
+
+def _answers(address: str) -> bool:
+    """Whether something listens on the daemon's control address (``check`` needs no HTTP client)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
