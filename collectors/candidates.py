@@ -79,7 +79,8 @@ class PythonCandidates:
     def _slow_candidates(self, buf: bytes, candidates: dict[int, set[int]]) -> None:
         """Lines of rules without a literal: one multiline search of the buffer where the
         buffer is plain ASCII (so a line's text is its bytes), else every line."""
-        chunk_ok = buf.isascii() and b"\r" not in buf
+        # ``regex`` and ``re`` read plain ASCII alike, but for U+001C..U+001F (whitespace to ``re``).
+        chunk_ok = buf.isascii() and b"\r" not in buf and _SEPARATORS.search(buf) is None
         text = buf.decode("ascii") if chunk_ok else None
         every_line: list[int] = []
         for index, _rule in self._slow:
@@ -92,6 +93,9 @@ class PythonCandidates:
         if every_line:
             mark_every_line(buf, 0, len(buf), every_line, candidates)
 
+
+
+_SEPARATORS = re.compile(rb"[\x1c-\x1f]")
 
 
 def mark_every_line(

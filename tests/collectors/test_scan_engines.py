@@ -6,7 +6,7 @@ import re
 from datetime import UTC
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from collectors import engine as native
@@ -199,6 +199,9 @@ def test_a_line_over_budget_is_skipped_with_a_warning_and_counting_goes_on() -> 
     lines=lines_st,
     cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=20),
 )
+# re counts U+001C..U+001F as whitespace; the regex module does not.
+@example(pats=["(?:\\s|(?=ok))", "Guard"], lines=[b"\x1c"], cuts=[])
+@example(pats=["Guard", "(?:\\s|(?=ok))"], lines=[b"\x1c"], cuts=[])
 def test_counting_activity_lines_agrees_with_per_line_re_search(
     engine: str, pats: list[str], lines: list[bytes], cuts: list[int]
 ) -> None:
