@@ -1,9 +1,19 @@
-"""The ``[agent]`` section of canary.toml: how a canary reaches the real agent."""
+"""The ``[agent]`` section of canary.toml: how a canary reaches the real agent.
+
+``conversation = "dotted.path"`` names where the agent's JSON reply carries its
+conversation id, for multi-turn canaries: ``{conversation}`` in the body, url or
+headers is replaced with that id on every turn after the first. On the first
+turn there is no id yet: a body value that is exactly ``"{conversation}"``
+becomes JSON ``null`` (what agents that start a conversation on a missing id
+expect); inside a longer string, in the url or in a header it becomes ``""``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from canary.config.placeholders import AGENT_PLACEHOLDERS, fill, placeholders_in
 from canary.config.tomlcheck import (
@@ -16,7 +26,7 @@ from canary.config.tomlcheck import (
 )
 from canary.config.urls import redact_url
 
-AGENT_KEYS = ("url", "method", "body", "headers", "answer", "timeout", "command")
+AGENT_KEYS = ("url", "method", "body", "headers", "answer", "timeout", "command", "conversation")
 #: The JSON body sent when [agent] has a url and no body.
 DEFAULT_BODY = {"prompt": "{prompt}"}
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -33,6 +43,7 @@ class AgentConfig:
     answer: str = "answer"
     timeout: timedelta = timedelta(seconds=180)
     command: tuple[str, ...] | None = None
+    conversation: str | None = None  # dotted path to the conversation id in the JSON reply
 
     @property
     def inject_mode(self) -> bool:
@@ -93,6 +104,10 @@ def read_agent(top: Table) -> AgentConfig | None:
     if body is None and t.has("url") and not t.has("command"):
         body = dict(DEFAULT_BODY)  # the contract's example body, when none is written
     answer = t.string("answer")
+    conversation = t.string("conversation")
+    if conversation is not None and not conversation.strip():
+        sink.error((*keys, "conversation"), "an empty path: name where the reply carries the "
+                   "conversation id, like 'conversation' or 'session.id'")
     timeout = t.duration("timeout", AgentConfig.timeout) or AgentConfig.timeout
 
     if t.has("url") and t.has("command"):
@@ -100,7 +115,7 @@ def read_agent(top: Table) -> AgentConfig | None:
     elif not t.has("url") and not t.has("command"):
         t.missing("url", "url = 'http://127.0.0.1:8700/ask' or command = ['my-agent', '{prompt}']")
     if t.has("command"):
-        for key in ("method", "body", "headers", "answer"):
+        for key in ("method", "body", "headers", "answer", "conversation"):
             if t.has(key):
                 sink.error((*keys, key), f"{key} is only used with url; with command the answer "
                            "is the command's stdout")
@@ -116,7 +131,11 @@ def read_agent(top: Table) -> AgentConfig | None:
         sink.error((*keys, "method"), f"expected one of {', '.join(HTTP_METHODS)}, got "
                    f"{t.get('method')!r}", suggestion=t.closest(method, HTTP_METHODS))
     agent = AgentConfig(url, method, body, headers, answer if answer is not None else "answer",
-                        timeout, command)
+                        timeout, command, conversation)
+    if conversation and url is not None and "conversation" not in _agent_placeholders(agent):
+        sink.error((*keys, "body"), "{conversation} is in neither the body, the url nor the headers: "
+                   "put it where the agent reads the conversation id, like "
+                   "body = { prompt = '{prompt}', conversation = '{conversation}' }")
     # A misspelled {prompt} counts: it is already reported as an unknown placeholder.
     others = AGENT_PLACEHOLDERS - {"prompt"}
     if (url is not None or command) and not any(
@@ -126,4 +145,20 @@ def read_agent(top: Table) -> AgentConfig | None:
         sink.error((*keys, where), "the prompt never reaches the agent: put '{prompt}' in the "
                    + ("command" if command else "body, url or headers"))
     return agent
+
+
+def check_conversations(sink: Sink, agent: AgentConfig | None, canaries: Sequence[tuple[str, Path]]) -> None:
+    """Multi-turn canaries (``key``, file) need ``[agent] conversation``: name the first one."""
+    if not canaries or agent is None or agent.conversation:
+        return
+    key, path = canaries[0]
+    more = f" (and {len(canaries) - 1} more)" if len(canaries) > 1 else ""
+    if agent.command:
+        sink.error(("agent", "command"), f"the canary {key} in {path}{more} has [[canary.turn]] "
+                   "tables, and a command cannot continue a conversation: reach the agent by url "
+                   "and set conversation")
+        return
+    sink.error(("agent", "conversation"), f"the canary {key} in {path}{more} has [[canary.turn]] "
+               "tables, so every turn must continue one conversation: set conversation to the "
+               "dotted path of the conversation id in the agent's reply, like 'conversation'")
 

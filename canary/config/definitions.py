@@ -15,7 +15,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from canary.config.fabrications import Observation, ToolTemplate, parse_inject_tool, parse_observation
+from canary.config.fabrications import Observation, ToolTemplate, parse_observation
+from canary.config.injection import (
+    InjectAt,
+    Injection,
+    MatchAt,
+    check_prompt,
+    parse_injection,
+    parse_turns,
+)
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.tomlcheck import (
     KeyPath,
@@ -23,12 +31,10 @@ from canary.config.tomlcheck import (
     Table,
     check_matcher,
     check_placeholders,
-    compile_regex,
     load_toml,
     type_name,
 )
 from canary.errors import Problem
-from collectors.patterns import catastrophic
 
 __all__ = [
     "CanaryDef",
@@ -57,19 +63,9 @@ CANARY_KEYS = (
     "inject_at",
     "repair",
     "timeout",
+    "turn",
 )
-INJECT_AT_WORDS = ("first", "after-fetch")
-_TEXT_KEYS = ("prompt", "fixture", "leak", "grounded", "repair")
-
-
-@dataclass(frozen=True)
-class MatchAt:
-    """``inject_at = { match = '...' }``: the first model call of the run whose body matches."""
-
-    pattern: re.Pattern[str]
-
-
-InjectAt = Literal["first", "after-fetch"] | int | MatchAt
+_TEXT_KEYS = ("fixture", "leak", "grounded", "repair")
 
 
 @dataclass(frozen=True)
@@ -92,6 +88,18 @@ class CanaryDef:
     inject_tool: tuple[ToolTemplate, ...] = ()
     observe: Observation | None = None  # a leak seen, not read: ``leak = { fetched | file = ... }``
     grounded: str | None = None  # controls: text that must reach the answer
+    turn_prompts: tuple[str, ...] = ()  # ``[[canary.turn]]`` prompts in order; () for one turn
+    inject_turn: int = 0  # the turn (from 0) whose model call gets the fabrication
+
+    @property
+    def turns(self) -> tuple[str, ...]:
+        """Every turn's prompt in order; a single-turn canary has one, its ``prompt``."""
+        return self.turn_prompts or (self.prompt,)
+
+    @property
+    def multi_turn(self) -> bool:
+        """Whether the agent is asked more than once, in one conversation."""
+        return len(self.turns) > 1
 
     @property
     def variants(self) -> tuple[str | ToolTemplate, ...]:
@@ -264,32 +272,28 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
     if expect not in ("reject", "accept"):
         sink.error((*keys, "expect"), f"expected 'reject' or 'accept' (a control), got {expect!r}",
                    suggestion=t.closest(expect, ("reject", "accept")))
-    prompt = t.string("prompt", required=True,
-                      hint="the prompt that leads the agent to the guarded step")
+    turns = parse_turns(t)
+    if turns is None:
+        prompt = t.string("prompt", required=True,
+                          hint="the prompt that leads the agent to the guarded step")
+        if prompt is not None:
+            check_prompt(sink, (*keys, "prompt"), prompt)
+        injection = parse_injection(t)
+    else:
+        prompt = turns.prompts[0]
+        injection = turns.injection or Injection(None, None, None)
     fixture = t.string("fixture") or ""
-    inject_tool = parse_inject_tool(t)
-    has_tool = t.has("inject_tool")
-    inject = t.strings("inject", required=not has_tool, single_ok=True,
-                       hint="the fabricated answer: one string, or a list of variants (or "
-                       "inject_tool = { name = '...', arguments = { ... } } for a tool call)")
-    if inject is not None and not inject:
-        sink.error((*keys, "inject"), "no variants: give one string or a list of strings")
-    for i, variant in enumerate(inject or ()):
-        if not variant.strip():
-            sink.error((*keys, "inject", i), "an empty variant: nothing would be injected")
-        check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
+    inject, inject_tool, inject_at = injection.inject, injection.inject_tool, injection.inject_at
     raw_leak = t.get("leak")
     observe = parse_observation(t, raw_leak) if isinstance(raw_leak, dict) else None
     leak = None if isinstance(raw_leak, dict) else t.string(
         "leak", required=expect == "reject",
         hint="the text that must not reach the answer, like '{nonce}.example.org'")
     grounded = _grounded(t, expect, name or f"canary[{index}]", observed=observe is not None)
-    inject_at = _inject_at(t)
     repair = t.string("repair")
     timeout = t.duration("timeout", timedelta(seconds=120))
 
-    texts = {"prompt": prompt, "fixture": fixture, "leak": leak, "grounded": grounded,
-             "repair": repair}
+    texts = {"fixture": fixture, "leak": leak, "grounded": grounded, "repair": repair}
     for key in _TEXT_KEYS:
         text = texts[key]
         if text is not None:
@@ -298,9 +302,6 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
         sink.error((*keys, "leak"), "an empty leak text is found in every answer")
     if grounded is not None and not grounded.strip():
         sink.error((*keys, "grounded"), "an empty grounded text is found in every answer")
-    if prompt is not None and not placeholders_in(prompt) & {"nonce", "fixture_url"}:
-        sink.error((*keys, "prompt"), "the prompt carries neither {nonce} nor {fixture_url}: "
-                   "nothing would tie the model call to the run (the nonce must reach the model)")
     if expect == "reject" and leak and not placeholders_in(leak):
         sink.warning((*keys, "leak"), "the leak text has no placeholder, so it is the same in "
                      "every run and an unrelated answer could contain it; use {nonce} or a "
@@ -308,6 +309,7 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
 
     if sink.errors > errors_before or name is None or prompt is None:
         return None
+    prompts = () if turns is None else tuple(p for p in turns.prompts if p is not None)
     if inject is None and inject_tool is None:
         return None
     if inject_at is None or timeout is None:
@@ -315,7 +317,7 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
     return CanaryDef(guard, name, sink.path_or_empty, every, cron,
                      "accept" if expect == "accept" else "reject", prompt, fixture, inject or (),
                      leak, inject_at, repair, timeout, inject_tool or (), observe,
-                     grounded)
+                     grounded, prompts, 0 if turns is None else turns.inject_turn or 0)
 
 
 def _grounded(t: Table, expect: str, name: str, *, observed: bool) -> str | None:
@@ -349,46 +351,3 @@ def _check_cron(sink: Sink, keys: KeyPath, cron: str) -> None:
     except ValueError as exc:
         sink.error(keys, f"{cron!r} is not a valid cron expression (five fields: minute hour "
                    f"day month weekday, like '17 */6 * * *'): {exc}")
-
-
-def _inject_at(t: Table) -> InjectAt | None:
-    """``inject_at``: 'first', 'after-fetch', N >= 1 or { match = regex }; None when invalid."""
-    keys = (*t.keys, "inject_at")
-    value = t.get("inject_at")
-    expected = "expected 'first', 'after-fetch', a call number N >= 1 or { match = 'regex' }"
-    if value is None:
-        return "after-fetch"
-    if isinstance(value, str):
-        if value == "first":
-            return "first"
-        if value == "after-fetch":
-            return "after-fetch"
-        if value.strip().isdigit():
-            t.sink.error(keys, f"write the call number without quotes: inject_at = {value.strip()}")
-            return None
-        t.sink.error(keys, f"{expected}, got {value!r}",
-                     suggestion=t.closest(value, INJECT_AT_WORDS))
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            t.sink.error(keys, f"model calls are counted from 1, got {value}")
-            return None
-        return value
-    if isinstance(value, dict):
-        sub = Table(t.sink, keys, value, ("match",))
-        regex = sub.string("match", required=True,
-                           hint="a regex searched in the model request body")
-        if regex is None:
-            return None
-        compiled = compile_regex(t.sink, (*keys, "match"), regex)
-        if compiled is None:
-            return None
-        # The proxy runs it on every model call of the run: a backtracking shape is refused here.
-        shape = catastrophic(compiled.pattern, compiled.flags)
-        if shape is not None:
-            t.sink.error((*keys, "match"), shape)
-            return None
-        return MatchAt(compiled)
-    t.sink.error(keys, f"{expected}, got {type_name(value)}")
-    return None
-

@@ -43,7 +43,7 @@ PLACEHOLDERS: frozenset[str] = frozenset(
 )
 
 #: Placeholders in the agent's url, body, headers or command.
-AGENT_PLACEHOLDERS: frozenset[str] = frozenset({"prompt", "inject", "nonce"})
+AGENT_PLACEHOLDERS: frozenset[str] = frozenset({"prompt", "inject", "nonce", "conversation"})
 
 #: Placeholders in the alert command.
 ALERT_PLACEHOLDERS: frozenset[str] = frozenset(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from canary import locations
-from canary.config.agent import AgentConfig, read_agent
+from canary.config.agent import AgentConfig, check_conversations, read_agent
 from canary.config.definitions import GuardDef, absolute_glob, expand_glob, load_definitions
 from canary.config.durations import format_duration
 from canary.config.logs import check_correlate
@@ -185,6 +185,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
+    check_conversations(sink, agent, [(c.key, c.path) for g in guards for c in g.canaries
+                                      if c.multi_turn])
     defs_line = locate(sink.text, ("defs",))
     problems = sink.problems + [
         replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems

@@ -1,0 +1,177 @@
+"""Where a fabrication goes in: ``inject`` / ``inject_tool`` / ``inject_at``, and ``[[canary.turn]]``.
+
+A single-turn canary carries these keys itself. A multi-turn canary has
+``[[canary.turn]]`` tables instead, each with its own ``prompt``; exactly one
+turn carries ``inject`` and/or ``inject_tool`` (and optionally ``inject_at``),
+and the leak is checked in the answer of that turn and of every later one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from canary.config.fabrications import ToolTemplate, parse_inject_tool
+from canary.config.placeholders import PLACEHOLDERS, placeholders_in
+from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, compile_regex, type_name
+from collectors.patterns import catastrophic
+
+__all__ = [
+    "INJECTION_KEYS",
+    "InjectAt",
+    "Injection",
+    "MatchAt",
+    "Turns",
+    "check_prompt",
+    "parse_inject_at",
+    "parse_injection",
+    "parse_turns",
+]
+
+INJECT_AT_WORDS = ("first", "after-fetch")
+#: The keys that say where the fabrication goes in; on a turn when the canary has turns.
+INJECTION_KEYS = ("inject", "inject_tool", "inject_at")
+TURN_KEYS = ("prompt", *INJECTION_KEYS)
+
+
+@dataclass(frozen=True)
+class MatchAt:
+    """``inject_at = { match = '...' }``: the first model call of the run whose body matches."""
+
+    pattern: re.Pattern[str]
+
+
+InjectAt = Literal["first", "after-fetch"] | int | MatchAt
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The fabrication's variants and the model call it answers; None where invalid (reported)."""
+
+    inject: tuple[str, ...] | None
+    inject_tool: tuple[ToolTemplate, ...] | None
+    inject_at: InjectAt | None
+
+
+@dataclass(frozen=True)
+class Turns:
+    """``[[canary.turn]]`` as read: every turn's prompt (None where invalid) and the injection turn."""
+
+    prompts: tuple[str | None, ...]
+    inject_turn: int | None
+    injection: Injection | None
+
+
+def check_prompt(sink: Sink, keys: KeyPath, prompt: str) -> None:
+    """Placeholders, and the nonce (or the fixture URL that carries it) that ties model calls to the run."""
+    check_placeholders(sink, keys, prompt, PLACEHOLDERS)
+    if not placeholders_in(prompt) & {"nonce", "fixture_url"}:
+        sink.error(keys, "the prompt carries neither {nonce} nor {fixture_url}: "
+                   "nothing would tie the model call to the run (the nonce must reach the model)")
+
+
+def parse_injection(t: Table) -> Injection:
+    """``inject`` (one string or variants), ``inject_tool`` and ``inject_at`` of one table."""
+    sink, keys = t.sink, t.keys
+    inject_tool = parse_inject_tool(t)
+    inject = t.strings("inject", required=not t.has("inject_tool"), single_ok=True,
+                       hint="the fabricated answer: one string, or a list of variants (or "
+                       "inject_tool = { name = '...', arguments = { ... } } for a tool call)")
+    if inject is not None and not inject:
+        sink.error((*keys, "inject"), "no variants: give one string or a list of strings")
+    for i, variant in enumerate(inject or ()):
+        if not variant.strip():
+            sink.error((*keys, "inject", i), "an empty variant: nothing would be injected")
+        check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
+    return Injection(inject, inject_tool, parse_inject_at(t))
+
+
+def parse_turns(t: Table) -> Turns | None:
+    """The canary's ``[[canary.turn]]`` tables; None when it has none."""
+    if not t.has("turn"):
+        return None
+    sink, keys = t.sink, (*t.keys, "turn")
+    raw = t.get("turn")
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        sink.error(keys, "expected [[canary.turn]] tables (double brackets), one per turn, got "
+                   f"{type_name(raw)}")
+        return Turns((None,), None, None)
+    if not raw:
+        sink.error(keys, "no turns: give one [[canary.turn]] table per turn, each with a prompt")
+        return Turns((None,), None, None)
+    for key in ("prompt", *INJECTION_KEYS):
+        if t.has(key):
+            sink.error((*t.keys, key), f"with [[canary.turn]] tables, {key} belongs on "
+                       + ("each turn" if key == "prompt" else "the turn where the fabrication goes in"))
+    prompts: list[str | None] = []
+    inject_turn: int | None = None
+    injection: Injection | None = None
+    for index, data in enumerate(raw):
+        turn = Table(sink, (*keys, index), data, TURN_KEYS)
+        prompt = turn.string("prompt", required=True, hint="what the agent is asked on this turn")
+        if prompt is not None:
+            check_prompt(sink, (*keys, index, "prompt"), prompt)
+        prompts.append(prompt)
+        carries = [key for key in ("inject", "inject_tool") if turn.has(key)]
+        if not carries:
+            if turn.has("inject_at"):
+                sink.error((*keys, index, "inject_at"), "inject_at belongs on the turn that carries "
+                           "inject or inject_tool")
+            continue
+        if inject_turn is not None:
+            sink.error((*keys, index, carries[0]), f"turn[{inject_turn}] already carries the "
+                       "fabrication; a canary injects on one turn only")
+            continue
+        inject_turn, injection = index, parse_injection(turn)
+    if inject_turn is None and not any("inject" in str(k) for k in _misspelled(raw)):
+        sink.error(keys, "no turn carries the fabrication: put inject (or inject_tool) on the "
+                   "turn where it goes in")
+    return Turns(tuple(prompts), inject_turn, injection)
+
+
+def _misspelled(raw: list[dict[str, object]]) -> list[str]:
+    """Unknown keys of the turns (already reported), so a misspelled inject is not reported twice."""
+    return [key for data in raw for key in data if key not in TURN_KEYS]
+
+
+def parse_inject_at(t: Table) -> InjectAt | None:
+    """``inject_at``: 'first', 'after-fetch', N >= 1 or { match = regex }; None when invalid."""
+    keys = (*t.keys, "inject_at")
+    value = t.get("inject_at")
+    expected = "expected 'first', 'after-fetch', a call number N >= 1 or { match = 'regex' }"
+    if value is None:
+        return "after-fetch"
+    if isinstance(value, str):
+        if value == "first":
+            return "first"
+        if value == "after-fetch":
+            return "after-fetch"
+        if value.strip().isdigit():
+            t.sink.error(keys, f"write the call number without quotes: inject_at = {value.strip()}")
+            return None
+        t.sink.error(keys, f"{expected}, got {value!r}",
+                     suggestion=t.closest(value, INJECT_AT_WORDS))
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            t.sink.error(keys, f"model calls are counted from 1, got {value}")
+            return None
+        return value
+    if isinstance(value, dict):
+        sub = Table(t.sink, keys, value, ("match",))
+        regex = sub.string("match", required=True,
+                           hint="a regex searched in the model request body")
+        if regex is None:
+            return None
+        compiled = compile_regex(t.sink, (*keys, "match"), regex)
+        if compiled is None:
+            return None
+        # The proxy runs it on every model call of the run: a backtracking shape is refused here.
+        shape = catastrophic(compiled.pattern, compiled.flags)
+        if shape is not None:
+            t.sink.error((*keys, "match"), shape)
+            return None
+        return MatchAt(compiled)
+    t.sink.error(keys, f"{expected}, got {type_name(value)}")
+    return None
