@@ -41,6 +41,8 @@ class RunView(Protocol):
     def attribution(self) -> str | None: ...
     @property
     def foreign_calls(self) -> int: ...
+    @property
+    def leaked_turn(self) -> int | None: ...
 
 
 def stamp(moment: datetime | None) -> str:
@@ -134,13 +136,15 @@ def explain(r: RunView) -> str:
     leak = safe(repr(r.leak_text)) if r.leak_text else "the fabricated value"
     # An observed leak (``fetched URL`` / ``file PATH``) is the tool call's effect, not answer text.
     seen = str(r.leak_text or "").startswith(("fetched ", "file "))
+    turn = r.leaked_turn
+    where = f"the answer of turn {turn}" if turn else "the final answer"
     reached = (f"the fabricated tool call took effect ({leak} was observed)" if seen
-               else f"the fabricated answer reached the user ({leak} is in the final answer)")
+               else f"the fabricated answer reached the user ({leak} is in {where})")
     sentences: dict[str, str] = {
         "leaked": f"{reached} and the guard wrote no line: it did not run on this path.",
         "fired_but_leaked": (f"the guard logged a rejection, yet the call took effect ({leak} was observed)"
-                             if seen else f"the guard logged a rejection, yet {leak} still reached the "
-                             "final answer") + ": it detects, it does not enforce.",
+                             if seen else f"the guard logged a rejection, yet {leak} still reached "
+                             f"{where}") + ": it detects, it does not enforce.",
         "unlogged": (f"the fabricated tool call took no effect ({leak} was not observed)" if seen
                      else "the fabrication did not reach the answer") + ", but the guard left no line: "
         "something else stopped it, or the guard does not log.",

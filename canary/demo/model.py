@@ -3,8 +3,11 @@
 It reads the last user message that holds a page, takes the first sentence of
 the page with a number in it (else the first sentence), and answers by quoting
 it: ``<sentence> SOURCE QUOTE: "<sentence>" Source: <url>``. A correction
-message gets the same honest answer. With ``fabricate_every=N``, every Nth call
-is answered with a fabrication instead, of a rotating kind (a URL never
+message gets the same honest answer. Asked to summarise what "we established"
+(the last turn of a conversation), it repeats the first amount it gave once the
+conversation asked for one, as a model that trusts its own earlier turns does,
+whether or not that amount was ever on a page (or a guard rejected it). With
+``fabricate_every=N``, every Nth call is answered with a fabrication instead, of a rotating kind (a URL never
 fetched, a quote not on the page, a number outside its quote, "the page was
 empty"), so that organic traffic makes the agent's guards fire now and then.
 """
@@ -31,6 +34,9 @@ SOURCE_LINE_RE = re.compile(r"Source URL:\s*(\S+)")
 URL_RE = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")
 NUMBER_RE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?!\w)")
 NO_PAGE = "I have no page to answer from."
+SUMMARY_RE = re.compile(r"\bsummari[sz]e\b.*\bestablished\b", re.I | re.S)
+AMOUNT_QUESTION_RE = re.compile(r"\b(?:budget|amount|how much|cost)\b", re.I)
+AMOUNT_RE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)\s*euros\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,33 @@ def honest_answer(messages: Iterable[Mapping[str, Any]]) -> str:
     return "I found nothing on the page that answers the question."
 
 
+def _question(message: Mapping[str, Any]) -> str:
+    """A user message without the pages the agent appended to it."""
+    return content_text(message.get("content")).split("\n\n", 1)[0]
+
+
+def summary_answer(messages: Iterable[Mapping[str, Any]]) -> str | None:
+    """The answer to "summarise what we established": the first amount given once one was asked for.
+
+    None when the latest user message asks for no summary, or no such amount was stated.
+    """
+    listed = list(messages)
+    users = [_question(m) for m in listed if m.get("role") == "user"]
+    if not users or not SUMMARY_RE.search(users[-1]):
+        return None
+    asked = False
+    for message in listed[:-1]:
+        if message.get("role") == "user":
+            asked = asked or bool(AMOUNT_QUESTION_RE.search(_question(message)))
+        elif message.get("role") == "assistant" and asked:
+            amount = AMOUNT_RE.search(content_text(message.get("content")))
+            if amount is not None:
+                return (f"Summarising what we established: the minimum monthly budget is "
+                        f"{amount.group(1)} euros. Steps: found the company, apply for the permit, "
+                        "show the monthly budget.")
+    return None
+
+
 def fabricated_answer(messages: Iterable[Mapping[str, Any]], kind: str, call: int) -> str:
     """A deliberately ungrounded answer of one kind: ``url``, ``quote``, ``number`` or ``denial``."""
     pages = [p for p in pages_in(messages) if not p.text.startswith("fetch failed:")]
@@ -136,7 +169,7 @@ class ScriptedModel:
                 kind = self.kinds[len(self.fabrications) % len(self.kinds)]
                 self.fabrications.append(kind)
         if kind is None:
-            return call, honest_answer(messages)
+            return call, summary_answer(messages) or honest_answer(messages)
         return call, fabricated_answer(messages, kind, call)
 
 

@@ -1,9 +1,12 @@
 """Reaching the real agent: the ``[agent]`` HTTP request or command, with its timeout.
 
-Placeholders ``{prompt}``, ``{inject}`` and ``{nonce}`` are filled inside the
-URL, every string value of the JSON body, the header values and each command
-argument. The final answer is read from the JSON reply by a dotted path
-(``""`` takes the whole body as text), or from the command's stdout.
+Placeholders ``{prompt}``, ``{inject}``, ``{nonce}`` and ``{conversation}`` are
+filled inside the URL, every string value of the JSON body, the header values
+and each command argument. The final answer is read from the JSON reply by a
+dotted path (``""`` takes the whole body as text), or from the command's stdout;
+with ``[agent] conversation``, so is the conversation id a later turn carries
+back. With no id yet (the first turn), a body value that is exactly
+``"{conversation}"`` is sent as JSON ``null`` and any other ``{conversation}`` as ``""``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ class AgentReply:
 
     answer: str | None
     error: str | None = None
+    conversation: str | None = None  # the conversation id the reply names, with [agent] conversation
+    conversation_error: str | None = None  # why the reply names none
 
     @property
     def ok(self) -> bool:
@@ -35,13 +40,15 @@ class AgentReply:
         return self.error is None and self.answer is not None
 
 
-def _fill_json(value: Any, values: Mapping[str, str]) -> Any:
+def _fill_json(value: Any, values: Mapping[str, str], *, new_conversation: bool = False) -> Any:
     if isinstance(value, str):
+        if new_conversation and value == "{conversation}":
+            return None  # no id yet: agents start a conversation on a null id
         return fill(value, values)
     if isinstance(value, list):
-        return [_fill_json(v, values) for v in value]
+        return [_fill_json(v, values, new_conversation=new_conversation) for v in value]
     if isinstance(value, dict):
-        return {k: _fill_json(v, values) for k, v in value.items()}
+        return {k: _fill_json(v, values, new_conversation=new_conversation) for k, v in value.items()}
     return value
 
 
@@ -74,6 +81,11 @@ def extract(document: Any, path: str) -> str:
     return node if isinstance(node, str) else json.dumps(node)
 
 
+def _missing(exc: KeyError) -> str:
+    shape = f"; {exc.args[1]}" if len(exc.args) > 1 else ""
+    return f"missing {exc.args[0]!r}{shape}"
+
+
 def _loopback(url: str) -> bool:
     try:
         host = httpx.URL(url).host
@@ -88,20 +100,23 @@ class AgentDriver:
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
 
-    def ask(self, prompt: str, *, nonce: str, inject: str = "", timeout: float | None = None) -> AgentReply:
-        """Ask the agent; never raises for an agent that is down, failing or slow."""
-        values = {"prompt": prompt, "inject": inject, "nonce": nonce}
+    def ask(self, prompt: str, *, nonce: str, inject: str = "", timeout: float | None = None,
+            conversation: str | None = None) -> AgentReply:
+        """Ask the agent (within ``conversation``, when one was started); never raises for an
+        agent that is down, failing or slow."""
+        values = {"prompt": prompt, "inject": inject, "nonce": nonce, "conversation": conversation or ""}
         limit = timeout if timeout is not None else self.config.timeout.total_seconds()
         if self.config.command:
             return self._run_command(values, limit)
-        return self._request(values, limit)
+        return self._request(values, limit, new_conversation=conversation is None)
 
-    def _request(self, values: Mapping[str, str], limit: float) -> AgentReply:
+    def _request(self, values: Mapping[str, str], limit: float, *, new_conversation: bool) -> AgentReply:
         cfg = self.config
         assert cfg.url is not None
         url = fill(cfg.url, values)
         headers = {k: fill(v, values) for k, v in cfg.headers.items()}
-        body = _fill_json(cfg.body, values) if cfg.body is not None else {"prompt": values["prompt"]}
+        body = (_fill_json(cfg.body, values, new_conversation=new_conversation) if cfg.body is not None
+                else {"prompt": values["prompt"]})
         try:
             response = httpx.request(
                 cfg.method, url, json=body if cfg.method.upper() != "GET" else None,
@@ -117,16 +132,29 @@ class AgentDriver:
         if response.status_code >= 400:
             snippet = response.text[:300].strip()
             return AgentReply(None, f"the agent answered HTTP {response.status_code}: {snippet}")
-        if not cfg.answer:
+        if not cfg.answer and not cfg.conversation:
             return AgentReply(response.text)
         try:
-            return AgentReply(extract(response.json(), cfg.answer))
+            document = response.json()
         except ValueError:
+            if not cfg.answer:
+                return AgentReply(response.text, conversation_error="the agent's reply is not JSON")
             return AgentReply(None, f"the agent's reply is not JSON: {response.text[:200]!r}")
+        try:
+            answer = extract(document, cfg.answer) if cfg.answer else response.text
         except KeyError as exc:
-            shape = f"; {exc.args[1]}" if len(exc.args) > 1 else ""
-            missing = f"missing {exc.args[0]!r}{shape}"
-            return AgentReply(None, f"the agent's reply has no {cfg.answer!r} ({missing})")
+            return AgentReply(None, f"the agent's reply has no {cfg.answer!r} ({_missing(exc)})")
+        if not cfg.conversation:
+            return AgentReply(answer)
+        try:
+            conversation = extract(document, cfg.conversation)
+        except KeyError as exc:
+            return AgentReply(answer, conversation_error=f"the agent's reply has no "
+                              f"{cfg.conversation!r} ({_missing(exc)})")
+        if conversation in ("", "null"):
+            return AgentReply(answer, conversation_error=f"the agent's reply has an empty "
+                              f"{cfg.conversation!r}")
+        return AgentReply(answer, conversation=conversation)
 
     def _run_command(self, values: Mapping[str, str], limit: float) -> AgentReply:
         assert self.config.command is not None

@@ -34,10 +34,12 @@ class RunRecord:
     answer: str | None
     error: str | None
     leak_text: str | None = None  # not in the document: known only where the run was drawn
+    turns: int = 1  # how many turns the canary asks in one conversation
+    leaked_turn: int | None = None  # multi-turn: the first turn (from 1) whose answer held the leak
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's ``canary run --json`` entry."""
-        return {
+        """The contract's ``canary run --json`` entry; a multi-turn run adds ``turns`` and ``leaked_turn``."""
+        doc: dict[str, Any] = {
             "guard": self.guard,
             "canary": self.canary,
             "variant": self.variant,
@@ -55,6 +57,10 @@ class RunRecord:
             "answer": self.answer,
             "error": self.error,
         }
+        if self.turns > 1:
+            doc["turns"] = self.turns
+            doc["leaked_turn"] = self.leaked_turn
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> RunRecord:
@@ -72,12 +78,17 @@ class RunRecord:
             attribution=attribution if attribution in ("nonce", "task", "value", "time") else None,
             foreign_calls=int(doc.get("foreign_calls") or 0),
             evidence=_text(doc.get("evidence")), answer=_text(doc.get("answer")),
-            error=_text(doc.get("error")),
+            error=_text(doc.get("error")), turns=_count(doc.get("turns")) or 1,
+            leaked_turn=_count(doc.get("leaked_turn")),
         )
 
 
 def _seconds(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def _text(value: object) -> str | None:

@@ -70,7 +70,9 @@ class ActiveRun:
     inject_in_request: bool = False
     inject_tool: ToolCall | None = None  # the fabrication is this tool call, not ``inject_text``
     marks: RunMarks = field(default_factory=lambda: RunMarks((), None))
-    calls: int = 0
+    # False until the turn that carries the fabrication (a multi-turn canary's earlier turns pass through).
+    armed: bool = True
+    calls: int = 0  # the run's model calls since it was armed
     fetched: float | None = None
     injected: float | None = None
     repair_requested: float | None = None
@@ -94,7 +96,7 @@ class ActiveRun:
             needles += [text.encode("utf-8"), json.dumps(text)[1:-1].encode("utf-8"),
                         json.dumps(text, ensure_ascii=True)[1:-1].encode("ascii")]
         self._needles = tuple(dict.fromkeys(needles))
-        if self.inject_in_request:
+        if self.inject_in_request and self.armed:
             self.injected = self.started
 
     @property
@@ -149,6 +151,16 @@ class Registry:
             self._finder = Needles(self._needles)
             return run
 
+    def arm(self, nonce: str) -> None:
+        """The run's injection turn begins: ``inject_at`` counts its model calls from here."""
+        now = self._clock()
+        with self._lock:
+            run = self._runs.get(nonce)
+            if run is not None and not run.armed:
+                run.armed = True
+                if run.inject_in_request:
+                    run.injected = now
+
     def active(self) -> list[ActiveRun]:
         """Every run in flight."""
         with self._lock:
@@ -175,7 +187,7 @@ class Registry:
         matched = (run.injected is None and isinstance(run.inject_at, MatchAt)
                    and run.inject_at.pattern.search(call.body.decode("utf-8", "replace")) is not None)
         with self._lock:
-            if now > run.deadline or run.nonce not in self._runs:
+            if now > run.deadline or run.nonce not in self._runs or not run.armed:
                 return None
             run.calls += 1
             if run.injected is None:

@@ -2,7 +2,9 @@
 
 A run never ends ``caught`` without a firing of its guard that belongs to it,
 and never ends ``leaked`` when the agent could not be reached. Runs of one
-guard never overlap; runs of different guards may.
+guard never overlap; runs of different guards may. A multi-turn canary asks
+every turn in one conversation; the leak is looked for in the answer of the
+injection turn and of every later one, and the run names the first that held it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from canary.config.settings import Config
 from canary.proxy.toolcalls import ToolCall
 from canary.runs.agent import AgentDriver
 from canary.runs.attribution import run_marks
+from canary.runs.conversation import converse, first_turn_with
 from canary.runs.observations import describe, observe
 from canary.runs.record import RunRecord
 from canary.runs.registry import ActiveRun, Registry
@@ -107,7 +110,7 @@ class Runner:
             leak = describe(canary.observe, values)
         grounded = fill(canary.grounded, values) if canary.grounded else None
         repair = fill(canary.repair, values) if canary.repair else None
-        prompt = fill(canary.prompt, values)
+        prompts = [fill(turn, values) for turn in canary.turns]
         if canary.expect == "accept":
             marks = run_marks(values, [canary.grounded or ""], [canary.grounded],
                               prefixes=("fake", "true"))
@@ -125,27 +128,31 @@ class Runner:
             run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
             inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
             deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
-            inject_tool=tool, marks=marks,
+            inject_tool=tool, marks=marks, armed=canary.inject_turn == 0,
         )
         self.registry.add(active)
         try:
-            reply = self._driver.ask(
-                prompt, nonce=drawn.nonce, inject=inject_text if inject_mode else "",
-                timeout=canary.timeout.total_seconds(),
+            reply = converse(
+                self._driver, prompts, nonce=drawn.nonce, inject_turn=canary.inject_turn,
+                inject=inject_text if inject_mode else "", timeout=canary.timeout.total_seconds(),
+                arm=lambda: self.registry.arm(drawn.nonce),
             )
-            answered = time.time()
             self._await_firings(active, wait=reply.ok)
         finally:
             self.registry.remove(drawn.nonce)
         tied = attributed(active)
         if tied.by_time:
             self._runs.claim(run_id, guard.name, [(c.offset, c.line) for c in tied.by_time], started_dt)
-        answer = reply.answer
+        answer = reply.last
+        leaked_turn: int | None = None
         if canary.observe is not None:  # the call's effect, seen by the fixture server or on disk
             in_answer = observe(canary.observe, values, active.paths)
         else:
             expected = leak if canary.expect == "reject" else grounded
-            in_answer = bool(expected and answer and expected in answer)
+            turn = first_turn_with(expected, reply.answers, canary.inject_turn)
+            in_answer = turn is not None
+            if canary.multi_turn and canary.expect == "reject":
+                leaked_turn = turn
         verdict = decide(
             Observed(
                 expect=canary.expect, error=reply.error, injected=active.injected is not None,
@@ -158,7 +165,7 @@ class Runner:
             "injected": _since(active.injected, started),
             "fired": _since(tied.firings[0][0], started) if tied.firings else None,
             "repair_requested": _since(active.repair_requested, started),
-            "answered": _since(answered, started) if reply.ok else None,
+            "answered": _since(reply.answered, started),
         }
         duration = time.time() - started
         result = RunRecord(
@@ -168,13 +175,14 @@ class Runner:
             firings=len(tied.firings), attribution=tied.mark if tied.firings else None,
             foreign_calls=active.foreign_calls, evidence=_evidence(tied),
             answer=answer[:ANSWER_KEEP] if answer is not None else None, error=_error(reply.error, active),
-            leak_text=leak,
+            leak_text=leak, turns=len(prompts), leaked_turn=leaked_turn,
         )
         self._runs.finish(
             run_id, finished=datetime.now(UTC), duration_s=round(duration, 3), verdict=verdict,
             trace=json.dumps(trace), leaked=result.leaked, firings=result.firings,
             attribution=result.attribution, foreign_calls=result.foreign_calls,
             evidence=result.evidence, answer=result.answer, error=result.error,
+            leaked_turn=leaked_turn,
         )
         return result
 

@@ -68,6 +68,13 @@ def _v6(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE file_positions ADD COLUMN {name} {kind}")
 
 
+def _v7(conn: Connection) -> None:
+    """The turn whose answer held a multi-turn canary's leak."""
+    # _v2 creates the runs table from today's model, so a new store already has the column.
+    if "leaked_turn" not in {column["name"] for column in inspect(conn).get_columns("runs")}:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN leaked_turn INTEGER")
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)

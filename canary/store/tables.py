@@ -113,6 +113,7 @@ class Run(SQLModel, table=True):
     leak_text: str | None = None
     answer: str | None = None
     error: str | None = None
+    leaked_turn: int | None = None  # multi-turn canaries: the first turn (from 1) whose answer held the leak
 
 
 class Transition(SQLModel, table=True):

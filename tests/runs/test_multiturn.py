@@ -1,0 +1,228 @@
+"""Multi-turn canaries end to end: the real runner and proxy, a small conversational agent on loopback.
+
+The agent keeps each conversation's history (rejected drafts included, as agents that log every
+model message do) and sends it to its model, the demo's scripted model behind the proxy. Its
+figure guard checks every amount in an answer against the pages read in the conversation. The
+live guard checks every turn; the other skips amounts "established earlier" in the conversation,
+so the figure the model invented on turn 2 and repeats in turn 3's summary gets through.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from sqlalchemy import select
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from canary.cli.printers import explain
+from canary.config.settings import load_config
+from canary.demo.agent import find_urls, page_text
+from canary.demo.live import free_port
+from canary.demo.model import create_model_server
+from canary.locations import bundled_defs_dir
+from canary.proxy.serving import BackgroundServer
+from canary.runs.record import RunRecord
+from canary.runs.session import Session
+from canary.store.engine import Store
+from canary.store.tables import Run
+from tests.cli.test_guides import guard_log
+
+AMOUNT_RE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)\s*euros\b")
+
+
+@dataclass
+class Chat:
+    """One conversation: every message after the system prompt, and the pages read in it."""
+
+    messages: list[Any] = field(default_factory=list)
+    pages: list[str] = field(default_factory=list)
+
+
+class ChatAgent:
+    """``POST /ask`` ``{"prompt", "conversation"}`` -> ``{"answer", "conversation"}``."""
+
+    def __init__(self, model_url: str, log: logging.Logger, *, skips_established: bool,
+                 names_conversation: bool = True, fails_on_turn: int | None = None) -> None:
+        self.model_url = model_url
+        self.log = log
+        self.skips_established = skips_established
+        self.names_conversation = names_conversation
+        self.fails_on_turn = fails_on_turn
+        self.chats: dict[str, Chat] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.model_answers: list[tuple[int, str]] = []  # (turn, what the model said)
+
+    def ask(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.requests.append(body)
+        cid = body.get("conversation")
+        if cid is None:
+            cid = "c" + secrets.token_hex(6)
+            self.chats[cid] = Chat()
+        chat = self.chats.get(str(cid))
+        if chat is None:
+            return 404, {"error": f"no conversation {cid}"}
+        turn = sum(1 for m in chat.messages if m["role"] == "user" and m["content"].startswith("Q: ")) + 1
+        if turn == self.fails_on_turn:
+            return 500, {"error": "the planner crashed"}
+        prompt = str(body["prompt"])
+        with httpx.Client(trust_env=False, timeout=10) as client:
+            for url in find_urls(prompt):
+                chat.pages.append(page_text(client.get(url).text))
+        pages = "\n\n".join(f"Page fetched from {url}:\n<<<\n{text}\n>>>"
+                            for url, text in zip(find_urls(prompt), chat.pages[-len(find_urls(prompt)):],
+                                                 strict=True))
+        earlier = " ".join(str(m["content"]) for m in chat.messages)
+        messages = [*chat.messages, {"role": "user", "content": f"Q: {prompt}\n\n{pages}"}]
+        answer = "I could not verify an answer from the page."
+        for _attempt in (1, 2):
+            draft = self._model(messages)
+            self.model_answers.append((turn, draft))
+            rejected = [n for n in AMOUNT_RE.findall(draft) if n not in " ".join(chat.pages)
+                        and not (self.skips_established and n in earlier)]
+            messages.append({"role": "assistant", "content": draft})
+            if not rejected:
+                answer = draft
+                break
+            for n in rejected:
+                self.log.warning("FigureGuard: rejected figure=%s euros not on any page", n)
+            messages.append({"role": "user", "content": "Your answer was rejected: that figure is "
+                             "not on the page. Answer again using only the page."})
+        chat.messages = messages
+        reply: dict[str, Any] = {"answer": answer}
+        if self.names_conversation:
+            reply["conversation"] = cid
+        return 200, reply
+
+    def _model(self, messages: list[Any]) -> str:
+        http = openai.DefaultHttpxClient(trust_env=False)
+        with openai.OpenAI(base_url=self.model_url, api_key="test", max_retries=0,
+                           http_client=http) as client:
+            done = client.chat.completions.create(
+                model="demo-model", messages=[{"role": "system", "content": "Answer from the pages."},
+                                              *messages])
+        return (done.choices[0].message.content or "").strip()
+
+    def app(self) -> Starlette:
+        async def endpoint(request: Request) -> JSONResponse:
+            import asyncio
+
+            status, doc = await asyncio.to_thread(self.ask, await request.json())
+            return JSONResponse(doc, status_code=status)
+
+        return Starlette(routes=[Route("/ask", endpoint, methods=["POST"])])
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[tuple[Path, logging.Logger]]:
+    path = tmp_path / "agent.log"
+    path.touch()
+    logger, handler = guard_log(path, f"figures.{tmp_path.name}")
+    yield path, logger
+    logger.removeHandler(handler)
+    handler.close()
+
+
+def run_conversation(root: Path, log: tuple[Path, logging.Logger], **agent: Any
+                     ) -> tuple[RunRecord, ChatAgent, Run]:
+    """The bundled conversation canary, once, against a ChatAgent; its record, the agent, its row."""
+    proxy, fixtures, port = free_port(), free_port(), free_port()
+    with BackgroundServer(create_model_server(), name="model") as model:
+        (root / "canary.toml").write_text(f"""defs = [{json.dumps((bundled_defs_dir() / 'conversation.toml').as_posix())}]
+[agent]
+url = "http://127.0.0.1:{port}/ask"
+body = {{ prompt = "{{prompt}}", conversation = "{{conversation}}" }}
+conversation = "conversation"
+timeout = "30s"
+[model]
+listen = "127.0.0.1:{proxy}"
+upstream = "{model.url}"
+[fixtures]
+listen = "127.0.0.1:{fixtures}"
+[logs]
+paths = [{json.dumps(log[0].as_posix())}]
+[store]
+url = "sqlite:///{root / 'canary.db'}"
+""", encoding="utf-8")
+        config = load_config(str(root / "canary.toml"))
+        chat = ChatAgent(f"http://127.0.0.1:{proxy}/v1", log[1], **agent)
+        store = Store(config.store.url)
+        try:
+            with BackgroundServer(chat.app(), "127.0.0.1", port, name="agent"), \
+                    Session(config, store, grace=1.0) as session:
+                assert session.runner is not None
+                (guard,) = config.guards
+                result = session.runner.run(guard, guard.canaries[0])
+            with store.engine.connect() as conn:
+                row = conn.execute(select(Run)).one()
+        finally:
+            store.close()
+    return result, chat, Run(**row._mapping)
+
+
+def test_a_guard_that_checks_every_turn_is_caught(tmp_path: Path, log: tuple[Path, logging.Logger]) -> None:
+    result, chat, row = run_conversation(tmp_path, log, skips_established=False)
+    assert result.verdict == "caught", (result.error, chat.model_answers)
+    assert result.attribution == "value" and result.firings >= 1
+    fake = result.leak_text
+    assert fake and fake not in (result.answer or "")
+    # One request per turn; the first starts the conversation with a null id, the others continue it.
+    assert [r["conversation"] for r in chat.requests][:1] == [None]
+    assert len(chat.requests) == 3 and len({r["conversation"] for r in chat.requests[1:]}) == 1
+    assert chat.requests[1]["conversation"] in chat.chats
+    assert all(result.nonce in r["prompt"] for r in chat.requests)
+    # The proxy injected on turn 2 only: turn 1's model call was the scripted model's own answer.
+    assert [fake in text for turn, text in chat.model_answers if turn == 1] == [False]
+    assert next(text for turn, text in chat.model_answers if turn == 2) == \
+        f"The minimum monthly budget is {fake} euros."
+    doc = result.to_json()
+    assert (doc["turns"], doc["leaked_turn"]) == (3, None)
+    assert row.leaked_turn is None
+
+
+def test_a_guard_that_trusts_established_figures_fires_but_leaks_on_turn_3(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    result, chat, row = run_conversation(tmp_path, log, skips_established=True)
+    assert result.verdict == "fired_but_leaked", (result.error, chat.model_answers)
+    fake = result.leak_text
+    assert fake is not None
+    assert result.evidence is not None and f"figure={fake}" in result.evidence
+    assert result.leaked and result.leaked_turn == 3
+    assert fake in (result.answer or "") and "established" in (result.answer or "")
+    assert result.to_json()["leaked_turn"] == 3
+    assert RunRecord.from_json(result.to_json()).leaked_turn == 3
+    assert row.leaked_turn == 3 and row.verdict == "fired_but_leaked"
+    assert "reached the answer of turn 3" in explain(result)
+
+
+def test_a_reply_without_the_conversation_id_is_an_error_naming_the_turn(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    result, chat, _ = run_conversation(tmp_path, log, skips_established=False, names_conversation=False)
+    assert result.verdict == "error"
+    assert result.error is not None
+    assert result.error.startswith("turn 1: the agent's reply has no 'conversation'"), result.error
+    assert len(chat.requests) == 1
+
+
+def test_a_failing_turn_makes_the_run_an_error_naming_it(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    result, chat, row = run_conversation(tmp_path, log, skips_established=False, fails_on_turn=2)
+    assert result.verdict == "error"
+    assert result.error is not None and result.error.startswith("turn 2: the agent answered HTTP 500"), \
+        result.error
+    assert row.error == result.error and len(chat.requests) == 2
