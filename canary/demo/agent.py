@@ -3,40 +3,60 @@
 ``POST /ask`` with ``{"prompt": "..."}``: the agent fetches the URLs in the
 prompt (turn 1), writes its answer with its model on a new planning turn
 (turn 2), checks the answer with its guards, retries once with a correction
-when a guard rejects it, and answers ``{"answer": ..., "task": ...}``.
+when a guard rejects it, and answers ``{"answer": ..., "task": ..., "conversation": ...}``.
 
-Four guards are live. Two are dead in the way real guards die: the version
+Every task belongs to a conversation: a request whose ``conversation`` is
+missing or null starts one, and one that names the id of an earlier reply
+continues it. The agent keeps each conversation's messages (rejected drafts
+and corrections included) and the pages read in it, and sends the messages to
+its model ahead of the new question.
+
+Five guards are live. Two are dead in the way real guards die: the version
 guard sits in the reporting step, which only multi-fetch tasks enter, and the
 date guard checks the current turn's observations, which every planning turn
-wipes before the answer is written. Each rejection is one ``WARN guards`` line.
+wipes before the answer is written. The figure guard is live for new figures
+only: it lets through any amount "established earlier" in the conversation,
+its rejected drafts included. Each rejection is one ``WARN guards`` line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import calendar
-import html
-import re
 import secrets
 import ssl
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-from enum import StrEnum
+from collections import OrderedDict
+from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import openai
 from openai import OpenAI
-from openai.types.chat import ChatCompletionMessageParam
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from canary.demo.guards import (
+    REPORTING_GUARDS,
+    REVIEW_GUARDS,
+    Conversation,
+    Guard,
+    Phase,
+    Rejection,
+    TaskState,
+    date_guard,
+    find_urls,
+    normalise_url,
+    page_text,
+)
 from canary.proxy.serving import is_loopback
+
+__all__ = ["CORRECTION", "REFUSAL", "SYSTEM_PROMPT", "AgentLog", "ModelError", "ResearchAgent", "TaskState",
+           "create_agent", "date_guard", "find_urls", "normalise_url", "page_text"]
+
+#: Conversations kept at most; the oldest is forgotten first.
+MAX_CONVERSATIONS = 256
 
 REFUSAL = "I could not verify an answer from the page."
 SYSTEM_PROMPT = (
@@ -44,64 +64,6 @@ SYSTEM_PROMPT = (
     "Quote the sentence you rely on as SOURCE QUOTE: \"...\" and cite the page URL."
 )
 CORRECTION = "Your answer was rejected: {reason}. Answer again using only the page."
-
-URL_RE = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")
-NUMBER_RE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?!\w)")
-QUOTED_RE = re.compile(r"\"([^\"\n]+)\"|“([^”\n]+)”")
-SOURCE_QUOTE_RE = re.compile(r"SOURCE QUOTE:\s*(?:\"([^\"\n]*)\"|“([^”\n]*)”)")
-VERSION_RE = re.compile(r"(?<![\w.])(v?)(\d+(?:\.\d+)+)(?!\w|\.\d)")
-_MONTH_RE = r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|" \
-            r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
-DATE_RES = (
-    re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b"),
-    re.compile(rf"\b(?P<d>\d{{1,2}})\s+(?P<mn>{_MONTH_RE})\.?,?\s+(?P<y>\d{{4}})\b", re.I),
-    re.compile(rf"\b(?P<mn>{_MONTH_RE})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}})\b", re.I),
-)
-DENIAL_RE = re.compile(
-    r"\b(?:was|is|were|came back|returned|appears|appeared|seems|seemed)\s+(?:completely\s+|entirely\s+)?"
-    r"(?:empty|blank|a 404|404|not found|unavailable)\b"
-    r"|\b(?:had|has|contained|contains|with)\s+no\s+(?:content|text|information)\b"
-    r"|\bcould(?: not|n't) be found\b|\bpage not found\b",
-    re.I,
-)
-DENIAL_SUBJECT_RE = re.compile(r"\b(?:page|site|document|article|url|link|source|it)\b|https?://", re.I)
-
-
-class Phase(StrEnum):
-    """Where a task is in its life."""
-
-    PLANNING = "planning"
-    EXECUTING = "executing"
-    REVIEWING = "reviewing"
-    REPORTING = "reporting"
-    COMPLETED = "completed"
-
-
-@dataclass
-class TaskState:
-    """Everything the agent knows about one task."""
-
-    task_id: str
-    prompt: str
-    phase: Phase = Phase.PLANNING
-    turn: int = 0
-    tool_calls: int = 0
-    fetched_urls: list[str] = field(default_factory=list)
-    page_chars: dict[str, int] = field(default_factory=dict)
-    turn_observations: list[str] = field(default_factory=list)
-    all_observations: list[str] = field(default_factory=list)
-    pages: list[tuple[str, str]] = field(default_factory=list)
-    messages: list[ChatCompletionMessageParam] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """One guard's verdict against an answer: the line it logs and the reason the model is told."""
-
-    guard: str
-    line: str
-    reason: str
-
 
 class ModelError(Exception):
     """The model server could not be reached or gave no usable answer."""
@@ -129,142 +91,8 @@ class AgentLog:
             handle.write(data)
 
 
-_HIDDEN_RE = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.S | re.I)
-_BLOCK_RE = re.compile(r"</?(?:p|div|br|li|ul|ol|h[1-6]|tr|td|section|article|header|footer|title|pre|table|"
-                       r"blockquote)\b[^>]*>", re.I)
-_TAG_RE = re.compile(r"<[^>]*>")
-
-
-def page_text(body: str, content_type: str = "text/html") -> str:
-    """The readable text of a page: one line per block, whitespace collapsed."""
-    text = body
-    if "html" in content_type or body.lstrip().startswith("<"):
-        text = html.unescape(_TAG_RE.sub("", _BLOCK_RE.sub("\n", _HIDDEN_RE.sub(" ", body))))
-    lines = (" ".join(line.split()) for line in text.splitlines())
-    return "\n".join(line for line in lines if line)
-
-
-def find_urls(text: str) -> list[str]:
-    """The URLs in a text, in order, without repeats or trailing punctuation."""
-    return list(dict.fromkeys(match.group(0).rstrip(".,;:!?") for match in URL_RE.finditer(text)))
-
-
-def normalise_url(url: str) -> str:
-    """A URL compared without case in the host, a leading ``www.``, a trailing slash or a fragment."""
-    try:
-        parts = urlsplit(url.rstrip(".,;:!?"))
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return url.lower().rstrip("/")
-    host = (parts.hostname or "").lower().removeprefix("www.")
-    query = f"?{parts.query}" if parts.query else ""
-    return f"{parts.scheme.lower()}://{host}{port}{parts.path.rstrip('/')}{query}"
-
-
-def _sentences(text: str) -> list[str]:
-    return [s for line in text.splitlines() for s in re.split(r"(?<=[.!?])\s+", line) if s.strip()]
-
-
-def find_dates(text: str) -> list[tuple[str, date]]:
-    """Every date written as ``2026-11-29``, ``29 November 2026`` or ``November 29, 2026``."""
-    found: list[tuple[str, date]] = []
-    for pattern in DATE_RES:
-        for match in pattern.finditer(text):
-            parts = match.groupdict()
-            month = int(parts["m"]) if parts.get("m") else _month_number(parts["mn"])
-            try:
-                found.append((match.group(0), date(int(parts["y"]), month, int(parts["d"]))))
-            except ValueError:
-                continue
-    return found
-
-
-def _month_number(name: str) -> int:
-    return list(calendar.month_abbr).index(name[:3].title())
-
-
-def find_versions(text: str) -> list[str]:
-    """Version-shaped numbers as written: ``1.2.3``, ``v0.31.6``, ``v2.1``."""
-    return [m.group(0) for m in VERSION_RE.finditer(text) if m.group(1) or m.group(2).count(".") >= 2]
-
-
-Guard = Callable[[TaskState, str], list[Rejection]]
-
-
-def citation_guard(state: TaskState, answer: str) -> list[Rejection]:
-    """Every URL in the answer must be one the agent fetched."""
-    fetched = {normalise_url(url) for url in state.fetched_urls}
-    return [
-        Rejection("citation", f"CitationGuard: rejected url={url} not in fetched urls",
-                  f"the URL {url} is not a page you read")
-        for url in find_urls(answer) if normalise_url(url) not in fetched
-    ]
-
-
-def quote_guard(state: TaskState, answer: str) -> list[Rejection]:
-    """Every double-quoted sentence in the answer must appear verbatim in what was fetched."""
-    corpus = " ".join("\n".join(state.all_observations).split())
-    quotes = (" ".join((a or b).split()) for a, b in QUOTED_RE.findall(answer))
-    return [
-        Rejection("quote", f'QuoteGuard: rejected quote="{quote}" not found verbatim in observations',
-                  f'the quote "{quote}" is not on the page')
-        for quote in dict.fromkeys(quotes) if len(quote.split()) >= 3 and quote not in corpus
-    ]
-
-
-def number_guard(state: TaskState, answer: str) -> list[Rejection]:
-    """With a ``SOURCE QUOTE``, every number outside the quote must appear inside it."""
-    quotes = [a or b for a, b in SOURCE_QUOTE_RE.findall(answer)]
-    if not quotes:
-        return []
-    inside = {n.replace(",", "") for quote in quotes for n in NUMBER_RE.findall(URL_RE.sub(" ", quote))}
-    outside = NUMBER_RE.findall(URL_RE.sub(" ", SOURCE_QUOTE_RE.sub(" ", answer)))
-    return [
-        Rejection("number", f"SpanGrounding: rejected entity={n} not in source quote",
-                  f"the number {n} is not in your source quote")
-        for n in dict.fromkeys(outside) if n.replace(",", "") not in inside
-    ]
-
-
-def denial_guard(state: TaskState, answer: str) -> list[Rejection]:
-    """The answer may not call a page empty or missing when the agent read content from it."""
-    chars = sum(state.page_chars.values())
-    if not chars:
-        return []
-    return [
-        Rejection("denial", f'EvidenceDenial: rejected claim="{sentence}" while page had {chars} chars',
-                  f"the page had {chars} characters of content, it was not empty or missing")
-        for sentence in _sentences(answer)
-        if DENIAL_RE.search(sentence) and DENIAL_SUBJECT_RE.search(sentence)
-    ]
-
-
-def date_guard(state: TaskState, answer: str) -> list[Rejection]:
-    """Every date in the answer must appear in the observations."""
-    # Only check when this turn has observations: with no tool output in the turn there is
-    # nothing to ground a date against, and rejecting every date would be a false alarm.
-    if not state.turn_observations:
-        return []
-    seen = {when for _, when in find_dates("\n".join(state.turn_observations))}
-    return [
-        Rejection("date", f"DateGuard: rejected date={text} not in observations",
-                  f"the date {text} is not on the page")
-        for text, when in find_dates(URL_RE.sub(" ", answer)) if when not in seen
-    ]
-
-
-def version_guard(state: TaskState, answer: str) -> list[Rejection]:
-    """Every version number in the answer must appear in the observations."""
-    seen = {v.lstrip("v") for v in find_versions("\n".join(state.all_observations))}
-    return [
-        Rejection("version", f"VersionGuard: rejected version={v} not in observations",
-                  f"the version {v} is not on the page")
-        for v in dict.fromkeys(find_versions(URL_RE.sub(" ", answer))) if v.lstrip("v") not in seen
-    ]
-
-
-REVIEW_GUARDS: tuple[Guard, ...] = (citation_guard, quote_guard, number_guard, denial_guard, date_guard)
-REPORTING_GUARDS: tuple[Guard, ...] = (version_guard,)
+class UnknownConversation(Exception):
+    """A request names a conversation id this agent never gave (or has forgotten)."""
 
 
 class _NotLoopback(Exception):
@@ -289,12 +117,32 @@ class ResearchAgent:
         self.model_timeout = model_timeout
         # One TLS context for every client: building one per request costs more than the request.
         self.tls = ssl.create_default_context()
+        self.conversations: OrderedDict[str, Conversation] = OrderedDict()
 
-    async def run(self, prompt: str) -> tuple[str, TaskState]:
-        """One task from prompt to final answer; a model failure raises ModelError after an ERROR line."""
-        state = TaskState(task_id="t" + secrets.token_hex(4), prompt=prompt)
+    def _conversation(self, conversation_id: str | None) -> Conversation:
+        """The conversation a request continues, or a new one; the oldest are forgotten past the limit."""
+        if conversation_id is None:
+            chat = Conversation("c" + secrets.token_hex(6))
+            self.conversations[chat.conversation_id] = chat
+            while len(self.conversations) > MAX_CONVERSATIONS:
+                self.conversations.popitem(last=False)
+            return chat
+        chat_or_none = self.conversations.get(conversation_id)
+        if chat_or_none is None:
+            raise UnknownConversation(conversation_id)
+        self.conversations.move_to_end(conversation_id)
+        return chat_or_none
+
+    async def run(self, prompt: str, conversation: str | None = None) -> tuple[str, TaskState, str]:
+        """One task from prompt to final answer, within a conversation; returns the answer, the task and
+        the conversation id. A model failure raises ModelError after an ERROR line; an unknown
+        conversation id raises UnknownConversation."""
+        chat = self._conversation(conversation)
+        state = TaskState(task_id="t" + secrets.token_hex(4), prompt=prompt, history=list(chat.messages),
+                          all_observations=list(chat.observations))
         urls = find_urls(prompt)
-        self.log.write("INFO", "agent", f"task started id={state.task_id} urls={len(urls)}")
+        self.log.write("INFO", "agent", f"task started id={state.task_id} urls={len(urls)} "
+                       f"conversation={chat.conversation_id}")
         try:
             self._begin_turn(state)
             self.log.write("INFO", "planner", f"task={state.task_id} plan web_fetch x{len(urls)}")
@@ -306,8 +154,10 @@ class ResearchAgent:
             self.log.write("ERROR", "agent", f"task failed id={state.task_id} error={exc}")
             raise
         self._enter(state, Phase.COMPLETED)
+        chat.messages = [*state.messages[1:], {"role": "assistant", "content": answer}]
+        chat.observations.extend(text for _, text in state.pages)
         self.log.write("INFO", "agent", f"task finished id={state.task_id} turns={state.turn}")
-        return answer, state
+        return answer, state, chat.conversation_id
 
     def _begin_turn(self, state: TaskState) -> None:
         state.turn += 1
@@ -355,7 +205,7 @@ class ResearchAgent:
         return f"Question: {state.prompt}\n\n" + ("\n\n".join(blocks) or "(No pages were fetched.)")
 
     async def _compose(self, state: TaskState) -> str:
-        state.messages = [{"role": "system", "content": SYSTEM_PROMPT},
+        state.messages = [{"role": "system", "content": SYSTEM_PROMPT}, *state.history,
                           {"role": "user", "content": self._user_message(state)}]
         for attempt in (1, 2):
             answer = await self._ask_model(state)
@@ -428,11 +278,17 @@ def create_agent(model_base_url: str, log_path: Path, *, model: str = "demo-mode
         prompt = body.get("prompt") if isinstance(body, dict) else None
         if not isinstance(prompt, str) or not prompt.strip():
             return JSONResponse({"error": "'prompt' must be a non-empty string"}, status_code=400)
+        conversation = body.get("conversation")
+        if conversation is not None and not isinstance(conversation, str):
+            return JSONResponse({"error": "'conversation' must be a string or null"}, status_code=400)
         try:
-            answer, state = await agent.run(prompt)
+            answer, state, conversation_id = await agent.run(prompt, conversation or None)
         except ModelError as exc:
             return JSONResponse({"error": str(exc), "task": exc.task_id}, status_code=502)
-        return JSONResponse({"answer": answer, "task": state.task_id})
+        except UnknownConversation:
+            return JSONResponse({"error": "no such conversation: start one with conversation = null"},
+                                status_code=404)
+        return JSONResponse({"answer": answer, "task": state.task_id, "conversation": conversation_id})
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})

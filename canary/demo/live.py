@@ -19,7 +19,7 @@ from canary.runs.session import Session
 from canary.store.engine import Store
 
 #: The demo agent's guards; each has a definition of the same name in canaries_defs/.
-DEMO_GUARDS = ("citation", "quote", "number", "denial", "version", "date")
+DEMO_GUARDS = ("citation", "quote", "number", "denial", "version", "date", "conversation")
 #: ``[logs] correlate`` for the demo agent, whose lines carry ``task=t<hex>``.
 DEMO_CORRELATE = "task=(?P<id>t[0-9a-f]+)"
 
@@ -42,8 +42,9 @@ def write_config(directory: Path, *, agent: int, proxy: int, fixtures: int, mode
 
 [agent]
 url = "http://127.0.0.1:{agent}/ask"
-body = {{ prompt = "{{prompt}}" }}
+body = {{ prompt = "{{prompt}}", conversation = "{{conversation}}" }}
 answer = "answer"
+conversation = "conversation"
 timeout = "60s"
 
 [model]

@@ -16,6 +16,7 @@ EXPECTED = {
     ("denial", "empty-page"): "caught",
     ("version", "fake-version"): "leaked",
     ("date", "fake-date"): "leaked",
+    ("conversation", "established-figure"): "fired_but_leaked",
 }
 
 
@@ -33,4 +34,9 @@ def test_demo_headless_json_gives_each_guard_its_verdict() -> None:
             assert r["trace"]["fired"] is not None
         if r["verdict"] == "leaked":
             assert r["firings"] == 0 and r["evidence"] is None and r["leaked"]
+        if r["guard"] == "conversation":
+            # The guard fired on turn 2; the figure it rejected reached the user on turn 3.
+            assert (r["turns"], r["leaked_turn"]) == (3, 3) and r["firings"] >= 1 and r["leaked"]
+        else:
+            assert "leaked_turn" not in r
         assert len(r["nonce"]) >= 20 and set(r["nonce"]) <= set("abcdefghijklmnopqrstuvwxyz0123456789")
