@@ -226,3 +226,33 @@ def test_a_failing_turn_makes_the_run_an_error_naming_it(
     assert result.error is not None and result.error.startswith("turn 2: the agent answered HTTP 500"), \
         result.error
     assert row.error == result.error and len(chat.requests) == 2
+
+
+def test_the_conversation_id_is_null_on_the_first_turn_and_the_replys_id_after(tmp_path: Path) -> None:
+    from canary.config.settings import AgentConfig
+    from canary.runs.agent import AgentDriver
+
+    seen: list[tuple[str, str | None, Any]] = []
+
+    async def endpoint(request: Request) -> JSONResponse:
+        body = await request.json()
+        seen.append((request.url.path, request.headers.get("x-conversation"), body))
+        if body["prompt"] == "bare":
+            return JSONResponse({"answer": "no id here", "session": None})
+        return JSONResponse({"answer": "ok", "session": {"id": 42}})
+
+    app = Starlette(routes=[Route("/ask/{rest:path}", endpoint, methods=["POST"])])
+    with BackgroundServer(app, name="agent") as server:
+        driver = AgentDriver(AgentConfig(
+            url=server.url + "/ask/{conversation}", headers={"X-Conversation": "{conversation}"},
+            body={"prompt": "{prompt}", "conversation": "{conversation}", "note": "in {conversation}"},
+            conversation="session.id"))
+        first = driver.ask("hello", nonce="n")
+        later = driver.ask("again", nonce="n", conversation=first.conversation)
+        bare = driver.ask("bare", nonce="n")
+    assert (first.answer, first.conversation) == ("ok", "42")
+    assert seen[0] == ("/ask/", "", {"prompt": "hello", "conversation": None, "note": "in "})
+    assert seen[1] == ("/ask/42", "42", {"prompt": "again", "conversation": "42", "note": "in 42"})
+    assert later.conversation == "42"
+    assert bare.ok and bare.conversation is None
+    assert (bare.conversation_error or "").startswith("the agent's reply has no 'session.id'")
