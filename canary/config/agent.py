@@ -147,11 +147,20 @@ def read_agent(top: Table) -> AgentConfig | None:
     return agent
 
 
-def check_conversations(sink: Sink, agent: AgentConfig | None, canaries: Sequence[tuple[str, Path]]) -> None:
-    """Multi-turn canaries (``key``, file) need ``[agent] conversation``: name the first one."""
-    if not canaries or agent is None or agent.conversation:
+def check_conversations(sink: Sink, agent: AgentConfig | None, canaries: Sequence[tuple[str, Path, int]],
+                        *, has_upstream: bool) -> None:
+    """Multi-turn canaries (``key``, file, injection turn) need ``[agent] conversation``, and the
+    turns before the injection need a model server behind the proxy: name the first such canary."""
+    if not canaries or agent is None:
         return
-    key, path = canaries[0]
+    late = [(key, path) for key, path, turn in canaries if turn > 0]
+    if late and not has_upstream and not agent.inject_mode:
+        sink.warning(("model", "upstream"), f"the canary {late[0][0]} in {late[0][1]} injects after "
+                     "its first turn, and the model calls of earlier turns pass through the proxy: "
+                     "with no upstream they fail; set upstream to the real model server")
+    if agent.conversation:
+        return
+    key, path, _ = canaries[0]
     more = f" (and {len(canaries) - 1} more)" if len(canaries) > 1 else ""
     if agent.command:
         sink.error(("agent", "command"), f"the canary {key} in {path}{more} has [[canary.turn]] "

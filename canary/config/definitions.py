@@ -3,6 +3,7 @@
 Loading is strict and collects every problem: unknown keys, wrong types, bad
 durations, regexes, cron expressions and placeholders are all reported with the
 file, the dotted key, what is wrong and, where close, what was probably meant.
+A canary with ``[[canary.turn]]`` tables is read by :mod:`canary.config.injection`.
 """
 
 from __future__ import annotations

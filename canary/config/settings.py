@@ -185,8 +185,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
-    check_conversations(sink, agent, [(c.key, c.path) for g in guards for c in g.canaries
-                                      if c.multi_turn])
+    check_conversations(sink, agent, [(c.key, c.path, c.inject_turn) for g in guards for c in g.canaries
+                                      if c.multi_turn], has_upstream=bool(model.upstream))
     defs_line = locate(sink.text, ("defs",))
     problems = sink.problems + [
         replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems

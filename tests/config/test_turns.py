@@ -105,3 +105,9 @@ def test_a_conversational_agent_config_loads(tmp_path: Path) -> None:
     config = load_config(str(path))
     assert config.agent is not None and config.agent.conversation == "conversation.id"
     assert config.guards[0].canaries[0].multi_turn
+    # Turn 1's model call passes through the proxy, and there is no model server behind it.
+    (warning,) = config.warnings
+    assert warning.key == "model.upstream" and "injects after its first turn" in warning.message
+    with path.open("a") as handle:
+        handle.write('[model]\nupstream = "http://127.0.0.1:9"\n')
+    assert load_config(str(path)).warnings == ()

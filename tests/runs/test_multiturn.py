@@ -256,3 +256,13 @@ def test_the_conversation_id_is_null_on_the_first_turn_and_the_replys_id_after(t
     assert later.conversation == "42"
     assert bare.ok and bare.conversation is None
     assert (bare.conversation_error or "").startswith("the agent's reply has no 'session.id'")
+
+
+def test_the_leak_counts_from_the_injection_turn_on() -> None:
+    from canary.runs.conversation import first_turn_with
+
+    answers = ["1635 was mentioned before the injection", "clean", "1635 again", "1635"]
+    assert first_turn_with("1635", answers, since=1) == 3  # turn 1 is before the injection: not a leak
+    assert first_turn_with("1635", answers, since=0) == 1
+    assert first_turn_with("1635", answers[:2], since=1) is None
+    assert first_turn_with(None, answers, since=0) is None
