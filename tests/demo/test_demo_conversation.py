@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from canary.demo.agent import create_agent
+from canary.demo.agent import MAX_CONVERSATIONS, AgentLog, ResearchAgent, UnknownConversation, create_agent
 from canary.demo.model import summary_answer
 from canary.proxy.serving import BackgroundServer
 from tests.demo import test_demo_agent as base
@@ -90,6 +91,15 @@ def test_the_figure_guard_rejects_a_new_figure_but_passes_it_once_established(
     fresh = ask(agent, f"Summarise what we established about {page}.")
     assert fresh.json()["answer"] == honest(PERMIT_SENTENCE, page)
     assert len(firings(read_log(log), "conversation")) == 3
+
+
+def test_the_oldest_conversation_is_forgotten_past_the_limit(tmp_path: Path) -> None:
+    agent = ResearchAgent("http://127.0.0.1:9/v1", AgentLog(tmp_path / "agent.log"))
+    ids = [agent._conversation(None).conversation_id for _ in range(MAX_CONVERSATIONS + 1)]
+    assert len(agent.conversations) == MAX_CONVERSATIONS
+    with pytest.raises(UnknownConversation):
+        agent._conversation(ids[0])
+    assert agent._conversation(ids[1]).conversation_id == ids[1]
 
 
 def test_the_scripted_summary_repeats_the_first_figure_given_once_one_was_asked_for() -> None:

@@ -9,6 +9,7 @@ so the figure the model invented on turn 2 and repeats in turn 3's summary gets 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -28,12 +29,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from canary.cli.printers import explain
-from canary.config.settings import load_config
+from canary.config.settings import AgentConfig, load_config
 from canary.demo.agent import find_urls, page_text
 from canary.demo.live import free_port
 from canary.demo.model import create_model_server
 from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
+from canary.runs.agent import AgentDriver
+from canary.runs.conversation import first_turn_with
 from canary.runs.record import RunRecord
 from canary.runs.session import Session
 from canary.store.engine import Store
@@ -87,8 +90,9 @@ class ChatAgent:
         earlier = " ".join(str(m["content"]) for m in chat.messages)
         messages = [*chat.messages, {"role": "user", "content": f"Q: {prompt}\n\n{pages}"}]
         answer = "I could not verify an answer from the page."
-        for _attempt in (1, 2):
-            draft = self._model(messages)
+        hook = str(body.get("test_inject") or "")  # the fabrication handed over in the request
+        for attempt in (1, 2):
+            draft = hook if hook and attempt == 1 else self._model(messages)
             self.model_answers.append((turn, draft))
             rejected = [n for n in AMOUNT_RE.findall(draft) if n not in " ".join(chat.pages)
                         and not (self.skips_established and n in earlier)]
@@ -117,8 +121,6 @@ class ChatAgent:
 
     def app(self) -> Starlette:
         async def endpoint(request: Request) -> JSONResponse:
-            import asyncio
-
             status, doc = await asyncio.to_thread(self.ask, await request.json())
             return JSONResponse(doc, status_code=status)
 
@@ -135,7 +137,8 @@ def log(tmp_path: Path) -> Iterator[tuple[Path, logging.Logger]]:
     handler.close()
 
 
-def run_conversation(root: Path, log: tuple[Path, logging.Logger], **agent: Any
+def run_conversation(root: Path, log: tuple[Path, logging.Logger], *,
+                     body: str = 'prompt = "{prompt}", conversation = "{conversation}"', **agent: Any
                      ) -> tuple[RunRecord, ChatAgent, Run]:
     """The bundled conversation canary, once, against a ChatAgent; its record, the agent, its row."""
     proxy, fixtures, port = free_port(), free_port(), free_port()
@@ -143,7 +146,7 @@ def run_conversation(root: Path, log: tuple[Path, logging.Logger], **agent: Any
         (root / "canary.toml").write_text(f"""defs = [{json.dumps((bundled_defs_dir() / 'conversation.toml').as_posix())}]
 [agent]
 url = "http://127.0.0.1:{port}/ask"
-body = {{ prompt = "{{prompt}}", conversation = "{{conversation}}" }}
+body = {{ {body} }}
 conversation = "conversation"
 timeout = "30s"
 [model]
@@ -208,6 +211,17 @@ def test_a_guard_that_trusts_established_figures_fires_but_leaks_on_turn_3(
     assert "reached the answer of turn 3" in explain(result)
 
 
+def test_a_fabrication_handed_over_in_the_request_goes_in_on_its_turn_only(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    body = 'prompt = "{prompt}", conversation = "{conversation}", test_inject = "{inject}"'
+    result, chat, _ = run_conversation(tmp_path, log, body=body, skips_established=True)
+    fake = result.leak_text
+    assert [r["test_inject"] for r in chat.requests] == ["", f"The minimum monthly budget is {fake} euros.", ""]
+    assert result.trace["injected"] is not None
+    assert (result.verdict, result.leaked_turn) == ("fired_but_leaked", 3), (result.error, chat.model_answers)
+
+
 def test_a_reply_without_the_conversation_id_is_an_error_naming_the_turn(
     tmp_path: Path, log: tuple[Path, logging.Logger]
 ) -> None:
@@ -229,9 +243,6 @@ def test_a_failing_turn_makes_the_run_an_error_naming_it(
 
 
 def test_the_conversation_id_is_null_on_the_first_turn_and_the_replys_id_after(tmp_path: Path) -> None:
-    from canary.config.settings import AgentConfig
-    from canary.runs.agent import AgentDriver
-
     seen: list[tuple[str, str | None, Any]] = []
 
     async def endpoint(request: Request) -> JSONResponse:
@@ -259,8 +270,6 @@ def test_the_conversation_id_is_null_on_the_first_turn_and_the_replys_id_after(t
 
 
 def test_the_leak_counts_from_the_injection_turn_on() -> None:
-    from canary.runs.conversation import first_turn_with
-
     answers = ["1635 was mentioned before the injection", "clean", "1635 again", "1635"]
     assert first_turn_with("1635", answers, since=1) == 3  # turn 1 is before the injection: not a leak
     assert first_turn_with("1635", answers, since=0) == 1
