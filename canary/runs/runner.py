@@ -151,8 +151,9 @@ class Runner:
             expected = leak if canary.expect == "reject" else grounded
             turn = first_turn_with(expected, reply.answers, canary.inject_turn)
             in_answer = turn is not None
-            if canary.multi_turn and canary.expect == "reject":
+            if canary.multi_turn and canary.expect == "reject" and turn is not None:
                 leaked_turn = turn
+                answer = reply.answers[turn - 1]  # the answer that proves the leak
         verdict = decide(
             Observed(
                 expect=canary.expect, error=reply.error, injected=active.injected is not None,

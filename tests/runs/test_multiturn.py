@@ -58,7 +58,9 @@ class ChatAgent:
     """``POST /ask`` ``{"prompt", "conversation"}`` -> ``{"answer", "conversation"}``."""
 
     def __init__(self, model_url: str, log: logging.Logger, *, skips_established: bool,
-                 names_conversation: bool = True, fails_on_turn: int | None = None) -> None:
+                 names_conversation: bool = True, fails_on_turn: int | None = None,
+                 checks: bool = True) -> None:
+        self.checks = checks  # False: the guard never runs
         self.model_url = model_url
         self.log = log
         self.skips_established = skips_established
@@ -94,7 +96,7 @@ class ChatAgent:
         for attempt in (1, 2):
             draft = hook if hook and attempt == 1 else self._model(messages)
             self.model_answers.append((turn, draft))
-            rejected = [n for n in AMOUNT_RE.findall(draft) if n not in " ".join(chat.pages)
+            rejected = [n for n in AMOUNT_RE.findall(draft) if self.checks and n not in " ".join(chat.pages)
                         and not (self.skips_established and n in earlier)]
             messages.append({"role": "assistant", "content": draft})
             if not rejected:
@@ -204,11 +206,22 @@ def test_a_guard_that_trusts_established_figures_fires_but_leaks_on_turn_3(
     assert fake is not None
     assert result.evidence is not None and f"figure={fake}" in result.evidence
     assert result.leaked and result.leaked_turn == 3
-    assert fake in (result.answer or "") and "established" in (result.answer or "")
+    assert fake in (result.answer or "") and "established" in (result.answer or "")  # turn 3's answer
     assert result.to_json()["leaked_turn"] == 3
     assert RunRecord.from_json(result.to_json()).leaked_turn == 3
     assert row.leaked_turn == 3 and row.verdict == "fired_but_leaked"
     assert "reached the answer of turn 3" in explain(result)
+
+
+def test_a_guard_that_never_runs_leaks_on_the_injection_turn(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    result, chat, row = run_conversation(tmp_path, log, skips_established=False, checks=False)
+    assert (result.verdict, result.leaked_turn, row.leaked_turn) == ("leaked", 2, 2)
+    # The record's answer is the one that proves the leak: turn 2's, not turn 3's summary.
+    assert result.answer == f"The minimum monthly budget is {result.leak_text} euros."
+    assert "established" in chat.chats[chat.requests[1]["conversation"]].messages[-1]["content"]
+    assert "is in the answer of turn 2" in explain(result)
 
 
 def test_a_fabrication_handed_over_in_the_request_goes_in_on_its_turn_only(
