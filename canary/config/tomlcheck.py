@@ -79,27 +79,33 @@ def type_name(value: object) -> str:
 def locate(text: str, keys: KeyPath) -> int | None:
     """The line (1-based) where ``keys`` is written in a TOML text, found by its table headers.
 
-    Best effort: keys inside inline tables resolve to the line of the outer key.
+    Best effort: keys inside inline tables resolve to the line of the outer key. A nested
+    array of tables (``canary[0].turn[1]``) is counted within its parent item.
     """
-    sections: list[tuple[tuple[str, ...], int, int, list[tuple[int, str]]]] = [((), 0, 0, [])]
-    counts: dict[tuple[str, ...], int] = {}
+    # (header name, its occurrence within the parent item, the parent item's occurrence, line, body)
+    sections: list[tuple[tuple[str, ...], int, int, int, list[tuple[int, str]]]] = [((), 0, 0, 0, [])]
+    counts: dict[tuple[tuple[str, ...], int], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)
         if header:
             name = tuple(part.strip().strip("\"'") for part in header.group(2).split("."))
-            occurrence = counts.get(name, 0)
-            counts[name] = occurrence + 1
-            sections.append((name, occurrence, number, []))
+            parent = counts.get((name[:1], 0), 1) - 1 if len(name) > 1 else 0
+            occurrence = counts.get((name, parent), 0)
+            counts[(name, parent)] = occurrence + 1
+            sections.append((name, occurrence, parent, number, []))
         else:
-            sections[-1][3].append((number, line))
+            sections[-1][4].append((number, line))
     for cut in range(len(keys), -1, -1):
         prefix, rest = keys[:cut], keys[cut:]
         index = prefix[-1] if prefix and isinstance(prefix[-1], int) else None
         names = prefix[:-1] if index is not None else prefix
+        parent = 0
+        if len(names) == 3 and isinstance(names[1], int):  # canary[0].turn[1]: the parent's item
+            parent, names = names[1], (names[0], names[2])
         if not all(isinstance(k, str) for k in names):
             continue  # a header can only select an array item by its last part
-        for name, seen, start, body in sections:
-            if name != names or seen != (index or 0):
+        for name, seen, within, start, body in sections:
+            if name != names or seen != (index or 0) or within != parent:
                 continue
             first = next((k for k in rest if isinstance(k, str)), None)
             if first is not None:

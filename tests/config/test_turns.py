@@ -111,3 +111,14 @@ def test_a_conversational_agent_config_loads(tmp_path: Path) -> None:
     with path.open("a") as handle:
         handle.write('[model]\nupstream = "http://127.0.0.1:9"\n')
     assert load_config(str(path)).warnings == ()
+
+
+@pytest.mark.parametrize(("fixture", "key", "line"), [
+    ("turn_without_prompt.toml", "canary[0].turn[1].prompt", 14),  # the second turn's header
+    ("two_inject_turns.toml", "canary[0].turn[1].inject_tool", 17),
+    ("turn_unknown_key.toml", "canary[0].turn[0].injekt", 13),
+])
+def test_a_turns_problem_points_at_its_line(fixture: str, key: str, line: int) -> None:
+    _, problems = load_definitions([fixture], DATA)
+    (problem,) = [p for p in problems if p.key == key]
+    assert problem.line == line
