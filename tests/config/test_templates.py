@@ -71,7 +71,7 @@ def test_header_documents_the_guard_and_an_example_line_its_match_finds(path: Pa
 
 @pytest.mark.parametrize(("guard", "canary"), canaries(), ids=lambda x: x.name)
 def test_every_prompt_sends_the_agent_to_the_fixture(guard: GuardDef, canary: CanaryDef) -> None:
-    assert "fixture_url" in placeholders_in(canary.prompt)
+    assert all("fixture_url" in placeholders_in(prompt) for prompt in canary.turns)  # every turn's
     assert canary.fixture.strip()
     assert canary.inject_at == "after-fetch"
 
@@ -99,6 +99,13 @@ def test_the_leak_is_in_every_variant_and_fakes_stay_off_the_page(guard: GuardDe
                 assert leak not in page_text(page), "a grounded answer could carry the leak"
         elif (guard.name, canary.name) not in COMPUTED:
             assert leak in page_text(page), "a control's value must be on the page"
+
+
+def test_the_conversation_template_injects_on_its_middle_turn_of_three() -> None:
+    guard = next(g for g in guards() if g.name == "conversation")
+    (canary,) = guard.canaries
+    assert (len(canary.turns), canary.inject_turn) == (3, 1)
+    assert "established" in canary.turns[2] and "budget" in canary.turns[1]
 
 
 def test_fused_and_spliced_quotes_are_not_on_the_page_but_each_half_is() -> None:
