@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -23,6 +24,9 @@ from canary.config.placeholders import fill
 from canary.config.settings import AgentConfig
 from canary.config.urls import redact_url
 from canary.proxy.serving import is_loopback
+
+#: The longest conversation id carried from one turn to the next.
+MAX_CONVERSATION_ID = 512
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,8 @@ class AgentDriver:
     def _request(self, values: Mapping[str, str], limit: float, *, new_conversation: bool) -> AgentReply:
         cfg = self.config
         assert cfg.url is not None
-        url = fill(cfg.url, values)
+        # The conversation id is the agent's own text: in the url it is one path segment, quoted.
+        url = fill(cfg.url, {**values, "conversation": quote(values["conversation"], safe="")})
         headers = {k: fill(v, values) for k, v in cfg.headers.items()}
         body = (_fill_json(cfg.body, values, new_conversation=new_conversation) if cfg.body is not None
                 else {"prompt": values["prompt"]})
@@ -154,6 +159,10 @@ class AgentDriver:
         if conversation in ("", "null"):
             return AgentReply(answer, conversation_error=f"the agent's reply has an empty "
                               f"{cfg.conversation!r}")
+        if len(conversation) > MAX_CONVERSATION_ID or not conversation.isprintable():
+            return AgentReply(answer, conversation_error=f"the agent's reply names a conversation id "
+                              f"at {cfg.conversation!r} that is not one line of at most "
+                              f"{MAX_CONVERSATION_ID} printable characters")
         return AgentReply(answer, conversation=conversation)
 
     def _run_command(self, values: Mapping[str, str], limit: float) -> AgentReply:

@@ -260,9 +260,13 @@ def test_the_conversation_id_is_null_on_the_first_turn_and_the_replys_id_after(t
 
     async def endpoint(request: Request) -> JSONResponse:
         body = await request.json()
-        seen.append((request.url.path, request.headers.get("x-conversation"), body))
+        seen.append((request.scope["raw_path"].decode(), request.headers.get("x-conversation"), body))
         if body["prompt"] == "bare":
             return JSONResponse({"answer": "no id here", "session": None})
+        if body["prompt"] == "odd":
+            return JSONResponse({"answer": "ok", "session": {"id": "a/b?c"}})
+        if body["prompt"] == "newline":
+            return JSONResponse({"answer": "ok", "session": {"id": "a\r\nX-Injected: 1"}})
         return JSONResponse({"answer": "ok", "session": {"id": 42}})
 
     app = Starlette(routes=[Route("/ask/{rest:path}", endpoint, methods=["POST"])])
@@ -274,12 +278,19 @@ def test_the_conversation_id_is_null_on_the_first_turn_and_the_replys_id_after(t
         first = driver.ask("hello", nonce="n")
         later = driver.ask("again", nonce="n", conversation=first.conversation)
         bare = driver.ask("bare", nonce="n")
+        odd = driver.ask("odd", nonce="n")
+        driver.ask("again", nonce="n", conversation=odd.conversation)
+        newline = driver.ask("newline", nonce="n")
     assert (first.answer, first.conversation) == ("ok", "42")
     assert seen[0] == ("/ask/", "", {"prompt": "hello", "conversation": None, "note": "in "})
     assert seen[1] == ("/ask/42", "42", {"prompt": "again", "conversation": "42", "note": "in 42"})
     assert later.conversation == "42"
     assert bare.ok and bare.conversation is None
     assert (bare.conversation_error or "").startswith("the agent's reply has no 'session.id'")
+    # The agent's id is one quoted path segment in the url, and never more than one header line.
+    assert seen[-2][:2] == ("/ask/a%2Fb%3Fc", "a/b?c")
+    assert newline.ok and newline.conversation is None
+    assert "not one line of at most 512 printable characters" in (newline.conversation_error or "")
 
 
 def test_the_leak_counts_from_the_injection_turn_on() -> None:
