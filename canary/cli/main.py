@@ -147,6 +147,9 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
             warn(f.path, f"could not read {f.path}: {f.error}")
         for message in f.warnings:
             warn(f.path, message)
+    if report.store_problem:
+        warn("", f"the store's runs could not be read ({report.store_problem}): "
+                 "lines carrying a run's nonce are counted organic")
     if not report.files:
         warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
     if as_json:

@@ -52,18 +52,19 @@ def stamp(moment: datetime | None) -> str:
 
 def audit_table(report: AuditReport) -> str:
     """The ``canary audit`` table and its summary lines."""
-    rows = [("guard", "firings", "first", "last", "")]
+    rows = [("guard", "firings", "organic", "canary", "first", "last", "")]
     for g in report.guards:
         flag = "ASLEEP" if g.flag == "asleep" else ""
         count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
-        rows.append((safe(g.guard), count, stamp(g.first), stamp(g.last), flag))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        rows.append((safe(g.guard), count, str(g.organic), str(g.canary), stamp(g.first), stamp(g.last),
+                     flag))
+    widths = [max(len(r[i]) for r in rows) for i in range(7)]
     lines = []
     for i, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]),
-                 row[3].ljust(widths[3]), row[4]]
+        cells = [row[0].ljust(widths[0]), *(row[j].rjust(widths[j]) for j in (1, 2, 3)),
+                 row[4].ljust(widths[4]), row[5].ljust(widths[5]), row[6]]
         line = "  ".join(cells).rstrip()
-        if row[4]:
+        if row[6]:
             line = click.style(line, fg="red", bold=True)
         elif i == 0:
             line = click.style(line, bold=True)
