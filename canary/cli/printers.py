@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import click
 
 from canary.runs.record import AMBIGUOUS_ADVICE
+from canary.status.families import holes_line
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
 
@@ -167,6 +168,7 @@ def status_table(doc: Mapping[str, Any]) -> str:
             status += " (muted)"
         rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
                      rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
+    holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
     for i, row in enumerate(rows):
@@ -176,5 +178,8 @@ def status_table(doc: Mapping[str, Any]) -> str:
         elif row[1].split()[0] in ("ASLEEP", "DEGRADED", "INCONCLUSIVE"):
             text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
         lines.append(text.rstrip())
+        hole = holes[i]
+        if hole:  # a family's kill rate below 1: a known hole, even when the guard reads alive
+            lines.append(click.style("  " + safe(hole), fg="yellow"))
     return "\n".join(lines)
 

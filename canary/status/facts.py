@@ -34,6 +34,11 @@ def canary_period(canary: CanaryDef, now: datetime) -> timedelta:
     return gap
 
 
+def variant_counts(guard: GuardDef) -> dict[str, tuple[str, int]]:
+    """Per canary of a guard: what it expects, and how many variants its definition has."""
+    return {c.name: (c.expect, len(c.variants)) for c in guard.canaries}
+
+
 def logs_readable(config: Config) -> bool:
     """Whether at least one log file matches and every match can be opened."""
     paths = expand(config.logs.paths)
