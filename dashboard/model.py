@@ -19,6 +19,8 @@ from datetime import datetime, timedelta
 
 from canary.config.settings import Config
 from canary.status.evaluate import GuardStatus
+from canary.status.facts import variant_counts
+from canary.status.families import Family, families
 from canary.status.mutes import is_muted
 from canary.status.overview import DaemonInfo, daemon_info, evaluate_all
 from canary.store.engine import Store
@@ -106,6 +108,13 @@ class GuardRow:
     last_firing: datetime | None
     muted_until: datetime | None
     canaries: int
+    #: Kill rate per variant family (one per canary), over the guard's own window.
+    families: tuple[Family, ...] = ()
+
+    @property
+    def holes(self) -> tuple[Family, ...]:
+        """The families whose kill rate is below 1: known holes, whatever the status says."""
+        return tuple(f for f in self.families if f.hole)
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,7 @@ def load_overview(
                 guard=facts.guard, description=defs[facts.guard].description, status=status,
                 organic=organic, canary=canary, buckets=tuple(cells),
                 last_firing=facts.last_firing, muted_until=muted, canaries=len(defs[facts.guard].canaries),
+                families=tuple(families(facts, variant_counts(defs[facts.guard]), now=as_of)),
             )
         )
     order = {s: i for i, s in enumerate(ORDER)}
