@@ -225,11 +225,16 @@ class Store:
             for guard in hit.guards:
                 if guard == CORRELATE_RULE:
                     continue
-                run_id = self.attribute(guard, hit) if attribute and self.attribute is not None else None
-                if run_id is None:
-                    run_id = self.stored_run(hit.text)
-                    if run_id is not None and not attribute:
-                        continue  # a recount replaces organic firings only: this one is a canary's
+                stored = self.stored_run(hit.text)
+                if stored is not None and not attribute:
+                    continue  # a recount replaces organic firings only: this one is a canary's
+                if stored is not None and stored[1]:
+                    # A finished run's line: never offered to the runs in flight as unmarked.
+                    run_id: int | None = stored[0]
+                else:
+                    run_id = self.attribute(guard, hit) if attribute and self.attribute is not None else None
+                    if run_id is None and stored is not None:
+                        run_id = stored[0]
                 firings.append(
                     {
                         "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
@@ -241,16 +246,17 @@ class Store:
                 counts[(guard, hour_floor(ts), source)] += 1
         return firings, counts, activity
 
-    def stored_run(self, text: str) -> int | None:
-        """The id of the stored run whose nonce ``text`` carries (any run, past or in flight), or None."""
+    def stored_run(self, text: str) -> tuple[int, bool] | None:
+        """(id, finished) of the stored run whose nonce ``text`` carries (past or in flight), or None."""
         candidates = nonce_candidates(text)
         if not candidates:
             return None
         table = Run.__table__  # type: ignore[attr-defined]
-        stmt = select(table.c.id).where(table.c.nonce.in_(sorted(candidates))).order_by(table.c.id).limit(1)
+        stmt = (select(table.c.id, table.c.verdict.is_not(None))
+                .where(table.c.nonce.in_(sorted(candidates))).order_by(table.c.id).limit(1))
         with self.engine.connect() as conn:
             row = conn.execute(stmt).first()
-        return int(row[0]) if row is not None else None
+        return (int(row[0]), bool(row[1])) if row is not None else None
 
     def _add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
         for (guard, hour, source), n in counts.items():

@@ -66,3 +66,31 @@ def test_a_recount_replaces_organic_firings_only_and_keeps_nonce_lines_out(tmp_p
         assert store.count_firings() == 2
     finally:
         store.close()
+
+
+def test_a_finished_runs_line_is_no_unmarked_candidate_of_a_run_in_flight(tmp_path: Path) -> None:
+    from canary.runs.registry import ActiveRun
+
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0)
+    try:
+        old = new_nonce()
+        old_id = a_finished_run(store, old)
+        live = new_nonce()
+        live_id = RunLog(store).start(guard="citation", canary="fake-url", variant=0, expect="reject",
+                                      nonce=live, started=T0, injected_text="x", leak_text=None)
+        registry = Registry(has_upstream=False, clock=T0.timestamp)
+        run = ActiveRun(run_id=live_id, guard="citation", nonce=live, inject_at="first", inject_text="x",
+                        repair_text=None, page="", started=T0.timestamp() - 5, deadline=T0.timestamp() + 60,
+                        inject_in_request=True)
+        registry.add(run)
+        store.attribute = lambda guard, hit: registry.attribute(guard, hit.text, None, offset=hit.offset)
+        store.commit(batch(f"CitationGuard: rejected https://{old}.example.org/ (a late line)",
+                           f"CitationGuard: rejected https://{live}.example.org/"))
+        # the late line of the finished run is its own, never a maybe-firing of the run in flight
+        assert run.candidates == []
+        assert [c.mark for c in run.claims] == ["nonce"]
+        with store.engine.connect() as conn:
+            tied = conn.exec_driver_sql("SELECT run_id FROM firings ORDER BY id").all()
+        assert tied == [(old_id,), (live_id,)]
+    finally:
+        store.close()
