@@ -1,6 +1,7 @@
 """The facts ``evaluate`` needs, gathered from the store and the config.
 
-Window counts come from the hourly counts, never from scanning firing rows; the SQL is
+Window counts come from the hourly counts, and only the window's first, partial hour from
+the firing rows, so the window ends where ``canary audit --window`` ends it; the SQL is
 ``canary.store.reads``, so no ORM object is built and SQLAlchemy need not be imported.
 """
 
@@ -68,7 +69,10 @@ def gather(
         if hour not in activity_of:
             activity_of[hour] = reads.window_activity(reader, hour)
         activity, lines = activity_of[hour]
-        organic, canary_firings = reads.window_counts(reader, guard.name, hour)
+        if guard.window < config.store.retention:
+            organic, canary_firings = reads.window_firings(reader, guard.name, now - guard.window)
+        else:  # the firing rows of the window's first hour may be pruned: count from its start
+            organic, canary_firings = reads.window_counts(reader, guard.name, hour)
         until, mute_reason = mutes.get(guard.name, (None, None))
         facts.append(
             GuardFacts(

@@ -146,3 +146,25 @@ def test_nonce_candidates_are_every_36_character_window_of_a_long_enough_run() -
     assert nonce_candidates("short ids only: abc123 task=t1a2b3c4") == set()
     # upper case is not of the nonce alphabet
     assert nonce_candidates(nonce.upper()) == set()
+
+
+def test_status_and_audit_end_the_window_at_the_same_instant(tmp_path: Path) -> None:
+    config, db = write_setup(tmp_path)
+    nonce = new_nonce()
+    stored_runs(db, [nonce])
+    start = datetime.now(UTC) - timedelta(hours=24)  # the citation guard's window starts here
+    (tmp_path / "logs" / "agent.log").write_text(
+        # just before the window, in the hour it starts in: counted by neither
+        f"{stamp(start - timedelta(seconds=30))} WARN CitationGuard: rejected https://old.example.org/\n"
+        f"{stamp(start - timedelta(seconds=30))} WARN CitationGuard: rejected https://{nonce}.example.org/\n"
+        f"{stamp(start + timedelta(seconds=60))} WARN CitationGuard: rejected https://new.example.org/\n"
+        f"{stamp(start + timedelta(seconds=90))} WARN CitationGuard: rejected https://{nonce}.example.org/x\n"
+        f"{stamp(datetime.now(UTC))} WARN CitationGuard: rejected https://now.example.org/\n"
+    )
+    assert invoke(config, "collect", "--once")[0] == 0
+    _code, out = invoke(config, "status", "--json")
+    citation = next(g for g in json.loads(out)["guards"] if g["guard"] == "citation")
+    _code, out = invoke(config, "audit", "--window", "24h", "--json")
+    audited = next(g for g in json.loads(out)["guards"] if g["guard"] == "citation")
+    assert (citation["organic_firings"], citation["canary_firings"]) == (2, 1)
+    assert (audited["organic"], audited["canary"]) == (2, 1)
