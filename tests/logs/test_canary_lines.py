@@ -168,3 +168,17 @@ def test_status_and_audit_end_the_window_at_the_same_instant(tmp_path: Path) -> 
     audited = next(g for g in json.loads(out)["guards"] if g["guard"] == "citation")
     assert (citation["organic_firings"], citation["canary_firings"]) == (2, 1)
     assert (audited["organic"], audited["canary"]) == (2, 1)
+
+
+def test_an_unreadable_store_is_a_warning_and_the_audit_counts_every_firing_organic(tmp_path: Path) -> None:
+    config, db = write_setup(tmp_path)
+    db.parent.mkdir()
+    db.write_bytes(b"this is not a database, only bytes where one should be" * 100)
+    write_log(tmp_path / "logs" / "agent.log", new_nonce(), new_nonce())
+    result = CliRunner().invoke(main, ["--config", str(config), "audit", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "the store's runs could not be read" in result.stderr
+    assert "lines carrying a run's nonce are counted organic" in result.stderr
+    assert "Traceback" not in result.output
+    citation = next(g for g in json.loads(result.stdout)["guards"] if g["guard"] == "citation")
+    assert (citation["organic"], citation["canary"]) == (6, 0)
