@@ -222,10 +222,9 @@ class Store:
                 activity[hour_floor(ts)] += 1
             if self.observe is not None:
                 self.observe(hit)
-            for guard in hit.guards:
-                if guard == CORRELATE_RULE:
-                    continue
-                stored = self.stored_run(hit.text)
+            guards = [g for g in hit.guards if g != CORRELATE_RULE]
+            stored = self.stored_run(hit.text) if guards else None
+            for guard in guards:
                 if stored is not None and not attribute:
                     continue  # a recount replaces organic firings only: this one is a canary's
                 if stored is not None and stored[1]:
