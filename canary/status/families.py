@@ -25,7 +25,9 @@ class VariantRecord:
     """One variant of a family: its runs in the window and its latest conclusive verdict."""
 
     variant: int
-    last_verdict: str | None  # the latest conclusive run's verdict (in the window if any); None if none
+    #: The verdict the status reads for the variant: its latest conclusive run, among the window's
+    #: when the canary has any there (``evaluate.latest_pairs``); None when there is none.
+    last_verdict: str | None
     caught: int
     conclusive: int
 
