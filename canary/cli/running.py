@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -17,7 +17,8 @@ from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
 
-def _report_runs(views: Sequence[RunRecord], as_json: bool) -> int:
+def _report_runs(views: Sequence[RunRecord], as_json: bool, *, proxy: str | None = None,
+                 matches: Mapping[str, object] | None = None) -> int:
     if as_json:
         click.echo(json.dumps({"runs": [r.to_json() for r in views]}, indent=2))
     else:
@@ -26,7 +27,8 @@ def _report_runs(views: Sequence[RunRecord], as_json: bool) -> int:
         if bad:
             click.echo("")
             for r in bad:
-                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {fmt.explain(r)}")
+                reason = fmt.explain(r, proxy=proxy, matches=matches)
+                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {reason}")
     if views and all(r.verdict == "error" for r in views):
         return EXIT_UNAVAILABLE
     return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in views) else EXIT_UNHEALTHY
@@ -56,6 +58,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
     if not pairs:
         raise UsageError("no canaries are defined")
+    matches = {g.name: g.match for g in config.guards}
     client = connect(config.daemon.control)
     if client is not None:
         click.echo(f"running through the daemon at {config.daemon.control}", err=True)
@@ -65,7 +68,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
             records = [RunRecord.from_json(d) for d in docs]
         except (KeyError, TypeError, ValueError) as exc:
             raise UnavailableError(f"the daemon answered with something that is not a run: {exc!r}") from exc
-        sys.exit(_report_runs(records, as_json))
+        sys.exit(_report_runs(records, as_json, proxy=f"http://{config.model.listen}", matches=matches))
     store = Store(config.store.url)
     try:
         click.echo(
@@ -77,10 +80,11 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         with Session(config, store, on_error=warn) as session:
             if session.runner is None:
                 raise UnavailableError("the run session could not start its runner")
+            proxy = session.proxy.url if session.proxy is not None else None
             results = session.runner.run_many(pairs)
     finally:
         store.close()
-    sys.exit(_report_runs(results, as_json))
+    sys.exit(_report_runs(results, as_json, proxy=proxy, matches=matches))
 
 
 @click.command(epilog=epilog(["canary demo", "canary demo --headless --json"], _RUN_EXITS))

@@ -25,15 +25,19 @@ from canary.runs.attribution import run_marks
 from canary.runs.observations import describe, observe
 from canary.runs.record import RunRecord
 from canary.runs.registry import ActiveRun, Registry
+from canary.runs.unmatched import NearMiss, near_miss, nonce_lines
 from canary.runs.values import draw
 from canary.runs.verdicts import Attributed, Observed, attributed, decide
 from canary.store.engine import Store
 from canary.store.queries import run_count
 from canary.store.runlog import RunLog
+from canary.vocabulary import Verdict
 
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0
 ANSWER_KEEP = 8192
+#: Verdicts of a run no firing was tied to, where a guard line the match missed is worth telling.
+_UNFIRED = (Verdict.UNLOGGED, Verdict.LEAKED)
 
 
 class Runner:
@@ -134,7 +138,8 @@ class Runner:
                 timeout=canary.timeout.total_seconds(),
             )
             answered = time.time()
-            self._await_firings(active, wait=reply.ok)
+            # Without an injection the verdict is not_injected whatever the log says: no grace to wait.
+            self._await_firings(active, wait=reply.ok and active.injected is not None)
         finally:
             self.registry.remove(drawn.nonce)
         tied = attributed(active)
@@ -152,6 +157,7 @@ class Runner:
                 fired=bool(tied.firings), leak_in_answer=in_answer, ambiguous=bool(tied.ambiguous),
             )
         )
+        missed = self._near_miss(guard, active) if verdict in _UNFIRED else None
         trace = {
             "sent": 0.0,
             "fixture_fetched": _since(active.fetched, started),
@@ -168,7 +174,8 @@ class Runner:
             firings=len(tied.firings), attribution=tied.mark if tied.firings else None,
             foreign_calls=active.foreign_calls, evidence=_evidence(tied),
             answer=answer[:ANSWER_KEEP] if answer is not None else None, error=_error(reply.error, active),
-            leak_text=leak,
+            leak_text=leak, model_calls=active.calls,
+            unmatched_line=missed.line if missed else None, nearest_guard=missed.guard if missed else None,
         )
         self._runs.finish(
             run_id, finished=datetime.now(UTC), duration_s=round(duration, 3), verdict=verdict,
@@ -177,6 +184,16 @@ class Runner:
             evidence=result.evidence, answer=result.answer, error=result.error,
         )
         return result
+
+    def _near_miss(self, guard: GuardDef, run: ActiveRun) -> NearMiss | None:
+        """A line of the logs with the run's nonce that no guard's match fits, nearest a guard."""
+        logs = self.config.logs
+        fitted = [g.pattern for g in self.config.guards if g.pattern is not None]
+        if logs.activity_pattern is not None:
+            fitted.append(logs.activity_pattern)
+        claimed = {c.line for c in run.claims}
+        lines = [line for line in nonce_lines(logs.paths, run.nonce) if line not in claimed]
+        return near_miss(lines, {g.name: g.match for g in self.config.guards}, own=guard.name, fitted=fitted)
 
     def _await_firings(self, run: ActiveRun, *, wait: bool) -> None:
         """Read the logs until a marked firing of the run's guard arrives or the grace is over.
