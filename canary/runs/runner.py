@@ -66,6 +66,8 @@ class Runner:
         self._runs = RunLog(store)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        #: Called with each finished run's record, from the thread that ran it (a progress display).
+        self.finished: Callable[[RunRecord], None] | None = None
 
     def _lock(self, guard: str) -> threading.Lock:
         with self._locks_guard:
@@ -74,7 +76,10 @@ class Runner:
     def run(self, guard: GuardDef, canary: CanaryDef) -> RunRecord:
         """One run of one canary, start to verdict."""
         with self._lock(guard.name):
-            return self._run(guard, canary)
+            record = self._run(guard, canary)
+        if self.finished is not None:
+            self.finished(record)
+        return record
 
     def run_many(self, pairs: Sequence[tuple[GuardDef, CanaryDef]], *, parallel: int = 4) -> list[RunRecord]:
         """Run each canary once: guards side by side, one guard's canaries in turn."""
@@ -129,7 +134,7 @@ class Runner:
             run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
             inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
             deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
-            inject_tool=tool, marks=marks,
+            inject_tool=tool, marks=marks, canary=canary.name,
         )
         self.registry.add(active)
         try:
@@ -138,6 +143,7 @@ class Runner:
                 timeout=canary.timeout.total_seconds(),
             )
             answered = time.time()
+            active.answered = answered if reply.ok else None
             # Without an injection the verdict is not_injected whatever the log says: no grace to wait.
             self._await_firings(active, wait=reply.ok and active.injected is not None)
         finally:
