@@ -47,6 +47,20 @@ def test_init_copies_only_the_templates_asked_for(tmp_path: Path, monkeypatch: p
     assert sorted(g.name for g in config.guards) == ["citation", "quote-fused"]
 
 
+def test_templates_copied_after_init_are_read_and_nothing_is_asked(tmp_path: Path) -> None:
+    """The README's order: ``init`` with flags first (no guard in the logs), ``init --template`` next."""
+    first = CliRunner().invoke(main, ["init", "--agent-url", "http://127.0.0.1:9/ask", "--logs", "none/*.log",
+                                      "--model-upstream", "http://127.0.0.1:9"], input="")
+    assert first.exit_code == 0, first.output
+    assert load_config(str(tmp_path / "canary.toml")).guards == ()
+    then = CliRunner().invoke(main, ["init", "--template", "citation"], input="")
+    assert then.exit_code == 0, then.output
+    assert "How do canaries reach your agent" not in then.output
+    config = load_config(str(tmp_path / "canary.toml"))
+    assert [g.name for g in config.guards] == ["citation"]
+    assert config.agent is not None and config.agent.url == "http://127.0.0.1:9/ask"  # the rest is kept
+
+
 def test_a_copied_template_the_user_edited_is_kept(tmp_path: Path) -> None:
     defs = tmp_path / "canaries_defs"
     defs.mkdir()
