@@ -60,7 +60,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
 
     On a terminal each canary gets a live line with the stages it reached, and a summary ends the output.
     """
-    from canary.daemon.control import connect
+    from canary.daemon.control import connect, token_path
     from canary.runs.runner import select_canaries
 
     config = load(ctx)
@@ -73,7 +73,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     began = time.monotonic()
     keys = [(g.name, c.name) for g, c in pairs]
     matches = {g.name: g.match for g in config.guards}
-    client = connect(config.daemon.control)
+    client = connect(config.daemon.control, token_path(config.path))
     if client is not None:
         click.echo(f"running through the daemon at {config.daemon.control}"
                    + (" (a run shows its stages once it finishes)" if live else ""), err=True)

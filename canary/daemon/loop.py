@@ -262,7 +262,7 @@ class Daemon:
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
-        from canary.daemon.control import create_control_app, ensure_token
+        from canary.daemon.control import create_control_app, ensure_token, token_path
         from canary.daemon.sockets import LISTENERS, activated_sockets
         from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
         from canary.runs.holders import naming_the_key
@@ -286,7 +286,7 @@ class Daemon:
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
                                     on_hold=self._hold_commits)
             try:
-                token = ensure_token()
+                token = ensure_token(token_path(self.config.path))
                 host, port = split_listen(self.config.daemon.control)
                 with naming_the_key("[daemon] control", port, self.store.path):
                     self.control = BackgroundServer(
