@@ -94,7 +94,11 @@ class DaemonRuns:
         """The lines known now; the store is read at most every ``every`` seconds."""
         if time.monotonic() - self._last >= self._every:
             self._last = time.monotonic()
-            for row in self._read(self._since):
+            try:
+                rows = self._read(self._since)
+            except Exception:  # a store busy or gone: the lines wait, the run goes on
+                rows = []
+            for row in rows:
                 self._lines[(row.guard, row.canary)] = _line(row)
         return dict(self._lines)
 

@@ -25,9 +25,10 @@ import pytest
 
 from canary.cli.progress import DaemonRuns
 from canary.demo.live import free_port
+from canary.errors import StoreError
 from canary.proxy.serving import BackgroundServer
 from canary.store.engine import Store
-from canary.store.queries import runs_since
+from canary.store.queries import RunProgress, runs_since
 from canary.store.runlog import RunLog
 from tests.cli.small_agent import agent_app, canary, model_app
 
@@ -133,3 +134,8 @@ def test_the_daemons_runs_are_read_from_the_stores_run_rows(tmp_path: Path) -> N
         assert old and ("citation", "old") not in source.lines()
     finally:
         store.close()
+
+    def gone(_since: datetime) -> list[RunProgress]:
+        raise StoreError("the store went away", url="sqlite:///gone.db")
+
+    assert DaemonRuns(gone, since, every=0.0).lines() == {}  # a failing read shows nothing, raises nothing
