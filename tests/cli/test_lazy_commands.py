@@ -15,7 +15,9 @@ from canary.cli.main import main
 
 #: Modules only other commands need (the wizard, runs, templates, alerts, the daemon, the TUI).
 OTHER_COMMANDS = ("canary.cli.init", "canary.cli.running", "canary.cli.templates", "canary.cli.alerts_cmd",
-                  "canary.daemon", "canary.runs.runner", "canary.alerts", "dashboard")
+                  "canary.daemon", "canary.runs.runner", "canary.alerts", "dashboard",
+                  # and what only reading files or logging to one needs
+                  "gzip", "logging.handlers", "platformdirs")
 
 
 def write_project(root: Path) -> Path:
@@ -72,3 +74,21 @@ def test_an_unknown_command_is_a_usage_error_naming_it() -> None:
     result = CliRunner().invoke(main, ["stauts"])
     assert result.exit_code == 2
     assert "stauts" in result.stderr
+
+
+def test_the_daemons_rotating_log_is_built_on_first_use_and_private(tmp_path: Path) -> None:
+    from canary import locations
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    handler = locations.PrivateRotatingFileHandler(logs / "daemon.log", maxBytes=64, backupCount=2)
+    try:
+        import logging
+
+        for i in range(20):
+            handler.emit(logging.LogRecord("t", logging.INFO, __file__, 1, f"line {i:04d}", None, None))
+    finally:
+        handler.close()
+    files = sorted(logs.iterdir())
+    assert [f.name for f in files] == ["daemon.log", "daemon.log.1", "daemon.log.2"]
+    assert all(f.stat().st_mode & 0o077 == 0 for f in files), [oct(f.stat().st_mode) for f in files]
