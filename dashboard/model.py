@@ -29,6 +29,7 @@ from dashboard.queries import (
     RunRow,
     TransitionRow,
     alert_history,
+    daily_cells,
     firing_cells,
     guard_transitions,
     hourly_cells,
@@ -69,6 +70,11 @@ class WindowSpec:
     def per_minute(self) -> bool:
         """Whether counts come from the firing rows (minutes) rather than the hourly counts."""
         return self.span < timedelta(hours=24)
+
+    @property
+    def per_day(self) -> bool:
+        """Whether a cell is a UTC day, read from the daily rollup (the windows of two days or more)."""
+        return self.cell == timedelta(days=1) and self.span >= timedelta(days=2)
 
 
 WINDOWS: tuple[WindowSpec, ...] = (
@@ -136,10 +142,14 @@ def window_series(
     """Per guard: organic firings, canary firings and sparkline cells over the window ending at ``now``.
 
     The hour-based windows count from the start of the hour the window starts in (as
-    ``canary status`` does); that partial hour is drawn in the first cell.
+    ``canary status`` does); that partial hour is drawn in the first cell. The day-celled
+    windows draw UTC days, today's last, from the daily rollup where the store keeps one.
     """
     start = now - spec.span
-    if spec.per_minute:
+    daily = daily_cells(store.engine, start, now, spec.cells) if spec.per_day else None
+    if daily is not None:
+        rows = daily
+    elif spec.per_minute:
         rows = firing_cells(store.engine, start, now, spec.cell)
     else:
         rows = hourly_cells(store.engine, start, spec.cell)

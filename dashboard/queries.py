@@ -26,6 +26,7 @@ __all__ = [
     "RunRow",
     "TransitionRow",
     "alert_history",
+    "daily_cells",
     "firing_cells",
     "guard_transitions",
     "hourly_cells",
@@ -178,6 +179,35 @@ def hourly_cells(engine: Engine, start: datetime, cell: timedelta, *, in_sql: bo
         for guard, moment, source, n in conn.execute(stmt_rows.where(where)):
             counted[(guard, _index(moment, start, cell), source)] += int(n)
     return [(g, i, src, n) for (g, i, src), n in counted.items()]
+
+
+def daily_cells(engine: Engine, start: datetime, now: datetime, cells: int) -> list[CellCount] | None:
+    """A window of ``cells`` UTC days ending with today's: per guard, day cell and source, from
+    the hour ``start`` falls in on. The first day's partial hours (from the hourly counts) go in
+    cell 0 with the day after them; every whole day is one row of the daily rollup
+    (``canary.store.rollup``). None where the store keeps no rollup.
+    """
+    if engine.dialect.name != "sqlite":
+        return None
+    first = hour_floor(as_utc(start))
+    next_day = first.replace(hour=0) + timedelta(days=1)
+    today = as_utc(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    days_before = int(round((today - next_day) / timedelta(days=1)))  # days from next_day to today
+    text = "%Y-%m-%d %H:%M:%S.%f"
+    shift = cells - 1 - days_before  # the cell of next_day, so that today's is the last
+    with engine.connect() as conn:
+        partial = conn.exec_driver_sql(
+            "SELECT guard, source, SUM(count) FROM hourly_counts WHERE hour >= ? AND hour < ? "
+            "GROUP BY guard, source", (first.strftime(text), next_day.strftime(text)),
+        ).all()
+        whole = conn.exec_driver_sql(
+            "SELECT guard, CAST(round(julianday(day) - julianday(?)) AS INTEGER), source, count "
+            "FROM daily_counts WHERE day >= ? AND count != 0",
+            (next_day.strftime(text), next_day.strftime(text)),
+        ).all()
+    return [(g, 0, src, int(n or 0)) for g, src, n in partial] + [
+        (g, int(i) + shift, src, int(n)) for g, i, src, n in whole
+    ]
 
 
 def run_firings(engine: Engine, run_ids: list[int], limit: int = 20) -> dict[int, tuple[FiringRow, ...]]:
