@@ -192,7 +192,7 @@ def daily_cells(engine: Engine, start: datetime, now: datetime, cells: int) -> l
     first = hour_floor(as_utc(start))
     next_day = first.replace(hour=0) + timedelta(days=1)
     today = as_utc(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    days_before = int(round((today - next_day) / timedelta(days=1)))  # days from next_day to today
+    days_before = (today - next_day).days  # whole days from next_day to today
     text = "%Y-%m-%d %H:%M:%S.%f"
     shift = cells - 1 - days_before  # the cell of next_day, so that today's is the last
     with engine.connect() as conn:
