@@ -29,7 +29,7 @@ from dashboard.queries import (
     RunRow,
     TransitionRow,
     alert_history,
-    daily_cells,
+    block_cells,
     firing_cells,
     guard_transitions,
     hourly_cells,
@@ -72,9 +72,9 @@ class WindowSpec:
         return self.span < timedelta(hours=24)
 
     @property
-    def per_day(self) -> bool:
-        """Whether a cell is a UTC day, read from the daily rollup (the windows of two days or more)."""
-        return self.cell == timedelta(days=1) and self.span >= timedelta(days=2)
+    def per_block(self) -> bool:
+        """Whether a cell is a UTC block of a rollup (the windows of two days or more: 7d, 30d)."""
+        return self.span >= timedelta(days=2)
 
 
 WINDOWS: tuple[WindowSpec, ...] = (
@@ -142,13 +142,14 @@ def window_series(
     """Per guard: organic firings, canary firings and sparkline cells over the window ending at ``now``.
 
     The hour-based windows count from the start of the hour the window starts in (as
-    ``canary status`` does); that partial hour is drawn in the first cell. The day-celled
-    windows draw UTC days, today's last, from the daily rollup where the store keeps one.
+    ``canary status`` does); that partial hour is drawn in the first cell. The windows of two
+    days or more draw UTC blocks (days for 30d, six hours from midnight for 7d), the current one
+    last, from the rollups where the store keeps them.
     """
     start = now - spec.span
-    daily = daily_cells(store.engine, start, now, spec.cells) if spec.per_day else None
-    if daily is not None:
-        rows = daily
+    blocks = block_cells(store.engine, start, now, spec.cells, spec.cell) if spec.per_block else None
+    if blocks is not None:
+        rows = blocks
     elif spec.per_minute:
         rows = firing_cells(store.engine, start, now, spec.cell)
     else:
