@@ -99,10 +99,11 @@ def test_the_rollup_equals_the_firing_rows_after_every_kind_of_write(
 
 
 def expected_series(db: Path, now: datetime, spec: WindowSpec) -> dict[str, tuple[int, int, list[int]]]:
-    """A long window from the firing rows: from the hour the window starts in, a cell per UTC
-    block ending with the current one, the first block's partial hours in the first cell."""
+    """A long window from the firing rows: from the instant the window starts, a cell per UTC
+    block ending with the current one, the first block's partial hours in the first cell; the
+    window starts at its instant, as ``canary status`` counts."""
     hours = int(spec.cell / timedelta(hours=1))
-    start = (now - spec.span).replace(minute=0, second=0, microsecond=0)
+    start = now - spec.span
     current = block_of(now, hours)
     series = {g: (0, 0, [0] * spec.cells) for g in GUARDS}
     with sqlite3.connect(db) as conn:
