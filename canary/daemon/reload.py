@@ -13,15 +13,16 @@ import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from canary.config.definitions import expand_glob
 from canary.config.settings import Config, load_config
 from canary.errors import ConfigError
-from canary.logs.matching import build_matcher
-from canary.store.engine import Store
-from collectors.files import open_log
-from collectors.positions import FileState, file_key
-from collectors.scan import Hit, LineScanner
+
+if TYPE_CHECKING:  # loaded when a reload needs them: the daemon's start-up imports this module
+    from canary.store.engine import Store
+    from collectors.positions import FileState
+    from collectors.scan import Hit
 
 log = logging.getLogger("canary.daemon.reload")
 
@@ -73,6 +74,11 @@ def changed_guards(old: Config, new: Config) -> list[str]:
 
 def _hits_before(config: Config, positions: list[FileState]) -> Iterator[tuple[str, str, Hit]]:
     """Every hit of the new rules in what the collectors had read of each file still there."""
+    from canary.logs.matching import build_matcher
+    from collectors.files import open_log
+    from collectors.positions import file_key
+    from collectors.scan import LineScanner
+
     matcher = build_matcher(config)
     for state in positions:
         try:
