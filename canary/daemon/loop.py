@@ -234,9 +234,31 @@ class Daemon:
         else:
             backfill(self.store, new, changed, now=now)
         self.config = new
+        self._reschedule()
         log.info("definitions reloaded: %d guard(s); counted again: %s", len(new.guards),
                  ", ".join(changed) or "none")
         return True
+
+    def _reschedule(self) -> None:
+        """Schedule the canaries of the config as it is now, if they differ from those scheduled.
+
+        The old scheduler stops without waiting (a run in flight finishes and stores its time);
+        the new one plans each canary from its stored last run, with its new ``every`` or ``cron``.
+        """
+        from canary.runs.schedule import Slot
+
+        wanted = {s.key: s for s in (Slot.of(c) for g in self.config.guards for c in g.canaries)}
+        if self.config.agent is None:
+            wanted = {}
+        old = self.scheduler
+        if (old.slots if old is not None else {}) == wanted:
+            return
+        if old is not None:
+            old.stop(wait=False)
+            self.scheduler = None
+        if wanted and not self.stop_event.is_set():
+            self._schedule()
+        log.info("canaries rescheduled: %d slot(s)", len(wanted))
 
     def _tick(self, now: datetime) -> None:
         from canary.daemon.health import upstream_step

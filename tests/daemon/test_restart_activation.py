@@ -32,7 +32,7 @@ from tests.daemon import activation
 pytestmark = pytest.mark.slow
 
 AGENT = Path(__file__).with_name("organic_agent.py")
-RESTARTS = 2
+RESTARTS = 4
 #: Organic requests per second; tests/bench/bench_restart.py runs 50/s on a quiet machine.
 RATE = 20.0
 #: Restarts for the crash variant.
