@@ -10,6 +10,7 @@ sockets handed over, binds its servers later, once it holds the store's lock.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from canary.proxy.health import ProxyCounts
 from canary.proxy.serving import BackgroundServer, is_loopback, listen_names
 from canary.runs.attribution import TaskIds
 from canary.runs.registry import Registry
+
+log = logging.getLogger("canary.daemon.first")
 
 
 @dataclass
@@ -45,7 +48,9 @@ def _start(app: object, sock: socket.socket, allow_remote: bool, name: str, drai
     host = str(sock.getsockname()[0])
     if not allow_remote and not is_loopback(host):
         raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
-    return BackgroundServer(app, host, 0, name=name, sock=sock, drain=drain).start()
+    server = BackgroundServer(app, host, 0, name=name, sock=sock, drain=drain).start()
+    log.info("the %s serves on %s, a socket the service manager holds", name, server.url)
+    return server
 
 
 def serve_first(config: Config, listeners: Mapping[str, socket.socket], *, drain: float) -> FirstServers:
