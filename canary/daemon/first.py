@@ -20,7 +20,7 @@ from canary.errors import UnavailableError
 from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts
-from canary.proxy.serving import BackgroundServer, is_loopback, listen_names
+from canary.proxy.serving import BackgroundServer, format_listen, is_loopback, listen_names
 from canary.runs.attribution import TaskIds
 from canary.runs.registry import Registry
 
@@ -78,3 +78,17 @@ def serve_first(config: Config, listeners: Mapping[str, socket.socket], *, drain
         first.stop()
         raise
     return first
+
+
+def check_listeners(config: Config, listeners: Mapping[str, socket.socket]) -> None:
+    """Log each socket held for the daemon, warning where canary.toml names another address."""
+    configured = {"proxy": config.model.listen, "fixtures": config.fixtures.listen}
+    for name, sock in listeners.items():
+        host, port = sock.getsockname()[:2]
+        held = format_listen(str(host), int(port))
+        log.info("serving the %s on %s, a socket the service manager holds", name, held)
+        if held != configured.get(name):
+            log.warning(
+                "the service manager holds the %s on %s, but canary.toml says %s; "
+                "run `canary service install` again to move it", name, held, configured.get(name),
+            )

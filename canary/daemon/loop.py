@@ -97,6 +97,8 @@ class Daemon:
         self._requests_seen: list[tuple[float, int]] = []  # (monotonic, agent requests) over the last minute
         self.watch: StoreWatch | None = None
         self.reload_due = threading.Event()
+        self.successor: Any = None  # the daemon a SIGUSR2 handed the sockets to
+        self._predecessor: int | None = None
         self.reload_error: str | None = None
         self._defs_seen = fingerprint(config)
 
@@ -240,25 +242,9 @@ class Daemon:
         return True
 
     def _reschedule(self) -> None:
-        """Schedule the canaries of the config as it is now, if they differ from those scheduled.
+        from canary.daemon.reload import reschedule
 
-        The old scheduler stops without waiting (a run in flight finishes and stores its time);
-        the new one plans each canary from its stored last run, with its new ``every`` or ``cron``.
-        """
-        from canary.runs.schedule import Slot
-
-        wanted = {s.key: s for s in (Slot.of(c) for g in self.config.guards for c in g.canaries)}
-        if self.config.agent is None:
-            wanted = {}
-        old = self.scheduler
-        if (old.slots if old is not None else {}) == wanted:
-            return
-        if old is not None:
-            old.stop(wait=False)
-            self.scheduler = None
-        if wanted and not self.stop_event.is_set():
-            self._schedule()
-        log.info("canaries rescheduled: %d slot(s)", len(wanted))
+        reschedule(self)
 
     def _tick(self, now: datetime) -> None:
         from canary.daemon.health import upstream_step
@@ -318,6 +304,12 @@ class Daemon:
                 signal.signal(sig, lambda *_: self.stop_event.set())
             # A SIGHUP reloads the definitions; it never takes the proxy down.
             signal.signal(signal.SIGHUP, lambda *_: self.reload_due.set())
+            # A SIGUSR2 restarts the daemon in place: a new one takes the listening sockets over.
+            signal.signal(signal.SIGUSR2,
+                          lambda *_: threading.Thread(target=self.hand_over, daemon=True).start())
+        from canary.daemon.handover import predecessor
+
+        self._predecessor = predecessor()
         listeners = activated_sockets(LISTENERS)
         # The sockets the service manager holds are served before anything else loads: the
         # agent's connections wait in their queue for as long as the daemon takes to start.
@@ -329,6 +321,7 @@ class Daemon:
 
     def _run(self, listeners: dict[str, Any], first: FirstServers) -> int:
         from canary.daemon.control import create_control_app, ensure_token
+        from canary.daemon.first import check_listeners
         from canary.daemon.session import DaemonSession
         from canary.daemon.steps import store_lock
         from canary.daemon.storewatch import StoreWatch
@@ -337,11 +330,12 @@ class Daemon:
         from canary.runs.runner import DEFAULT_GRACE
         from canary.store.runlog import RunLog
 
-        with store_lock(self.store):
+        # A daemon taking over waits while the one that started it drains and lets the lock go.
+        with store_lock(self.store, successor_of=self._predecessor, wait=DRAIN + STOP_WAIT + 30.0):
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
                 log.warning("marked %d run(s) left in flight as interrupted", interrupted)
-            self._check_listeners(listeners)
+            check_listeners(self.config, listeners)
             self.session = DaemonSession(
                 self.config, self.store, first,
                 grace=DEFAULT_GRACE if self.grace is None else self.grace, start_at_end=False,
@@ -359,7 +353,7 @@ class Daemon:
                         create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
                         name="control API",
                     ).start()
-                slots = self._schedule()
+                slots = self.schedule()
                 log.info(
                     "daemon up: proxy %s, fixtures %s, control %s, %d guard(s), %d canary slot(s)",
                     *self._addresses().values(), len(self.config.guards), len(slots),
@@ -378,7 +372,13 @@ class Daemon:
                 self._shutdown()
         return 0
 
-    def _schedule(self) -> list[Slot]:
+    def hand_over(self) -> bool:
+        """Start a new daemon on this one's listening sockets, then stop (``canary.daemon.handover``)."""
+        from canary.daemon.handover import hand_over
+
+        return hand_over(self)
+
+    def schedule(self) -> list[Slot]:
         """Schedule the config's canaries (none without an agent); the slots."""
         from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
 
@@ -388,20 +388,6 @@ class Daemon:
             self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=spread)
             self.scheduler.start()
         return slots
-
-    def _check_listeners(self, listeners: dict[str, Any]) -> None:
-        from canary.proxy.serving import format_listen
-
-        configured = {"proxy": self.config.model.listen, "fixtures": self.config.fixtures.listen}
-        for name, sock in listeners.items():
-            host, port = sock.getsockname()[:2]
-            held = format_listen(str(host), int(port))
-            log.info("serving the %s on %s, a socket the service manager holds", name, held)
-            if held != configured.get(name):
-                log.warning(
-                    "the service manager holds the %s on %s, but canary.toml says %s; "
-                    "run `canary service install` again to move it", name, held, configured.get(name),
-                )
 
     def _shutdown(self) -> None:
         from canary.daemon.steps import beat

@@ -33,21 +33,32 @@ def lock_path(store: Store) -> Path:
 
 
 @contextlib.contextmanager
-def store_lock(store: Store) -> Iterator[Path]:
-    """Hold the store's daemon lock, or raise UnavailableError naming the holder."""
+def store_lock(store: Store, *, successor_of: int | None = None, wait: float = 0.0) -> Iterator[Path]:
+    """Hold the store's daemon lock, or raise UnavailableError naming the holder.
+
+    A daemon taking over from ``successor_of`` waits up to ``wait`` seconds while that one holds
+    the lock (it is draining); any other holder is refused at once.
+    """
     import fcntl
+    import time
 
     path = lock_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
-            raise UnavailableError(
-                f"another daemon (pid {holder}) already runs on the store {redact_url(store.url)}"
-            ) from exc
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
+                if successor_of is None or holder != str(successor_of) or time.monotonic() > deadline:
+                    raise UnavailableError(
+                        f"another daemon (pid {holder}) already runs on the store {redact_url(store.url)}; "
+                        "stop it first, or send it SIGUSR2 to restart it in place"
+                    ) from exc
+                time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield path

@@ -267,6 +267,11 @@ class BackgroundServer:
         self._sock: socket.socket | None = None
 
     @property
+    def listener(self) -> socket.socket | None:
+        """The listening socket while the server runs (to hand over to a successor)."""
+        return self._sock
+
+    @property
     def url(self) -> str:
         """Base URL of the running server."""
         return f"http://{format_listen(self.host, self.port)}"

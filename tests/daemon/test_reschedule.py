@@ -46,7 +46,7 @@ url = "sqlite:///{tmp_path / 'canary.db'}"
 desktop = false
 """)
     d = Daemon(load_config(path=config), spread=timedelta(hours=1))
-    d._schedule()
+    d.schedule()
     yield d
     if d.scheduler is not None:
         d.scheduler.stop(wait=False)

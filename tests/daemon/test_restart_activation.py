@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 AGENT = Path(__file__).with_name("organic_agent.py")
 RESTARTS = 4
 #: Organic requests per second; tests/bench/bench_restart.py runs 50/s on a quiet machine.
-RATE = 20.0
+RATE = 10.0
 #: Restarts for the crash variant.
 FEW = 3
 
