@@ -7,10 +7,14 @@ firing rows. Each step is a small function of its own, callable from a test.
 
 SIGTERM or SIGINT: scheduling stops, a run in flight may finish (or is marked
 interrupted), the collectors read every file to its end once more, the proxy
-and fixture server drain (requests and streams in flight finish), and the
-process exits cleanly. Under a service manager that holds the listening
-sockets (systemd socket units, launchd ``Sockets``), the daemon serves on those
-instead of binding, so connections made while it restarts wait in the queue.
+and fixture server drain (``canary.proxy.drain``: requests and streams in
+flight finish), and the process exits cleanly. Under a service manager that
+holds the listening sockets (systemd socket units, launchd ``Sockets``), the
+daemon serves on those instead of binding, before it loads anything else
+(``canary.daemon.first``), so connections made while it restarts wait in the
+queue. SIGHUP reloads the definitions (and reschedules the canaries); SIGUSR2
+restarts the daemon in place, handing its sockets to a successor
+(``canary.daemon.handover``).
 After a crash the next start marks runs left in flight as interrupted and
 resumes from the stored read positions.
 """

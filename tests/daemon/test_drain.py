@@ -5,6 +5,7 @@ Raw sockets on loopback, so each test knows exactly which connection a request t
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -23,7 +24,11 @@ def _app() -> Starlette:
     async def quick(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    return Starlette(routes=[Route("/quick", quick)])
+    async def never(request: Request) -> Response:
+        await asyncio.Event().wait()
+        return PlainTextResponse("never")
+
+    return Starlette(routes=[Route("/quick", quick), Route("/never", never)])
 
 
 def _answer(sock: socket.socket) -> bytes:
@@ -108,3 +113,16 @@ def test_a_draining_server_answers_new_connections_until_the_old_ones_are_gone()
     finally:
         if stopper.is_alive():
             stopper.join(40)
+
+
+def test_the_drain_is_bounded_and_cuts_what_still_runs_then() -> None:
+    server = BackgroundServer(_app(), drain=1.0, idle_close=30.0).start()
+    with socket.create_connection((server.host, server.port), timeout=30) as sock:
+        sock.sendall(REQUEST.replace(b"/quick", b"/never"))
+        time.sleep(0.3)  # the request is in flight
+        began = time.monotonic()
+        server.stop()
+        took = time.monotonic() - began
+        cut = sock.recv(100)
+        assert cut == b"" or cut.startswith(b"HTTP/1.1 500")  # cut: no answer from the app
+    assert took < 15.0  # the 1 s bound, then uvicorn's own 2 s for tasks: not the 30 s idle_close
