@@ -74,6 +74,11 @@ def hand_over(daemon: Daemon) -> bool:
     """
     from canary.daemon.reload import load_checked
 
+    if daemon.managed:
+        # The service manager would take the daemon's exit for the service's, and end the successor.
+        log.warning("not restarting: a service manager runs this daemon; restart it through that "
+                    "(systemctl --user restart guard-canary.service, or launchctl kickstart -k)")
+        return False
     session = daemon.session
     servers = [("proxy", session.proxy if session else None),
                ("fixtures", session.fixtures if session else None)]

@@ -103,6 +103,7 @@ class Daemon:
         self.reload_due = threading.Event()
         self.successor: Any = None  # the daemon a SIGUSR2 handed the sockets to
         self._predecessor: int | None = None
+        self.managed = False  # sockets from a service manager (not from a daemon handing over)
         self.reload_error: str | None = None
         self._defs_seen = fingerprint(config)
 
@@ -315,6 +316,7 @@ class Daemon:
 
         self._predecessor = predecessor()
         listeners = activated_sockets(LISTENERS)
+        self.managed = bool(listeners) and self._predecessor is None
         # The sockets the service manager holds are served before anything else loads: the
         # agent's connections wait in their queue for as long as the daemon takes to start.
         first = serve_first(self.config, listeners, drain=DRAIN)
