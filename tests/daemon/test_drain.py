@@ -126,3 +126,13 @@ def test_the_drain_is_bounded_and_cuts_what_still_runs_then() -> None:
         cut = sock.recv(100)
         assert cut == b"" or cut.startswith(b"HTTP/1.1 500")  # cut: no answer from the app
     assert took < 15.0  # the 1 s bound, then uvicorn's own 2 s for tasks: not the 30 s idle_close
+
+
+def test_a_running_server_closes_an_idle_connection_only_after_idle_close() -> None:
+    """uvicorn's own default (5 s) equals httpx's expiry, so a client could write as it closed."""
+    with BackgroundServer(_app(), idle_close=1.5) as server, _connect(server) as sock:
+        time.sleep(0.8)
+        sock.sendall(REQUEST)
+        assert _answer(sock).startswith(b"HTTP/1.1 200")  # still open after 0.8 s idle
+        time.sleep(3.0)
+        assert sock.recv(100) == b""  # closed once idle past 1.5 s
