@@ -22,6 +22,7 @@ direct connection.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import signal
@@ -192,6 +193,9 @@ def main() -> None:
     print("reference: the same load straight to the model server, no proxy, at the same time")
     print(f"added p99: {figures['restarts']['p99_ms'] - ref_p99:.1f} ms over all requests, "
           f"{figures['during_restarts']['p99_ms'] - ref_p99:.1f} ms over those due during a restart")
+    kinds = collections.Counter(str(r[3])[:120] for r in restarts + reference if r[2] != "ok")
+    for kind, n in kinds.most_common(5):
+        print(f"failed x{n}: {kind}")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         print(json.dumps(figures))
