@@ -30,7 +30,17 @@ if TYPE_CHECKING:
     from canary.store.engine import Store
 
 
-@click.group(cls=CanaryGroup, context_settings={"help_option_names": ["-h", "--help"]},
+#: Commands whose modules load only when they run (``canary status`` must not pay for ``init``).
+LAZY_COMMANDS = {
+    "run": "canary.cli.running:run",
+    "demo": "canary.cli.running:demo",
+    "templates": "canary.cli.templates:templates_command",
+    "init": "canary.cli.init:init_command",
+    "alerts": "canary.cli.alerts_cmd:alerts_group",
+}
+
+
+@click.group(cls=CanaryGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
              epilog=epilog(["canary init", "canary run --config ~/agent/canary.toml"],
                            {0: None, 1: None, 2: None, 3: None}))
 @config_option
@@ -147,6 +157,9 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
             warn(f.path, f"could not read {f.path}: {f.error}")
         for message in f.warnings:
             warn(f.path, message)
+    if report.store_problem:
+        warn("", f"the store's runs could not be read ({report.store_problem}): "
+                 "lines carrying a run's nonce are counted organic")
     if not report.files:
         warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
     if as_json:
@@ -197,16 +210,17 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
 
 
 def _counts(config: Config, store: Store, collection: Collection) -> str:
-    from canary.store.queries import window_activity, window_counts
+    from canary.store import reads
+    from canary.store.queries import window_activity
 
     now = datetime.now(UTC)
     parts = []
-    for guard in config.guards:
-        since = now - guard.window
-        counts = window_counts(store.engine, since).get(guard.name)
-        organic = counts.organic if counts else 0
-        canary = counts.canary if counts else 0
-        parts.append(f"{guard.name}={organic}" + (f"(+{canary} canary)" if canary else ""))
+    with store.engine.connect() as conn:
+        reader = reads.Reader.over(conn)
+        for guard in config.guards:
+            # the window as canary status and canary audit --window count it, to the instant
+            organic, canary = reads.window_firings(reader, guard.name, now - guard.window)
+            parts.append(f"{guard.name}={organic}" + (f"(+{canary} canary)" if canary else ""))
     activity, _lines = window_activity(store.engine, now - timedelta(hours=24))
     files = collection.files()
     return (
@@ -398,22 +412,6 @@ def dashboard(ctx: click.Context) -> None:
 
     config = load(ctx)
     sys.exit(run_dashboard(config))
-
-
-def _add_commands() -> None:
-    from canary.cli.alerts_cmd import alerts_group
-    from canary.cli.init import init_command
-    from canary.cli.running import demo, run
-    from canary.cli.templates import templates_command
-
-    main.add_command(run)
-    main.add_command(templates_command, "templates")
-    main.add_command(demo)
-    main.add_command(init_command, "init")
-    main.add_command(alerts_group, "alerts")
-
-
-_add_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover

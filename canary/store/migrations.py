@@ -7,6 +7,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, inspect
 from sqlmodel import SQLModel
 
+from canary.store import rollup
 from canary.store.tables import (
     Delivery,
     FilePosition,
@@ -68,6 +69,11 @@ def _v6(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE file_positions ADD COLUMN {name} {kind}")
 
 
+def _v7(conn: Connection) -> None:
+    """Firings per guard per UTC day, kept from the hourly counts by triggers (SQLite)."""
+    rollup.create(conn)
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
