@@ -7,17 +7,15 @@ variables below, so a developer's real config and state never leak in.
 from __future__ import annotations
 
 import hashlib
-import logging.handlers
 import os
 import re
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import io
-
-import platformdirs
+    import logging.handlers
 
 APP = "guard-canary"
 
@@ -30,13 +28,21 @@ ENV_STATE_DIR = "CANARY_STATE_DIR"
 def config_dir() -> Path:
     """The platform config directory (``~/Library/Application Support/guard-canary`` on macOS)."""
     override = os.environ.get(ENV_CONFIG_DIR)
-    return Path(override) if override else Path(platformdirs.user_config_dir(APP))
+    if override:
+        return Path(override)
+    import platformdirs  # not at import: a command that never asks pays nothing for it
+
+    return Path(platformdirs.user_config_dir(APP))
 
 
 def state_dir() -> Path:
     """The platform state directory, home of the store, the daemon's log and its token."""
     override = os.environ.get(ENV_STATE_DIR)
-    return Path(override) if override else Path(platformdirs.user_state_dir(APP))
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir(APP))
 
 
 def private_state_dir() -> Path:
@@ -168,9 +174,26 @@ def tighten_file(path: Path) -> None:
         os.chmod(path, PRIVATE_FILE_MODE)
 
 
-class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
-    """A rotating log whose every file, the rotated ones included, is created owner-only."""
+def _private_rotating_handler() -> type[logging.handlers.RotatingFileHandler]:
+    import logging.handlers
 
-    def _open(self) -> io.TextIOWrapper:
-        private_file(Path(self.baseFilename))
-        return super()._open()
+    class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+        """A rotating log whose every file, the rotated ones included, is created owner-only."""
+
+        def _open(self) -> io.TextIOWrapper:
+            private_file(Path(self.baseFilename))
+            return super()._open()
+
+    return PrivateRotatingFileHandler
+
+
+if TYPE_CHECKING:
+    PrivateRotatingFileHandler = _private_rotating_handler()
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``PrivateRotatingFileHandler``, built on first use: only the daemon logs to a file."""
+        if name == "PrivateRotatingFileHandler":
+            globals()[name] = handler = _private_rotating_handler()
+            return handler
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

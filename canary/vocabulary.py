@@ -124,3 +124,7 @@ def iso(moment: datetime | None) -> str | None:
 def hour_floor(moment: datetime) -> datetime:
     """The start of the UTC hour a datetime lies in."""
     return as_utc(moment).replace(minute=0, second=0, microsecond=0)
+
+
+#: The collectors' rule name for lines that carry a task id (``[logs] correlate``): never a firing.
+CORRELATE_RULE = "~correlate"

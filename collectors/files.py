@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import bz2
 import fnmatch
-import gzip
 import hashlib
-import lzma
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -145,11 +142,18 @@ def open_log(path: Path) -> BinaryIO:
     Raises ValueError for compressed formats the standard library cannot read (.zst, .lz4).
     """
     suffix = path.suffix.lower()
+    # The decompressors load on first use: listing files (``canary status``) needs none of them.
     if suffix == ".gz":
+        import gzip
+
         return cast(BinaryIO, gzip.open(path, "rb"))
     if suffix == ".bz2":
+        import bz2
+
         return cast(BinaryIO, bz2.open(path, "rb"))
     if suffix in {".xz", ".lzma"}:
+        import lzma
+
         return cast(BinaryIO, lzma.open(path, "rb"))
     if suffix in COMPRESSED_SUFFIXES:
         raise ValueError(f"{path}: {suffix} files cannot be read without an extra library")

@@ -191,12 +191,12 @@ class DashboardApp(App[int]):
             return
         # The daemon that beats in this store says where it listens; the config is the fallback.
         beat_address = (overview.daemon.control or "").removeprefix("http://")
-        address, token_file = beat_address or self.config.daemon.control, self.token_file
+        address = beat_address or self.config.daemon.control
 
         def job() -> Message:
-            from canary.daemon.control import connect
+            from canary.daemon.control import connect, token_path
 
-            client = connect(address, token_file)
+            client = connect(address, self.token_file or token_path(self.config.path))
             if client is None:
                 raise UnavailableError(
                     f"no daemon answers on {address} with the control token; "

@@ -31,6 +31,7 @@ from dashboard.queries import (
     RunRow,
     TransitionRow,
     alert_history,
+    block_cells,
     firing_cells,
     guard_transitions,
     hourly_cells,
@@ -71,6 +72,11 @@ class WindowSpec:
     def per_minute(self) -> bool:
         """Whether counts come from the firing rows (minutes) rather than the hourly counts."""
         return self.span < timedelta(hours=24)
+
+    @property
+    def per_block(self) -> bool:
+        """Whether a cell is a UTC block of a rollup (the windows of two days or more: 7d, 30d)."""
+        return self.span >= timedelta(days=2)
 
 
 WINDOWS: tuple[WindowSpec, ...] = (
@@ -147,14 +153,21 @@ def window_series(
     The hour-based windows count from the window's start to the instant, as ``canary status``
     and ``canary audit --window`` do: the first, partial hour from the firing rows, the whole
     hours after it from the hourly counts. A window as long as the firing rows' ``retention``
-    counts its first hour whole instead (its rows may be pruned), drawn in the first cell.
+    counts its first hour whole instead (its rows may be pruned), drawn in the first cell. The
+    windows of two days or more draw UTC blocks (days for 30d, six hours from midnight for 7d),
+    the current one last, from the rollups where the store keeps them; the first block's
+    partial hours go in the first cell.
     """
     start = now - spec.span
     first = hour_floor(start)
-    if spec.per_minute:
+    partial = first < start and (retention is None or spec.span < retention)
+    after = first + timedelta(hours=1) if partial else start
+    blocks = block_cells(store.engine, after, now, spec.cells, spec.cell) if spec.per_block else None
+    if blocks is not None:
+        rows = [*firing_cells(store.engine, start, after, spec.cell), *blocks] if partial else blocks
+    elif spec.per_minute:
         rows = firing_cells(store.engine, start, now, spec.cell)
-    elif first < start and (retention is None or spec.span < retention):
-        after = first + timedelta(hours=1)
+    elif partial:
         # cells are whole hours, so an hour's cell counted from ``after`` is its cell from ``start``
         rows = [*firing_cells(store.engine, start, after, spec.cell),
                 *hourly_cells(store.engine, after, spec.cell)]

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Engine, Integer, cast, func, select
 from sqlmodel import col
 
+from canary.store import rollup
 from canary.store.tables import Delivery, Firing, HourlyCount, Run, Transition
 from canary.vocabulary import as_utc, hour_floor
 
@@ -26,6 +27,7 @@ __all__ = [
     "RunRow",
     "TransitionRow",
     "alert_history",
+    "block_cells",
     "firing_cells",
     "guard_transitions",
     "hourly_cells",
@@ -178,6 +180,41 @@ def hourly_cells(engine: Engine, start: datetime, cell: timedelta, *, in_sql: bo
         for guard, moment, source, n in conn.execute(stmt_rows.where(where)):
             counted[(guard, _index(moment, start, cell), source)] += int(n)
     return [(g, i, src, n) for (g, i, src), n in counted.items()]
+
+
+def block_cells(
+    engine: Engine, start: datetime, now: datetime, cells: int, block: timedelta
+) -> list[CellCount] | None:
+    """A window of ``cells`` UTC blocks of ``block`` (a day, or six hours from midnight) ending
+    with the one ``now`` is in: per guard, cell and source, from the hour ``start`` falls in on.
+    The first block's partial hours (from the hourly counts) go in cell 0 with the block after
+    them; every whole block is one row of a rollup (``canary.store.rollup``). None where the
+    store keeps no rollup of such blocks.
+    """
+    table = rollup.table_for(block)
+    if engine.dialect.name != "sqlite" or table is None:
+        return None
+    first = hour_floor(as_utc(start))
+    midnight = first.replace(hour=0)
+    next_block = midnight + (first - midnight) // block * block + block
+    today = as_utc(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    current = today + (as_utc(now) - today) // block * block
+    shift = cells - 1 - (current - next_block) // block  # the cell of next_block: the current one is last
+    text = "%Y-%m-%d %H:%M:%S.%f"
+    per_day = timedelta(days=1) / block
+    with engine.connect() as conn:
+        partial = conn.exec_driver_sql(
+            "SELECT guard, source, SUM(count) FROM hourly_counts WHERE hour >= ? AND hour < ? "
+            "GROUP BY guard, source", (first.strftime(text), next_block.strftime(text)),
+        ).all()
+        whole = conn.exec_driver_sql(
+            f"SELECT guard, CAST(round((julianday(block) - julianday(?)) * {per_day}) AS INTEGER), "
+            f"source, count FROM {table} WHERE block >= ? AND count != 0",
+            (next_block.strftime(text), next_block.strftime(text)),
+        ).all()
+    return [(g, 0, src, int(n or 0)) for g, src, n in partial] + [
+        (g, int(i) + shift, src, int(n)) for g, i, src, n in whole
+    ]
 
 
 def run_firings(engine: Engine, run_ids: list[int], limit: int = 20) -> dict[int, tuple[FiringRow, ...]]:

@@ -8,6 +8,7 @@ line and exit 3. No command catches ``CanaryError`` itself.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,30 @@ def report(exc: CanaryError) -> None:
 
 
 class CanaryGroup(click.Group):
-    """A click group whose commands' ``CanaryError`` becomes a message and an exit code."""
+    """A click group whose commands' ``CanaryError`` becomes a message and an exit code.
+
+    ``lazy`` names commands by ``"module:attribute"``: a module is imported only when its
+    command is run or asked for (``--help`` lists every command, so it imports them all),
+    so a quick command pays for no other command's imports.
+    """
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, str] = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, the lazy ones included, sorted."""
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command of that name, its module imported now if it is a lazy one."""
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module_name, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module_name), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; turn a ``CanaryError`` into its message and exit code."""

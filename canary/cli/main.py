@@ -30,7 +30,17 @@ if TYPE_CHECKING:
     from canary.store.engine import Store
 
 
-@click.group(cls=CanaryGroup, context_settings={"help_option_names": ["-h", "--help"]},
+#: Commands whose modules load only when they run (``canary status`` must not pay for ``init``).
+LAZY_COMMANDS = {
+    "run": "canary.cli.running:run",
+    "demo": "canary.cli.running:demo",
+    "templates": "canary.cli.templates:templates_command",
+    "init": "canary.cli.init:init_command",
+    "alerts": "canary.cli.alerts_cmd:alerts_group",
+}
+
+
+@click.group(cls=CanaryGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
              epilog=epilog(["canary init", "canary run --config ~/agent/canary.toml"],
                            {0: None, 1: None, 2: None, 3: None}))
 @config_option
@@ -402,22 +412,6 @@ def dashboard(ctx: click.Context) -> None:
 
     config = load(ctx)
     sys.exit(run_dashboard(config))
-
-
-def _add_commands() -> None:
-    from canary.cli.alerts_cmd import alerts_group
-    from canary.cli.init import init_command
-    from canary.cli.running import demo, run
-    from canary.cli.templates import templates_command
-
-    main.add_command(run)
-    main.add_command(templates_command, "templates")
-    main.add_command(demo)
-    main.add_command(init_command, "init")
-    main.add_command(alerts_group, "alerts")
-
-
-_add_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover

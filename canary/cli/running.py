@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,8 +19,16 @@ from canary.runs.record import RunRecord
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
+if TYPE_CHECKING:  # rich and the daemon's client load only when a run needs them
+    from rich.console import Console
 
-def _report_runs(views: Sequence[RunRecord], as_json: bool) -> int:
+    from canary.config.definitions import CanaryDef, GuardDef
+    from canary.config.settings import Config
+    from canary.daemon.control import ControlClient
+
+
+def _report_runs(views: Sequence[RunRecord], as_json: bool, *, proxy: str | None = None,
+                 matches: Mapping[str, object] | None = None) -> int:
     if as_json:
         click.echo(json.dumps({"runs": [r.to_json() for r in views]}, indent=2))
     else:
@@ -26,7 +37,8 @@ def _report_runs(views: Sequence[RunRecord], as_json: bool) -> int:
         if bad:
             click.echo("")
             for r in bad:
-                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {fmt.explain(r)}")
+                reason = fmt.explain(r, proxy=proxy, matches=matches)
+                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {reason}")
     if views and all(r.verdict == "error" for r in views):
         return EXIT_UNAVAILABLE
     return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in views) else EXIT_UNHEALTHY
@@ -44,11 +56,12 @@ _RUN_EXITS: dict[int, str | None] = {
 @config_option
 @click.pass_context
 def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
-    """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts."""
-    from canary.daemon.control import connect
+    """Run canaries now (GUARD or GUARD/CANARY; all when none) and print their verdicts.
+
+    On a terminal each canary gets a live line with the stages it reached, and a summary ends the output.
+    """
+    from canary.daemon.control import connect, token_path
     from canary.runs.runner import select_canaries
-    from canary.runs.session import Session
-    from canary.store.engine import Store
 
     config = load(ctx)
     pairs = select_canaries(config, selection)
@@ -56,16 +69,57 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
     if not pairs:
         raise UsageError("no canaries are defined")
-    client = connect(config.daemon.control)
+    live = sys.stdout.isatty() and not as_json
+    began = time.monotonic()
+    keys = [(g.name, c.name) for g, c in pairs]
+    matches = {g.name: g.match for g in config.guards}
+    client = connect(config.daemon.control, token_path(config.path))
     if client is not None:
-        click.echo(f"running through the daemon at {config.daemon.control}", err=True)
+        click.echo(f"running through the daemon at {config.daemon.control}"
+                   + (" (a run shows its stages once it finishes)" if live else ""), err=True)
         with client:
-            docs = client.run([*selection], wait=True).get("runs", [])
+            records = _through_daemon(config, client, [*selection], keys if live else None)
+        proxy: str | None = f"http://{config.model.listen}"
+    else:
+        records, proxy = _in_session(config, pairs, keys if live else None)
+    code = _report_runs(records, as_json, proxy=proxy, matches=matches)
+    if live:
+        from canary.cli.progress import summary
+
+        click.echo("\n" + summary(records, time.monotonic() - began))
+    sys.exit(code)
+
+
+def _through_daemon(config: Config, client: ControlClient, selection: list[str],
+                    live: Sequence[tuple[str, str]] | None) -> list[RunRecord]:
+    """The daemon runs the canaries; on a terminal, its run rows in the store feed the live lines."""
+    from canary.cli.progress import DaemonRuns, live_runs
+    from canary.store.engine import Store
+    from canary.store.queries import runs_since
+
+    since = datetime.now(UTC)
+    if live is None:
+        docs = client.run(selection, wait=True).get("runs", [])
+    else:
+        store = Store(config.store.url)
         try:
-            records = [RunRecord.from_json(d) for d in docs]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UnavailableError(f"the daemon answered with something that is not a run: {exc!r}") from exc
-        sys.exit(_report_runs(records, as_json))
+            with live_runs(live, DaemonRuns(lambda t: runs_since(store.engine, t), since), _console()):
+                docs = client.run(selection, wait=True).get("runs", [])
+        finally:
+            store.close()
+    try:
+        return [RunRecord.from_json(d) for d in docs]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UnavailableError(f"the daemon answered with something that is not a run: {exc!r}") from exc
+
+
+def _in_session(config: Config, pairs: Sequence[tuple[GuardDef, CanaryDef]],
+                live: Sequence[tuple[str, str]] | None) -> tuple[list[RunRecord], str | None]:
+    """No daemon: this process serves the proxy and fixtures and follows the logs for the run."""
+    from canary.cli.progress import SessionRuns, live_runs
+    from canary.runs.session import Session
+    from canary.store.engine import Store
+
     store = Store(config.store.url)
     try:
         click.echo(
@@ -77,10 +131,21 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         with Session(config, store, on_error=warn) as session:
             if session.runner is None:
                 raise UnavailableError("the run session could not start its runner")
-            results = session.runner.run_many(pairs)
+            proxy = session.proxy.url if session.proxy is not None else None
+            if live is None:
+                return session.runner.run_many(pairs), proxy
+            source = SessionRuns(session.registry)
+            session.runner.finished = source.finished
+            with live_runs(live, source, _console()):
+                return session.runner.run_many(pairs), proxy
     finally:
         store.close()
-    sys.exit(_report_runs(results, as_json))
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(file=sys.stdout, highlight=False)
 
 
 @click.command(epilog=epilog(["canary demo", "canary demo --headless --json"], _RUN_EXITS))

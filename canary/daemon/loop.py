@@ -7,10 +7,14 @@ firing rows. Each step is a small function of its own, callable from a test.
 
 SIGTERM or SIGINT: scheduling stops, a run in flight may finish (or is marked
 interrupted), the collectors read every file to its end once more, the proxy
-and fixture server drain (requests and streams in flight finish), and the
-process exits cleanly. Under a service manager that holds the listening
-sockets (systemd socket units, launchd ``Sockets``), the daemon serves on those
-instead of binding, so connections made while it restarts wait in the queue.
+and fixture server drain (``canary.proxy.drain``: requests and streams in
+flight finish), and the process exits cleanly. Under a service manager that
+holds the listening sockets (systemd socket units, launchd ``Sockets``), the
+daemon serves on those instead of binding, before it loads anything else
+(``canary.daemon.first``), so connections made while it restarts wait in the
+queue. SIGHUP reloads the definitions (and reschedules the canaries); SIGUSR2
+restarts the daemon in place, handing its sockets to a successor
+(``canary.daemon.handover``).
 After a crash the next start marks runs left in flight as interrupted and
 resumes from the stored read positions.
 """
@@ -18,36 +22,33 @@ resumes from the stored read positions.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
-from canary.daemon.health import upstream_step
-from canary.daemon.reload import backfill, changed_guards, fingerprint, load_checked
-from canary.daemon.steps import alert_step, beat, decide_statuses, prune, store_lock
-from canary.daemon.storewatch import StoreWatch, alert_problem, store_failure
+from canary.daemon.reload import fingerprint
 from canary.errors import UnavailableError
-from canary.runs.runner import DEFAULT_GRACE, select_canaries
-from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
-from canary.runs.session import Session
-from canary.status.overview import evaluate_all, status_document
-from canary.store.engine import Store
-from canary.store.health import StoreProblem
-from canary.store.runlog import RunLog
 
+if TYPE_CHECKING:
+    from canary.daemon.first import FirstServers
+    from canary.daemon.storewatch import StoreWatch
+    from canary.runs.schedule import CanaryScheduler, Slot
+    from canary.runs.session import Session
+    from canary.store.engine import Store
+    from canary.store.health import StoreProblem
+
+# Only what the first accept needs is imported at the top: the store, collectors, scheduler and
+# status load once the proxy serves (see ``canary.daemon.first``).
 log = logging.getLogger("canary.daemon.loop")
 
 INTERRUPTED = "interrupted: the daemon stopped before the verdict"
 #: How long a stopping daemon waits for a run in flight.
 STOP_WAIT = 30.0
-
-
 
 
 # -- the daemon ----------------------------------------------------------------
@@ -63,6 +64,8 @@ class _Handlers:
         return self.daemon.health()
 
     def status(self) -> dict[str, object]:
+        from canary.status.overview import status_document
+
         return status_document(self.daemon.store, self.daemon.config, now=self.daemon.clock())
 
     def run_now(self, selection: list[str], wait: bool) -> dict[str, object]:
@@ -77,16 +80,16 @@ class Daemon:
         config: Config,
         *,
         tick: float = 10.0,
-        grace: float = DEFAULT_GRACE,
-        spread: timedelta = STARTUP_SPREAD,
+        grace: float | None = None,
+        spread: timedelta | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.config = config
-        self.spread = spread
+        self.spread = spread  # None: the scheduler's STARTUP_SPREAD
         self.tick = tick
-        self.grace = grace
+        self.grace = grace  # None: the runner's DEFAULT_GRACE
         self.clock = clock
-        self.store = Store(config.store.url)
+        self._store: Store | None = None
         self.stop_event = threading.Event()
         self.started = clock()
         self.session: Session | None = None
@@ -98,8 +101,20 @@ class Daemon:
         self._requests_seen: list[tuple[float, int]] = []  # (monotonic, agent requests) over the last minute
         self.watch: StoreWatch | None = None
         self.reload_due = threading.Event()
+        self.successor: Any = None  # the daemon a SIGUSR2 handed the sockets to
+        self._predecessor: int | None = None
+        self.managed = False  # sockets from a service manager (not from a daemon handing over)
         self.reload_error: str | None = None
         self._defs_seen = fingerprint(config)
+
+    @property
+    def store(self) -> Store:
+        """The store, opened on first use (after the first servers serve, when ``run`` opens it)."""
+        if self._store is None:
+            from canary.store.engine import Store
+
+            self._store = Store(self.config.store.url)
+        return self._store
 
     # control API ------------------------------------------------------------
 
@@ -119,6 +134,8 @@ class Daemon:
 
     def run_now(self, selection: list[str], *, wait: bool) -> dict[str, object]:
         """Run the selected canaries now (through the runner's per-guard locks)."""
+        from canary.runs.runner import select_canaries
+
         pairs = select_canaries(self.config, selection)
         session = self.session
         if session is None or session.runner is None:
@@ -131,6 +148,7 @@ class Daemon:
 
     def _metrics(self) -> bytes:
         from canary.daemon.metrics import render, snapshot_from_store
+        from canary.status.overview import evaluate_all
 
         evaluated = evaluate_all(self.store, self.config, now=self.clock())
         statuses = {s.guard: s.status.value for _f, s in evaluated}
@@ -152,6 +170,8 @@ class Daemon:
         }
 
     def _run_slot(self, slot: Slot) -> None:
+        from canary.runs.runner import select_canaries
+
         if self.stop_event.is_set():
             return
         pairs = select_canaries(self.config, [slot.key])
@@ -164,6 +184,8 @@ class Daemon:
 
     def step(self) -> None:
         """One tick: the store checked, heartbeat, statuses and transitions, alerts, retention."""
+        from canary.daemon.storewatch import store_failure
+
         now = self.clock()
         watch = self.watch
         if watch is not None:
@@ -191,12 +213,16 @@ class Daemon:
             self.session.collection.tailer.request_reload()
 
     def _alert_store(self, problem: StoreProblem) -> None:
+        from canary.daemon.storewatch import alert_problem
+
         alert_problem(self.config.alerts, problem)
 
     # definitions reload ---------------------------------------------------------
 
     def reload_step(self, now: datetime) -> bool:
         """Reload the definitions if SIGHUP asked or a file changed; True if new ones run."""
+        from canary.daemon.reload import backfill, changed_guards, load_checked
+
         seen = fingerprint(self.config)
         if not self.reload_due.is_set() and seen == self._defs_seen:
             return False
@@ -215,11 +241,20 @@ class Daemon:
         else:
             backfill(self.store, new, changed, now=now)
         self.config = new
+        self._reschedule()
         log.info("definitions reloaded: %d guard(s); counted again: %s", len(new.guards),
                  ", ".join(changed) or "none")
         return True
 
+    def _reschedule(self) -> None:
+        from canary.daemon.reload import reschedule
+
+        reschedule(self)
+
     def _tick(self, now: datetime) -> None:
+        from canary.daemon.health import upstream_step
+        from canary.daemon.steps import beat, decide_statuses, prune
+
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
              addresses=self._addresses())
@@ -248,6 +283,9 @@ class Daemon:
 
     def _alert_loop(self) -> None:
         """Alerts in their own thread: a slow webhook never delays the heartbeat."""
+        from canary.daemon.steps import alert_step
+        from canary.daemon.storewatch import store_failure
+
         while not self.stop_event.is_set():
             self._alerts_due.wait(self.tick)
             self._alerts_due.clear()
@@ -262,41 +300,66 @@ class Daemon:
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
-        from canary.daemon.control import create_control_app, ensure_token
+        from canary.daemon.first import serve_first
         from canary.daemon.sockets import LISTENERS, activated_sockets
-        from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
-        from canary.runs.holders import naming_the_key
+        from canary.proxy.serving import DRAIN
 
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.stop_event.set())
             # A SIGHUP reloads the definitions; it never takes the proxy down.
             signal.signal(signal.SIGHUP, lambda *_: self.reload_due.set())
-        with store_lock(self.store):
+            # A SIGUSR2 restarts the daemon in place: a new one takes the listening sockets over.
+            signal.signal(signal.SIGUSR2,
+                          lambda *_: threading.Thread(target=self.hand_over, daemon=True).start())
+        from canary.daemon.handover import predecessor
+
+        self._predecessor = predecessor()
+        listeners = activated_sockets(LISTENERS)
+        self.managed = bool(listeners) and self._predecessor is None
+        # The sockets the service manager holds are served before anything else loads: the
+        # agent's connections wait in their queue for as long as the daemon takes to start.
+        first = serve_first(self.config, listeners, drain=DRAIN)
+        try:
+            return self._run(listeners, first)
+        finally:
+            first.stop()  # what the session did not adopt
+
+    def _run(self, listeners: dict[str, Any], first: FirstServers) -> int:
+        from canary.daemon.control import create_control_app, ensure_token, token_path
+        from canary.daemon.first import check_listeners
+        from canary.daemon.session import DaemonSession
+        from canary.daemon.steps import store_lock
+        from canary.daemon.storewatch import StoreWatch
+        from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
+        from canary.runs.holders import naming_the_key
+        from canary.runs.runner import DEFAULT_GRACE
+        from canary.store.runlog import RunLog
+
+        # A daemon taking over waits while the one that started it drains and lets the lock go.
+        with store_lock(self.store, successor_of=self._predecessor, wait=DRAIN + STOP_WAIT + 30.0):
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
                 log.warning("marked %d run(s) left in flight as interrupted", interrupted)
-            listeners = activated_sockets(LISTENERS)
-            self._check_listeners(listeners)
-            self.session = Session(
-                self.config, self.store, grace=self.grace, start_at_end=False,
+            check_listeners(self.config, listeners)
+            self.session = DaemonSession(
+                self.config, self.store, first,
+                grace=DEFAULT_GRACE if self.grace is None else self.grace, start_at_end=False,
                 on_error=lambda path, message: log.warning("%s", message),
                 listeners=listeners, drain=DRAIN,
             ).start()
+            first.started.clear()  # the session stops them now
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
                                     on_hold=self._hold_commits)
             try:
-                token = ensure_token()
+                token = ensure_token(token_path(self.config.path))
                 host, port = split_listen(self.config.daemon.control)
                 with naming_the_key("[daemon] control", port, self.store.path):
                     self.control = BackgroundServer(
                         create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
                         name="control API",
                     ).start()
-                slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
-                if self.config.agent is not None and slots:
-                    self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=self.spread)
-                    self.scheduler.start()
+                slots = self.schedule()
                 log.info(
                     "daemon up: proxy %s, fixtures %s, control %s, %d guard(s), %d canary slot(s)",
                     *self._addresses().values(), len(self.config.guards), len(slots),
@@ -315,21 +378,27 @@ class Daemon:
                 self._shutdown()
         return 0
 
-    def _check_listeners(self, listeners: dict[str, Any]) -> None:
-        from canary.proxy.serving import format_listen
+    def hand_over(self) -> bool:
+        """Start a new daemon on this one's listening sockets, then stop (``canary.daemon.handover``)."""
+        from canary.daemon.handover import hand_over
 
-        configured = {"proxy": self.config.model.listen, "fixtures": self.config.fixtures.listen}
-        for name, sock in listeners.items():
-            host, port = sock.getsockname()[:2]
-            held = format_listen(str(host), int(port))
-            log.info("serving the %s on %s, a socket the service manager holds", name, held)
-            if held != configured.get(name):
-                log.warning(
-                    "the service manager holds the %s on %s, but canary.toml says %s; "
-                    "run `canary service install` again to move it", name, held, configured.get(name),
-                )
+        return hand_over(self)
+
+    def schedule(self) -> list[Slot]:
+        """Schedule the config's canaries (none without an agent); the slots."""
+        from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
+
+        slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
+        if self.config.agent is not None and slots:
+            spread = STARTUP_SPREAD if self.spread is None else self.spread
+            self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=spread)
+            self.scheduler.start()
+        return slots
 
     def _shutdown(self) -> None:
+        from canary.daemon.steps import beat
+        from canary.store.runlog import RunLog
+
         log.info("stopping")
         if self.scheduler is not None:
             waiter = threading.Thread(target=self.scheduler.stop, kwargs={"wait": True}, daemon=True)

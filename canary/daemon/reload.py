@@ -13,15 +13,17 @@ import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from canary.config.definitions import expand_glob
 from canary.config.settings import Config, load_config
 from canary.errors import ConfigError
-from canary.logs.matching import build_matcher
-from canary.store.engine import Store
-from collectors.files import open_log
-from collectors.positions import FileState, file_key
-from collectors.scan import Hit, LineScanner
+
+if TYPE_CHECKING:  # loaded when a reload needs them: the daemon's start-up imports this module
+    from canary.daemon.loop import Daemon
+    from canary.store.engine import Store
+    from collectors.positions import FileState
+    from collectors.scan import Hit
 
 log = logging.getLogger("canary.daemon.reload")
 
@@ -73,6 +75,11 @@ def changed_guards(old: Config, new: Config) -> list[str]:
 
 def _hits_before(config: Config, positions: list[FileState]) -> Iterator[tuple[str, str, Hit]]:
     """Every hit of the new rules in what the collectors had read of each file still there."""
+    from canary.logs.matching import build_matcher
+    from collectors.files import open_log
+    from collectors.positions import file_key
+    from collectors.scan import LineScanner
+
     matcher = build_matcher(config)
     for state in positions:
         try:
@@ -103,3 +110,26 @@ def backfill(store: Store, config: Config, guards: list[str], *, now: datetime) 
     windows = {g.name: g.window for g in config.guards if g.name in guards}
     since = now - max(windows.values())
     return store.recount(guards, since, _hits_before(config, store.positions()))
+
+
+def reschedule(daemon: Daemon) -> None:
+    """Schedule the canaries of the daemon's config as it is now, if they differ from those scheduled.
+
+    The old scheduler stops without waiting (a run in flight finishes and stores its time);
+    the new one plans each canary from its stored last run, with its new ``every`` or ``cron``.
+    """
+    from canary.runs.schedule import Slot
+
+    config = daemon.config
+    wanted = {s.key: s for s in (Slot.of(c) for g in config.guards for c in g.canaries)}
+    if config.agent is None:
+        wanted = {}
+    old = daemon.scheduler
+    if (old.slots if old is not None else {}) == wanted:
+        return
+    if old is not None:
+        old.stop(wait=False)
+        daemon.scheduler = None
+    if wanted and not daemon.stop_event.is_set():
+        daemon.schedule()
+    log.info("canaries rescheduled: %d slot(s)", len(wanted))

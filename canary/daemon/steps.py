@@ -10,20 +10,17 @@ import os
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import delete
-from sqlmodel import col
+from typing import TYPE_CHECKING, Any
 
 from canary import locations
 from canary.config.settings import Config
 from canary.config.urls import redact_url
 from canary.errors import UnavailableError
-from canary.status.overview import evaluate_all, record_transitions
-from canary.store.engine import Store
-from canary.store.tables import Firing, Heartbeat
 from canary.terminal import SafeFormatter
 from canary.vocabulary import as_utc
+
+if TYPE_CHECKING:  # imported by the steps that use them: the daemon's start-up imports this module
+    from canary.store.engine import Store
 
 log = logging.getLogger("canary.daemon.loop")
 
@@ -36,21 +33,32 @@ def lock_path(store: Store) -> Path:
 
 
 @contextlib.contextmanager
-def store_lock(store: Store) -> Iterator[Path]:
-    """Hold the store's daemon lock, or raise UnavailableError naming the holder."""
+def store_lock(store: Store, *, successor_of: int | None = None, wait: float = 0.0) -> Iterator[Path]:
+    """Hold the store's daemon lock, or raise UnavailableError naming the holder.
+
+    A daemon taking over from ``successor_of`` waits up to ``wait`` seconds while that one holds
+    the lock (it is draining); any other holder is refused at once.
+    """
     import fcntl
+    import time
 
     path = lock_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
-            raise UnavailableError(
-                f"another daemon (pid {holder}) already runs on the store {redact_url(store.url)}"
-            ) from exc
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
+                if successor_of is None or holder != str(successor_of) or time.monotonic() > deadline:
+                    raise UnavailableError(
+                        f"another daemon (pid {holder}) already runs on the store {redact_url(store.url)}; "
+                        "stop it first, or send it SIGUSR2 to restart it in place"
+                    ) from exc
+                time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield path
@@ -81,6 +89,8 @@ def setup_logging(path: Path | None = None, *, level: int = logging.INFO) -> Pat
 def beat(store: Store, *, pid: int, started: datetime, now: datetime, files: int,
          addresses: dict[str, str | None], stopped: datetime | None = None) -> None:
     """Write the heartbeat row."""
+    from canary.store.tables import Heartbeat
+
     row = {
         "id": 1, "pid": pid, "started": as_utc(started), "beat": as_utc(now), "files": files,
         "proxy": addresses.get("proxy"), "fixtures": addresses.get("fixtures"),
@@ -94,6 +104,8 @@ def decide_statuses(
     store: Store, config: Config, *, now: datetime, readable: bool | None
 ) -> list[dict[str, Any]]:
     """Evaluate every guard and store each change of status as a transition."""
+    from canary.status.overview import evaluate_all, record_transitions
+
     statuses = [status for _facts, status in evaluate_all(store, config, now=now, readable=readable)]
     changes = record_transitions(store, statuses, now=now)
     for change in changes:
@@ -103,6 +115,11 @@ def decide_statuses(
 
 def prune(store: Store, *, older_than: timedelta, now: datetime) -> int:
     """Delete raw firing rows older than the retention; hourly counts stay."""
+    from sqlalchemy import delete
+    from sqlmodel import col
+
+    from canary.store.tables import Firing
+
     with store.engine.begin() as conn:
         result = conn.execute(delete(Firing).where(col(Firing.ts) < as_utc(now - older_than)))
         return int(result.rowcount or 0)

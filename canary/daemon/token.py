@@ -1,4 +1,4 @@
-"""The control API's bearer token: a file of the state directory only its owner can read.
+"""The control API's bearer token: a file of the project's state folder only its owner can read.
 
 The file is opened without following links and must be a regular file owned by this user;
 a missing or empty one gets a fresh token, and one others could read is replaced.
@@ -22,9 +22,16 @@ log = logging.getLogger(__name__)
 TOKEN_FILE = "control.token"
 
 
-def token_path() -> Path:
-    """Where the control token is kept: ``<state dir>/control.token``."""
-    return locations.state_dir() / TOKEN_FILE
+def token_path(config_path: Path | None = None) -> Path:
+    """Where the control token is kept: the project's state folder, beside its default store.
+
+    That is ``<state dir>/projects/<name>-<hash>/control.token`` for the project whose config is
+    ``config_path``, so each project's daemon has a token of its own; ``<state dir>/control.token``
+    without one.
+    """
+    if config_path is None:
+        return locations.state_dir() / TOKEN_FILE
+    return locations.project_dir(config_path) / TOKEN_FILE
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -88,7 +95,7 @@ def ensure_token(path: Path | None = None) -> str:
     anything else is refused with an UnavailableError that says what to do.
     """
     path = path or token_path()
-    locations.private_dir(path.parent, tighten=path.parent.absolute() == locations.state_dir().absolute())
+    locations.private_dir(path.parent, tighten=locations.is_owned(path.parent))
     opened = _open_token(path)
     if opened is None:
         return _write_token(path)

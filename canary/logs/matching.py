@@ -6,7 +6,7 @@ import re
 
 from canary.config.settings import Config
 from canary.locations import state_dir
-from canary.store.engine import CORRELATE_RULE
+from canary.vocabulary import CORRELATE_RULE
 from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.timestamps import TimestampParser

@@ -8,10 +8,9 @@ head is written together with its first body piece: one write, one wakeup of the
 
 A server may be given a listening socket instead of an address: one the service manager holds,
 so connections made while the daemon restarts wait in the kernel's queue. Stopping a server
-with a ``drain`` closes its listener at once, then lets what is in flight finish: every response
-started from then on says ``Connection: close`` (so a request in flight or arriving on an idle
-connection is answered, and the client knows not to reuse the connection), and a connection
-still idle after ``IDLE_GRACE`` is closed.
+with a ``drain`` drains it as ``canary.proxy.drain`` tells; an idle keep-alive connection is
+closed only once idle for ``idle_close`` seconds, past the clients' own keep-alive expiry, while
+the server runs as while it drains.
 """
 
 from __future__ import annotations
@@ -24,14 +23,13 @@ from collections.abc import Collection
 from typing import Any
 
 from canary.errors import UnavailableError
+from canary.proxy.drain import DRAIN, IDLE_CLOSE, DrainState, closing, drain
+
+__all__ = ["DRAIN", "IDLE_CLOSE", "BackgroundServer"]
 
 LOOPBACK_NAMES = {"localhost"}
 #: Seconds a client has to send a whole request head, from connecting or from the last response.
 HEADER_TIMEOUT = 10.0
-#: How long a draining server keeps idle keep-alive connections open for one last request.
-IDLE_GRACE = 1.0
-#: How long a draining server waits for requests and streams in flight before cutting them.
-DRAIN = 60.0
 
 
 def is_loopback(host: str) -> bool:
@@ -150,10 +148,17 @@ def _protocol_class(header_timeout: float | None) -> Any:
         """Closes connections whose request head is late; honours ``"reason"`` in response starts."""
 
         _head_timer: asyncio.TimerHandle | None = None
+        #: The loop's time of the last byte received or response completed (read by a drain).
+        last_active = 0.0
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            self.last_active = self.loop.time()
             self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            self.last_active = self.loop.time()
+            super().data_received(data)
 
         def _arm(self) -> None:
             self._disarm()
@@ -196,6 +201,7 @@ def _protocol_class(header_timeout: float | None) -> Any:
                 cycle.send = send_with_reason  # type: ignore[method-assign]
 
         def on_response_complete(self) -> None:
+            self.last_active = self.loop.time()
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm()  # the next request's head is due in time too
@@ -207,41 +213,6 @@ def _protocol_class(header_timeout: float | None) -> Any:
     return TimedH11Protocol
 
 
-class _Drain:
-    """Whether the server is draining; read as every response starts."""
-
-    __slots__ = ("active",)
-
-    def __init__(self) -> None:
-        self.active = False
-
-
-def _closing(app: Any, drain: _Drain) -> Any:
-    """The app, answering with ``Connection: close`` while the server drains."""
-
-    async def closing_app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-
-        # Read when the response starts, not when the request came: a request already in flight
-        # when the drain begins must tell the client too, or it would reuse a connection being closed.
-        async def send_closing(message: Any) -> None:
-            if drain.active and message["type"] == "http.response.start":
-                headers = [h for h in message.get("headers", []) if h[0].lower() != b"connection"]
-                message = {**message, "headers": [*headers, (b"connection", b"close")]}
-            await send(message)
-
-        await app(scope, receive, send_closing)
-
-    return closing_app
-
-
-def _idle(connection: Any) -> bool:
-    cycle = getattr(connection, "cycle", None)
-    return cycle is None or bool(getattr(cycle, "response_complete", True))
-
-
 def _quiet_server_class() -> Any:
     import uvicorn
 
@@ -250,34 +221,15 @@ def _quiet_server_class() -> Any:
 
         _exit: asyncio.Event | None = None
         _loop: asyncio.AbstractEventLoop | None = None
-        drain: _Drain | None = None
+        drain: DrainState | None = None
         drain_for = 0.0
+        idle_close = IDLE_CLOSE
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             if self.drain is not None and self.drain_for > 0:
-                await self._drain()
+                await drain(self.servers, self.server_state.connections, self.drain,
+                            bound=self.drain_for, idle_close=self.idle_close)
             await super().shutdown(sockets)
-
-        async def _drain(self) -> None:
-            assert self.drain is not None
-            for server in self.servers:
-                server.close()  # the queue of a socket the service manager holds waits for the next daemon
-            self.drain.active = True
-            connections = self.server_state.connections
-            for connection in list(connections):
-                if not _idle(connection):
-                    connection.shutdown()  # closes once its response is complete
-            loop = asyncio.get_running_loop()
-            start = loop.time()
-            # Connections accepted just before the close register a moment later: the drain ends
-            # only once none is left on a few looks in a row, or they would be left unread.
-            quiet = 0
-            while quiet < 5 and loop.time() - start < self.drain_for:
-                await asyncio.sleep(0.02)
-                quiet = 0 if connections else quiet + 1
-                if connections and loop.time() - start >= IDLE_GRACE:
-                    for connection in list(connections):
-                        connection.shutdown()
 
         async def main_loop(self) -> None:
             self._loop = asyncio.get_running_loop()
@@ -300,6 +252,7 @@ class BackgroundServer:
     def __init__(
         self, app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str = "server",
         header_timeout: float | None = HEADER_TIMEOUT, sock: socket.socket | None = None, drain: float = 0.0,
+        idle_close: float = IDLE_CLOSE,
     ) -> None:
         self.app = app
         self.host = host
@@ -308,9 +261,15 @@ class BackgroundServer:
         self.header_timeout = header_timeout
         self.inherited = sock
         self.drain = drain
+        self.idle_close = idle_close
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
+
+    @property
+    def listener(self) -> socket.socket | None:
+        """The listening socket while the server runs (to hand over to a successor)."""
+        return self._sock
 
     @property
     def url(self) -> str:
@@ -327,20 +286,23 @@ class BackgroundServer:
         self._sock = sock
         address = sock.getsockname()
         self.host, self.port = str(address[0]), int(address[1])
-        drain = _Drain()
+        state = DrainState()
         config = uvicorn.Config(
-            _closing(self.app, drain) if self.drain > 0 else self.app,
+            closing(self.app, state) if self.drain > 0 else self.app,
             log_level="warning",
             access_log=False,
             server_header=False,
             date_header=False,
             lifespan="auto",
             timeout_graceful_shutdown=2,
+            # uvicorn's own default (5 s) is httpx's expiry: a client could write on it as it closes.
+            timeout_keep_alive=self.idle_close,  # type: ignore[arg-type]
             http=_protocol_class(self.header_timeout),
         )
         self._server = _QuietServer(config)
-        self._server.drain = drain
+        self._server.drain = state
         self._server.drain_for = self.drain
+        self._server.idle_close = self.idle_close
         ready = threading.Event()
         server = self._server
 

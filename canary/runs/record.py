@@ -34,6 +34,9 @@ class RunRecord:
     answer: str | None
     error: str | None
     leak_text: str | None = None  # not in the document: known only where the run was drawn
+    model_calls: int = 0  # model calls carrying the run's nonce that came through the proxy
+    unmatched_line: str | None = None  # a log line with the run's nonce that no guard's match fits
+    nearest_guard: str | None = None  # the guard whose match comes closest to ``unmatched_line``
     turns: int = 1  # how many turns the canary asks in one conversation
     leaked_turn: int | None = None  # multi-turn: the first turn (from 1) whose answer held the leak
 
@@ -56,6 +59,9 @@ class RunRecord:
             "evidence": self.evidence,
             "answer": self.answer,
             "error": self.error,
+            "model_calls": self.model_calls,
+            "unmatched_line": self.unmatched_line,
+            "nearest_guard": self.nearest_guard,
         }
         if self.turns > 1:
             doc["turns"] = self.turns
@@ -78,8 +84,9 @@ class RunRecord:
             attribution=attribution if attribution in ("nonce", "task", "value", "time") else None,
             foreign_calls=int(doc.get("foreign_calls") or 0),
             evidence=_text(doc.get("evidence")), answer=_text(doc.get("answer")),
-            error=_text(doc.get("error")), turns=_count(doc.get("turns")) or 1,
-            leaked_turn=_count(doc.get("leaked_turn")),
+            error=_text(doc.get("error")), model_calls=int(doc.get("model_calls") or 0),
+            unmatched_line=_text(doc.get("unmatched_line")), nearest_guard=_text(doc.get("nearest_guard")),
+            turns=_count(doc.get("turns")) or 1, leaked_turn=_count(doc.get("leaked_turn")),
         )
 
 

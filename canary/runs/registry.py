@@ -84,6 +84,8 @@ class ActiveRun:
     own_activity: bool = False  # an activity line with the nonce or the run's task id was seen
     claims: list[Claim] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
+    canary: str = ""  # the canary's name, for a progress display
+    answered: float | None = None  # time.time() when the agent's answer came (set by the runner)
     _needles: tuple[bytes, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:

@@ -28,15 +28,19 @@ from canary.runs.conversation import converse, first_turn_with
 from canary.runs.observations import describe, observe
 from canary.runs.record import RunRecord
 from canary.runs.registry import ActiveRun, Registry
+from canary.runs.unmatched import NearMiss, near_miss, nonce_lines
 from canary.runs.values import draw
 from canary.runs.verdicts import Attributed, Observed, attributed, decide
 from canary.store.engine import Store
 from canary.store.queries import run_count
 from canary.store.runlog import RunLog
+from canary.vocabulary import Verdict
 
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0
 ANSWER_KEEP = 8192
+#: Verdicts of a run no firing was tied to, where a guard line the match missed is worth telling.
+_UNFIRED = (Verdict.UNLOGGED, Verdict.LEAKED)
 
 
 class Runner:
@@ -65,6 +69,8 @@ class Runner:
         self._runs = RunLog(store)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        #: Called with each finished run's record, from the thread that ran it (a progress display).
+        self.finished: Callable[[RunRecord], None] | None = None
 
     def _lock(self, guard: str) -> threading.Lock:
         with self._locks_guard:
@@ -73,7 +79,10 @@ class Runner:
     def run(self, guard: GuardDef, canary: CanaryDef) -> RunRecord:
         """One run of one canary, start to verdict."""
         with self._lock(guard.name):
-            return self._run(guard, canary)
+            record = self._run(guard, canary)
+        if self.finished is not None:
+            self.finished(record)
+        return record
 
     def run_many(self, pairs: Sequence[tuple[GuardDef, CanaryDef]], *, parallel: int = 4) -> list[RunRecord]:
         """Run each canary once: guards side by side, one guard's canaries in turn."""
@@ -128,7 +137,7 @@ class Runner:
             run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
             inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
             deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
-            inject_tool=tool, marks=marks, armed=canary.inject_turn == 0,
+            inject_tool=tool, marks=marks, canary=canary.name, armed=canary.inject_turn == 0,
         )
         self.registry.add(active)
         try:
@@ -137,7 +146,9 @@ class Runner:
                 inject=inject_text if inject_mode else "", timeout=canary.timeout.total_seconds(),
                 arm=lambda: self.registry.arm(drawn.nonce),
             )
-            self._await_firings(active, wait=reply.ok)
+            active.answered = reply.answered
+            # Without an injection the verdict is not_injected whatever the log says: no grace to wait.
+            self._await_firings(active, wait=reply.ok and active.injected is not None)
         finally:
             self.registry.remove(drawn.nonce)
         tied = attributed(active)
@@ -160,6 +171,7 @@ class Runner:
                 fired=bool(tied.firings), leak_in_answer=in_answer, ambiguous=bool(tied.ambiguous),
             )
         )
+        missed = self._near_miss(guard, active) if verdict in _UNFIRED else None
         trace = {
             "sent": 0.0,
             "fixture_fetched": _since(active.fetched, started),
@@ -176,7 +188,9 @@ class Runner:
             firings=len(tied.firings), attribution=tied.mark if tied.firings else None,
             foreign_calls=active.foreign_calls, evidence=_evidence(tied),
             answer=answer[:ANSWER_KEEP] if answer is not None else None, error=_error(reply.error, active),
-            leak_text=leak, turns=len(prompts), leaked_turn=leaked_turn,
+            leak_text=leak, model_calls=active.calls,
+            unmatched_line=missed.line if missed else None, nearest_guard=missed.guard if missed else None,
+            turns=len(prompts), leaked_turn=leaked_turn,
         )
         self._runs.finish(
             run_id, finished=datetime.now(UTC), duration_s=round(duration, 3), verdict=verdict,
@@ -186,6 +200,16 @@ class Runner:
             leaked_turn=leaked_turn,
         )
         return result
+
+    def _near_miss(self, guard: GuardDef, run: ActiveRun) -> NearMiss | None:
+        """A line of the logs with the run's nonce that no guard's match fits, nearest a guard."""
+        logs = self.config.logs
+        fitted = [g.pattern for g in self.config.guards if g.pattern is not None]
+        if logs.activity_pattern is not None:
+            fitted.append(logs.activity_pattern)
+        claimed = {c.line for c in run.claims}
+        lines = [line for line in nonce_lines(logs.paths, run.nonce) if line not in claimed]
+        return near_miss(lines, {g.name: g.match for g in self.config.guards}, own=guard.name, fitted=fitted)
 
     def _await_firings(self, run: ActiveRun, *, wait: bool) -> None:
         """Read the logs until a marked firing of the run's guard arrives or the grace is over.

@@ -37,16 +37,12 @@ from canary.store.tables import (
     Meta,
     Run,
 )
-from canary.vocabulary import as_utc, hour_floor
+from canary.vocabulary import CORRELATE_RULE, as_utc, hour_floor
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
 
 Attribution = Callable[[str, Hit], int | None]
 Observer = Callable[[Hit], None]
-#: The collectors' rule name for lines that carry a task id (``[logs] correlate``): never a firing.
-CORRELATE_RULE = "~correlate"
-
-
 
 
 #: Seconds a write waits for another process's lock before it fails with a StoreError.

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, inspect
 from sqlmodel import SQLModel
 
+from canary.store import rollup
 from canary.store.tables import (
     Delivery,
     FilePosition,
@@ -69,6 +70,11 @@ def _v6(conn: Connection) -> None:
 
 
 def _v7(conn: Connection) -> None:
+    """Firings per guard per UTC day, kept from the hourly counts by triggers (SQLite)."""
+    rollup.create(conn)
+
+
+def _v8(conn: Connection) -> None:
     """The turn whose answer held a multi-turn canary's leak."""
     # _v2 creates the runs table from today's model, so a new store already has the column.
     if "leaked_turn" not in {column["name"] for column in inspect(conn).get_columns("runs")}:
@@ -76,5 +82,5 @@ def _v7(conn: Connection) -> None:
 
 
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 SCHEMA_VERSION = len(MIGRATIONS)

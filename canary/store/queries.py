@@ -55,3 +55,23 @@ def run_count(engine: Engine, guard: str, canary: str) -> int:
     stmt = select(func.count()).select_from(Run).where(col(Run.guard) == guard, col(Run.canary) == canary)
     with engine.connect() as conn:
         return int(conn.execute(stmt).scalar_one())
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """Where one run stands: in flight (no verdict yet) or finished with its trace."""
+
+    guard: str
+    canary: str
+    started: datetime
+    verdict: str | None
+    trace: str  # JSON: stage -> seconds after sent, or null ("{}" while in flight)
+    duration_s: float | None
+
+
+def runs_since(engine: Engine, since: datetime) -> list[RunProgress]:
+    """The runs started at or after ``since``, oldest first (a live display of the daemon's runs)."""
+    stmt = (select(col(Run.guard), col(Run.canary), col(Run.started), col(Run.verdict), col(Run.trace),
+                   col(Run.duration_s)).where(col(Run.started) >= since).order_by(col(Run.id)))
+    with engine.connect() as conn:
+        return [RunProgress(*row) for row in conn.execute(stmt)]

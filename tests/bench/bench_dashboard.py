@@ -144,11 +144,12 @@ def seed(directory: Path, firings: int) -> None:
                 runs.append((run_id, guard, f"fake-{guard}", 0, "reject", f"n{run_id:020d}", _ts(at),
                              _ts(at + timedelta(seconds=3)), 2.4, verdict, json.dumps(trace),
                              verdict == "leaked", int(verdict == "caught"), "The amount is 12 euros.", "12",
-                             "The amount is 10 euros."))
+                             "The amount is 10 euros.", 0))
                 run_ids.setdefault(guard, []).append(run_id)
         cur.executemany(
             "INSERT INTO runs (id, guard, canary, variant, expect, nonce, started, finished, duration_s, verdict,"
-            " trace, leaked, firings, injected_text, leak_text, answer) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " trace, leaked, firings, injected_text, leak_text, answer, foreign_calls)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             runs,
         )
         names = [g for g, share in GUARDS.items() if share]

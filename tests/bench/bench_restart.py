@@ -8,18 +8,21 @@ This process plays systemd: it holds the proxy's and fixture server's listening 
 starts each ``canary daemon`` with them (``LISTEN_FDS``, as ``tests/daemon/activation.py``
 does). An agent process (``tests/daemon/organic_agent.py``) sends chat completions through the
 proxy at ``--rate`` per second (open loop, keep-alive, no retry) to a fake model server on
-loopback. First the reference: the same load for the same time with no restart. Then the
-daemon is stopped and started ``--restarts`` times under that load. Latency is measured from
-the moment a request was due to its full answer, so time spent queued in the kernel counts.
+loopback, and a second agent sends the same load straight to the model server in the same
+moment: the reference. The daemon is stopped and started ``--restarts`` times under that load.
+Latency is measured from the moment a request was due to its full answer, so time spent queued
+in the kernel counts. A restart lasts from the stop signal to the next daemon's proxy serving
+(its first accept), which comes before the rest of the daemon is up.
 
 Printed: requests, refused (connection refused), failed (anything else), p50 and p99 of each
 phase, p99 of the requests due while a restart was under way, and the added p99 against the
-reference.
+direct connection.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import signal
@@ -71,19 +74,27 @@ class Harness:
             self.model.url,
         ))
         self.url = f"http://{activation.address(self.sockets['proxy'])}/v1/chat/completions"
+        self.direct = f"{self.model.url}/v1/chat/completions"
         self.n = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self) -> float:
+        """Start the next daemon; return when its proxy served (wall clock), once it is all up."""
         err = self.root / f"daemon{self.n}.err"
         self.n += 1
         argv = [sys.executable, "-m", "canary.cli.main", "--config", str(self.config), "daemon", "--tick", "1"]
         self.proc = activation.spawn(argv, self.sockets, stderr=err)
         deadline = time.monotonic() + 120
-        while "daemon up" not in err.read_text(errors="replace"):
+        serving = None
+        while True:
+            text = err.read_text(errors="replace")
+            if serving is None and "model proxy serves on" in text:
+                serving = time.time()
+            if "daemon up" in text:
+                return serving if serving is not None else time.time()
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the daemon did not come up:\n{err.read_text(errors='replace')}")
-            time.sleep(0.02)
+            time.sleep(0.01)
 
     def stop(self, sig: int) -> None:
         assert self.proc is not None
@@ -98,9 +109,9 @@ class Harness:
             sock.close()
 
 
-def load(harness: Harness, rate: float, tag: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
+def load(harness: Harness, rate: float, tag: str, url: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
     stop, out = harness.root / f"{tag}.stop", harness.root / f"{tag}.json"
-    proc = subprocess.Popen([sys.executable, str(AGENT), harness.url, str(rate), str(stop), str(out)])
+    proc = subprocess.Popen([sys.executable, str(AGENT), url, str(rate), str(stop), str(out)])
     return proc, stop, out
 
 
@@ -152,20 +163,16 @@ def main() -> None:
         try:
             harness.start()
             windows: list[tuple[float, float]] = []
-            began = time.time()
-            agent = load(harness, args.rate, "restarts")
+            agent = load(harness, args.rate, "restarts", harness.url)
+            direct = load(harness, args.rate, "reference", harness.direct)  # the same load, in the same moment
             for _ in range(args.restarts):
                 time.sleep(args.serve)
                 down = time.time()
                 harness.stop(sig)
-                harness.start()
-                windows.append((down, time.time()))
+                windows.append((down, harness.start()))
             time.sleep(args.serve)
             restarts = finish(agent)
-            span = time.time() - began
-            agent = load(harness, args.rate, "reference")
-            time.sleep(span)  # the same load for as long, no restart
-            reference = finish(agent)
+            reference = finish(direct)
         finally:
             harness.close()
     during = [r for r in restarts if any(a <= r[0] <= b for a, b in windows)]
@@ -177,14 +184,18 @@ def main() -> None:
     }
     ref_p99 = figures["reference"]["p99_ms"]
     print(f"{args.restarts} restarts ({args.signal}), {args.rate:g} req/s, median restart "
-          f"{figures['restart_s']} s (stop signal to the next daemon serving)")
+          f"{figures['restart_s']} s (stop signal to the next daemon's proxy serving)")
     print(f"{'phase':<18}{'requests':>9}{'refused':>9}{'failed':>8}{'p50 ms':>9}{'p99 ms':>10}{'max ms':>10}")
     for name in ("reference", "restarts", "during_restarts"):
         f = figures[name]
         print(f"{name:<18}{f['requests']:>9}{f['refused']:>9}{f['failed']:>8}{f['p50_ms']:>9}{f['p99_ms']:>10}"
               f"{f['max_ms']:>10}")
+    print("reference: the same load straight to the model server, no proxy, at the same time")
     print(f"added p99: {figures['restarts']['p99_ms'] - ref_p99:.1f} ms over all requests, "
           f"{figures['during_restarts']['p99_ms'] - ref_p99:.1f} ms over those due during a restart")
+    kinds = collections.Counter(str(r[3])[:120] for r in restarts + reference if r[2] != "ok")
+    for kind, n in kinds.most_common(5):
+        print(f"failed x{n}: {kind}")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         print(json.dumps(figures))

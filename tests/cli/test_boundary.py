@@ -17,7 +17,9 @@ from canary.store.engine import Store
 
 def commands(group: click.Group = main, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found: list[tuple[str, ...]] = [] if prefix else [()]
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         found.append((*prefix, name))
         if isinstance(command, click.Group):
             found += commands(command, (*prefix, name))

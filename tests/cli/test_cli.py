@@ -14,14 +14,14 @@ from canary.cli.main import main
 
 
 def all_commands() -> list[str]:
-    return sorted(main.commands)
+    return main.list_commands(click.Context(main))
 
 
 @pytest.mark.parametrize("name", all_commands())
 def test_every_command_has_help(name: str) -> None:
     result = CliRunner().invoke(main, [name, "--help"])
     assert result.exit_code == 0
-    command = main.commands[name]
+    command = main.get_command(click.Context(main), name)
     assert isinstance(command, click.Command)
     assert command.help and len(command.help) > 20
 

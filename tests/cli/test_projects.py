@@ -10,12 +10,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from canary import locations
 from canary.config.settings import load_config
+from canary.daemon.control import ControlClient, connect
+from canary.daemon.token import ensure_token, read_token, token_path
+from canary.errors import UnavailableError
 
 
 def _project(root: Path, log_line: str) -> Path:
@@ -63,12 +67,10 @@ def test_an_explicit_store_url_and_control_address_still_win(tmp_path: Path) -> 
     assert config.daemon.control == "127.0.0.1:11999"
 
 
-@pytest.fixture
-def daemon_of_alpha(tmp_path: Path) -> Iterator[Path]:
-    """A real ``canary daemon`` for project alpha, with defaults for its store and control address."""
-    config = _project(tmp_path / "alpha", "CitationGuard: rejected https://x.example.org\n")
+@contextmanager
+def _daemon(config: Path, errors: Path) -> Iterator[Path]:
+    """A real ``canary daemon`` for one project, with defaults for its store, control address and token."""
     canary = str(Path(sys.executable).with_name("canary"))
-    errors = tmp_path / "daemon.stderr"
     with errors.open("wb") as sink:
         proc = subprocess.Popen([canary, "--config", str(config), "daemon", "--tick", "0.5"],
                                 cwd=config.parent, stdout=subprocess.DEVNULL, stderr=sink)
@@ -91,6 +93,14 @@ def daemon_of_alpha(tmp_path: Path) -> Iterator[Path]:
             proc.wait()
 
 
+@pytest.fixture
+def daemon_of_alpha(tmp_path: Path) -> Iterator[Path]:
+    """A real ``canary daemon`` for project alpha."""
+    config = _project(tmp_path / "alpha", "CitationGuard: rejected https://x.example.org\n")
+    with _daemon(config, tmp_path / "alpha.stderr") as running:
+        yield running
+
+
 def test_status_in_a_second_project_never_reads_the_first_projects_daemon(
     daemon_of_alpha: Path, tmp_path: Path
 ) -> None:
@@ -107,6 +117,21 @@ def test_status_in_a_second_project_never_reads_the_first_projects_daemon(
     human = _canary("status", cwd=beta_config.parent)
     assert f"config {beta_config}" in human.stderr and f"store {beta['store']}" in human.stderr
     assert "config" not in human.stdout.splitlines()[0]
+    # Each project's daemon has its own token, in its own folder: alpha's refuses beta's.
+    first, second = load_config(path=daemon_of_alpha), load_config(path=beta_config)
+    assert token_path(first.path).parent == locations.project_dir(daemon_of_alpha)
+    assert not (locations.state_dir() / "control.token").exists()  # no token shared by every project
+    alpha_token, beta_token = read_token(token_path(first.path)), ensure_token(token_path(second.path))
+    assert alpha_token and beta_token and alpha_token != beta_token
+    assert token_path(second.path).parent == locations.project_dir(beta_config)
+    with ControlClient(first.daemon.control, beta_token) as stranger, pytest.raises(UnavailableError):
+        stranger.status()
+    client = connect(first.daemon.control, token_path(first.path))
+    assert client is not None
+    with client:
+        assert client.status()["daemon"]["running"] is True
+
+
 
 
 def test_project_folders_are_owner_only(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ import pytest
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="needs a pty")
 
 ESCAPES = "\x1b]0;PWNED\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J"
-#: The SGR colour sequences click writes on a terminal; nothing else may carry an ESC.
-SGR = re.compile(rb"\x1b\[[0-9;]*m")
+#: What canary writes on a terminal: SGR colours, and the live lines' cursor moves (hide/show the
+#: cursor, up N lines, erase a line). Nothing else may carry an ESC: no OSC, no clear screen.
+SGR = re.compile(rb"\x1b\[(?:[0-9;]*m|\?25[lh]|[0-9]*A|2K)")
 
 AGENT = r'''
 import sys, time
@@ -128,7 +129,7 @@ def test_canary_run_in_a_pty_shows_escapes_and_never_sends_them(tmp_path: Path) 
     assert "\\x1b]0;PWNED\\x07" in text
     assert "\\x1b]52;c;cHduZWQ=" in text
     assert text.count("\\x1b[2J") >= 2, text
-    # ... and the only ESC bytes written are click's colours: no OSC, no BEL, no clear screen.
+    # ... and the only ESC bytes written are colours and cursor moves: no OSC, no BEL, no clear screen.
     rest = SGR.sub(b"", out)
     assert b"\x1b" not in rest and b"\x07" not in rest and b"\x9b" not in rest, rest
     assert code == 1  # one caught, one error

@@ -164,6 +164,7 @@ def test_inode_reuse_is_not_taken_for_the_old_file(tmp_path: Path, store: Store)
         log.unlink()
     else:
         # The kernel did not reuse the inode: give B's identity A's stored state, as reuse would.
+        log.write_bytes(b"fresh file HIT with other head\n" + hits(60, 500))
         store.forget(old.key)
         st = log.stat()
         reused = replace(old, key=f"{st.st_dev}:{st.st_ino}", dev=st.st_dev, ino=st.st_ino)

@@ -1,7 +1,8 @@
 """An agent process sending organic model calls through the proxy at a steady rate (open loop).
 
 ``python organic_agent.py URL RATE STOP_FILE OUT_FILE [--stream]``: every 1/RATE seconds a
-chat completion is sent through one keep-alive connection pool, with no retry; when STOP_FILE
+chat completion is sent through one keep-alive connection pool (the openai client's limits and
+timeouts), with no retry; when STOP_FILE
 appears, the calls in flight finish and OUT_FILE gets one JSON record per call:
 ``[scheduled unix time, seconds to the full answer, outcome, detail]``, where the outcome is
 ``ok``, ``refused`` (the connection was refused) or ``failed`` (anything else).
@@ -40,9 +41,11 @@ async def one(client: httpx.AsyncClient, url: str, scheduled: float, stream: boo
 
 
 async def main(url: str, rate: float, stop: Path, out: Path, stream: bool) -> None:
+    # The openai client's own pool and timeouts (openai/_constants.py), which agents run with;
     # trust_env=False: a stray HTTP_PROXY must not carry loopback traffic; no retries anywhere.
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=20)
-    async with httpx.AsyncClient(timeout=60.0, limits=limits, trust_env=False) as client:
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+    timeout = httpx.Timeout(600.0, connect=5.0)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
         tasks: list[asyncio.Task[list[Any]]] = []
         start = time.time()
         n = 0

@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from canary.daemon.token import token_path
 from canary.demo.agent import create_agent
 from canary.demo.live import free_port
 from canary.demo.model import create_model_server
@@ -240,7 +241,7 @@ def test_canary_run_goes_through_the_daemon_and_control_refuses_strangers(world:
         control = f"http://127.0.0.1:{world['control']}"
         wait_for(lambda: _answers(f"{control}/health"), 30, "the control API")
         assert httpx.get(f"{control}/status").status_code == 401
-        token = (Path(os.environ["CANARY_STATE_DIR"]) / "control.token").read_text().strip()
+        token = token_path(world["config"]).read_text().strip()  # the project's own token
         auth = {"Authorization": f"Bearer {token}"}
         assert httpx.get(f"{control}/status", headers={**auth, "Origin": "http://evil.example"}).status_code == 403
         assert httpx.get(f"{control}/status", headers=auth).json()["daemon"]["running"] is True

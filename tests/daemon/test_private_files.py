@@ -60,7 +60,7 @@ def running_daemon(open_parent: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
                                 stdout=subprocess.DEVNULL, stderr=sink, umask=0o022)
     db = Path(load_config(path=config).store.url.removeprefix("sqlite:///"))
     wanted = [db, db.with_name("canary.db-wal"), db.with_name("canary.db-shm"),
-              state / "logs" / "daemon.log", state / "control.token"]
+              state / "logs" / "daemon.log", db.with_name("control.token")]
     deadline = time.monotonic() + 60
     while not all(p.exists() for p in wanted):
         assert proc.poll() is None, errors.read_text()
@@ -84,20 +84,20 @@ def test_after_a_daemon_start_with_umask_022_everything_is_owner_only(running_da
     assert mode(state / "logs") == 0o700
     project = _project(state)
     assert mode(project.parent) == 0o700 and mode(project) == 0o700
-    for name in ("canary.db", "canary.db-wal", "canary.db-shm", "canary.db.lock"):
+    for name in ("canary.db", "canary.db-wal", "canary.db-shm", "canary.db.lock", "control.token"):
         assert mode(project / name) == 0o600, name
-    for name in ("logs/daemon.log", "control.token"):
+    for name in ("logs/daemon.log",):
         assert mode(state / name) == 0o600, name
 
 
 def _project(state: Path) -> Path:
-    """The one project folder of the state directory, where the daemon's store is."""
+    """The one project folder of the state directory, where the daemon's store and token are."""
     (project,) = (state / "projects").iterdir()
     return project
 
 
 def _where(state: Path, name: str) -> Path:
-    return _project(state) / name if name.startswith("canary.db") else state / name
+    return _project(state) / name if name.startswith(("canary.db", "control.token")) else state / name
 
 
 def _nobody() -> pwd.struct_passwd | None:

@@ -4,6 +4,9 @@ This process plays systemd: it holds the proxy's and fixture server's listening 
 starts each daemon with them (``LISTEN_FDS``), SIGTERMs it, starts the next. A separate agent
 process sends organic chat completions through the proxy all along, with no retries. The kernel
 queues connections while no daemon runs; a stopping daemon drains what it accepted.
+
+The bench (tests/bench/bench_restart.py) runs 20 restarts at 50 requests/s; a drain lasts up to
+the clients' keep-alive expiry (5 s), so the test runs fewer.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ from tests.daemon import activation
 pytestmark = pytest.mark.slow
 
 AGENT = Path(__file__).with_name("organic_agent.py")
-RESTARTS = 20
+RESTARTS = 4
 #: Organic requests per second; tests/bench/bench_restart.py runs 50/s on a quiet machine.
-RATE = 20.0
-#: Restarts for the stream and crash variants, which add kinds of traffic, not count.
-FEW = 5
+RATE = 10.0
+#: Restarts for the crash variant.
+FEW = 3
 
 
 @dataclass
@@ -104,7 +107,8 @@ def stop(proc: subprocess.Popen[bytes], sig: int) -> int:
 
 
 def run_agent(world: World, *, rate: float, stream: bool = False) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    stop_file, out = world.root / "agent.stop", world.root / "agent.json"
+    tag = "stream" if stream else "plain"
+    stop_file, out = world.root / f"agent-{tag}.stop", world.root / f"agent-{tag}.json"
     argv = [sys.executable, str(AGENT), world.proxy_url, str(rate), str(stop_file), str(out)]
     return subprocess.Popen([*argv, *(["--stream"] if stream else [])]), stop_file, out
 
@@ -117,58 +121,46 @@ def agent_results(proc: subprocess.Popen[bytes], stop_file: Path, out: Path) -> 
 
 
 def restart_under_load(
-    world: World, sig: int, *, restarts: int = RESTARTS, stream: bool = False
-) -> tuple[list[list[Any]], list[int]]:
+    world: World, sig: int, *, restarts: int = RESTARTS, streams: bool = False
+) -> tuple[list[list[Any]], list[list[Any]], list[int]]:
+    """Organic calls (and streamed ones, with ``streams``) while the daemon restarts; their records."""
     proc, err = world.daemon(0)
     wait_up(proc, err)
-    agent = run_agent(world, rate=RATE, stream=stream)
+    agents = [run_agent(world, rate=RATE)] + ([run_agent(world, rate=RATE / 4, stream=True)] if streams else [])
     codes = []
     try:
         for n in range(1, restarts + 1):
-            time.sleep(0.3)  # serve under load for a while
+            time.sleep(0.5)  # serve under load for a while
             codes.append(stop(proc, sig))
             proc, err = world.daemon(n)
             wait_up(proc, err)
-        time.sleep(0.3)
-        results = agent_results(*agent)
+        time.sleep(0.5)
+        results = [agent_results(*agent) for agent in agents]
     finally:
-        if agent[0].poll() is None:
-            agent[0].kill()
+        for agent in agents:
+            if agent[0].poll() is None:
+                agent[0].kill()
+                agent[0].wait()
         codes.append(stop(proc, signal.SIGTERM))
-    return results, codes
+    return results[0], (results[1] if streams else []), codes
 
 
-@pytest.mark.timeout(1500)  # a daemon takes seconds to start on a loaded machine, twenty times
-def test_twenty_sigterm_restarts_under_socket_activation_fail_no_agent_request(world: World) -> None:
-    results, codes = restart_under_load(world, signal.SIGTERM)
+@pytest.mark.timeout(900)  # a daemon takes seconds to start on a loaded machine
+def test_sigterm_restarts_under_socket_activation_fail_and_cut_no_agent_request(world: World) -> None:
+    calls, streams, codes = restart_under_load(world, signal.SIGTERM, streams=True)
 
-    refused = [r for r in results if r[2] == "refused"]
-    assert refused == [], refused[:5]
-    # The goal is zero. Still open: in a few restarts out of twenty, a handful of requests sent
-    # during the drain fail as the stopping daemon exits (ReadError), on connections its server
-    # no longer tracks. This bound keeps any regression from that level visible.
-    failures = [r for r in results if r[2] != "ok"]
-    assert len(failures) <= len(results) // 100, failures[:5]
+    assert [r for r in calls + streams if r[2] != "ok"] == []  # none refused, none failed, no stream cut
     assert codes == [0] * (RESTARTS + 1)  # every daemon drained and exited cleanly
-    assert len(results) > RESTARTS * 0.3 * RATE  # the load really ran across the restarts
+    assert len(calls) > RESTARTS * 0.5 * RATE  # the load really ran across the restarts
+    assert len(streams) > RESTARTS * 0.5 * RATE / 4
     # the kernel held connections made while no daemon ran: some waited, none was refused
-    assert max(r[1] for r in results) > 0.3
-
-
-@pytest.mark.timeout(600)
-def test_sigterm_restarts_cut_no_stream(world: World) -> None:
-    results, _codes = restart_under_load(world, signal.SIGTERM, restarts=FEW, stream=True)
-
-    assert [r for r in results if r[2] == "refused"] == []
-    failures = [r for r in results if r[2] != "ok"]
-    assert len(failures) <= len(results) // 100, failures[:5]  # the same residue as above, no more
-    assert len(results) > FEW * 0.3 * RATE
+    assert max(r[1] for r in calls) > 0.3
 
 
 @pytest.mark.timeout(600)
 def test_sigkill_refuses_no_connection(world: World) -> None:
     """A crash cuts what the dead daemon had accepted, but the queue keeps every new connection."""
-    results, _codes = restart_under_load(world, signal.SIGKILL, restarts=FEW)
+    results, _streams, _codes = restart_under_load(world, signal.SIGKILL, restarts=FEW)
 
     refused = [r for r in results if r[2] == "refused"]
     assert refused == [], refused[:5]

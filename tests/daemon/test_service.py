@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -602,7 +603,9 @@ def test_status_reports_the_file(home: Path) -> None:
 
     st = service.status(platform="linux", run=Recorder({("systemctl",): done(out=SHOW_RUNNING)}))
 
-    assert st == ServiceStatus("linux", unit_path(home), True, True, 4242, "systemd state: active (running)")
+    assert replace(st, sockets=()) == ServiceStatus("linux", unit_path(home), True, True, 4242,
+                                                    "systemd state: active (running)")
+    assert [s.name for s in st.sockets] == [FIXTURES_SOCKET, PROXY_SOCKET]  # asked about, each installed one
     text = service.render(st)
     assert f"{unit_path(home)} (installed)" in text
     assert "running, pid 4242" in text

@@ -90,7 +90,7 @@ def test_a_token_path_that_is_not_a_regular_file_is_a_clear_error(
 
 
 def test_the_daemon_on_a_bad_token_path_says_so_without_a_traceback_and_exits_3(tmp_path: Path) -> None:
-    (locations.state_dir() / TOKEN_FILE).mkdir(parents=True)
+    token_path(tmp_path / "canary.toml").mkdir(parents=True)  # the project's token path
     (tmp_path / "canary.toml").write_text(
         f"defs = []\n[logs]\npaths = []\n[store]\nurl = 'sqlite:///{(tmp_path / 'canary.db').as_posix()}'\n"
         f"[model]\nlisten = '127.0.0.1:{free_port()}'\n[fixtures]\nlisten = '127.0.0.1:{free_port()}'\n"

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from canary.daemon.control import create_control_app, ensure_token
+from canary.daemon.control import create_control_app, ensure_token, token_path
 from canary.proxy.serving import BackgroundServer
 from canary.store.tables import Mute
 from dashboard import app as app_module
@@ -67,10 +67,11 @@ class StubDaemon:
 
 
 @pytest.fixture
-def control() -> Iterator[tuple[BackgroundServer, StubDaemon]]:
-    """A real control API on loopback, with the token in the isolated state directory."""
+def control(tmp_path: Path) -> Iterator[tuple[BackgroundServer, StubDaemon]]:
+    """A real control API on loopback, with the token where the seeded project's daemon keeps it."""
     stub = StubDaemon()
-    with BackgroundServer(create_control_app(ensure_token(), stub), name="control") as server:
+    token = ensure_token(token_path(tmp_path / "canary.toml"))
+    with BackgroundServer(create_control_app(token, stub), name="control") as server:
         yield server, stub
 
 

@@ -69,7 +69,7 @@ def test_the_demo_dashboard_shows_the_dead_guards_asleep_and_the_live_ones_awake
     assert overview.window.label == "1h"
     assert {r.guard for r in overview.rows[:2]} == DEAD  # the asleep ones first
     assert os.environ.get(ENV_STATE_DIR) == state_before  # the demo's state dir was only borrowed
-    assert (tmp_path / "demo" / "state" / "control.token").exists()
+    assert list((tmp_path / "demo" / "state" / "projects").glob("*/control.token"))  # the demo project's
     assert "stopped" in (tmp_path / "demo" / "daemon.log").read_text(encoding="utf-8")
     # The alert pipeline really sent to the demo's receiver, and the history shows those rows.
     assert alerted(), received(inbox)

@@ -16,7 +16,7 @@ from canary.vocabulary import STAGES, Verdict
 #: The keys of one entry of the contract's ``canary run --json`` document, in its order.
 CONTRACT_KEYS = ["guard", "canary", "variant", "expect", "verdict", "nonce", "started", "duration_s",
                  "trace", "leaked", "firings", "attribution", "foreign_calls", "evidence", "answer",
-                 "error"]
+                 "error", "model_calls", "unmatched_line", "nearest_guard"]
 
 RECORD = RunRecord(
     guard="version", canary="fake-version", variant=1, expect="reject", verdict=Verdict.AMBIGUOUS,

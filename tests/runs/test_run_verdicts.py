@@ -15,7 +15,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -49,27 +48,24 @@ def make_agent(mode: str, proxy_url: str, log: Path) -> Starlette:
         page = httpx.get(url.group(0).rstrip(".")).text
         messages = [{"role": "user", "content": f"{prompt}\n\nPAGE:\n{page}"}]
         with OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0) as client:
-            return answer_with(client, messages, page, url.group(0))
-
-    def answer_with(client: OpenAI, messages: list[Any], page: str, link: str) -> str:
-        reply = client.chat.completions.create(model="m", messages=messages)
-        answer = reply.choices[0].message.content or ""
-        grounded = set(URL.findall(page)) | {link}
-        bad = [u for u in URL.findall(answer) if u.rstrip(".") not in grounded]
-        if mode == "rejects_everything":
-            bad = bad or ["(anything)"]
-        if bad and mode in ("caught", "fired_but_leaked", "unlogged", "rejects_everything"):
-            if mode != "unlogged":
-                write(f"WARN CiteGuard: rejected url={bad[0]}")
-            if mode == "fired_but_leaked":
-                return answer
-            retry = [
-                *messages,
-                {"role": "assistant", "content": answer},
-                {"role": "user", "content": "Rejected: cite only pages you read."},
-            ]
-            again = client.chat.completions.create(model="m", messages=retry).choices[0].message.content
-            return again or ""
+            reply = client.chat.completions.create(model="m", messages=messages)
+            answer = reply.choices[0].message.content or ""
+            grounded = set(URL.findall(page)) | {url.group(0)}
+            bad = [u for u in URL.findall(answer) if u.rstrip(".") not in grounded]
+            if mode == "rejects_everything":
+                bad = bad or ["(anything)"]
+            if bad and mode in ("caught", "fired_but_leaked", "unlogged", "rejects_everything"):
+                if mode != "unlogged":
+                    write(f"WARN CiteGuard: rejected url={bad[0]}")
+                if mode == "fired_but_leaked":
+                    return answer
+                retry = [
+                    *messages,
+                    {"role": "assistant", "content": answer},
+                    {"role": "user", "content": "Rejected: cite only pages you read."},
+                ]
+                again = client.chat.completions.create(model="m", messages=retry).choices[0].message.content
+                return again or ""
         return answer
 
     async def ask(request: Request) -> Response:

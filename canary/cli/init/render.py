@@ -123,6 +123,11 @@ def _config_glob(pattern: str, directory: Path) -> str:
         return absolute.as_posix()
 
 
+#: What ``canary.toml`` says while ``canaries_defs/`` is empty; ``canary init --template`` replaces it.
+NO_DEFS_YET = ("defs = []                                # no definition yet; once canaries_defs/ "
+               'holds one:\n# defs = ["canaries_defs/*.toml"]')
+
+
 def render_config(directory: Path, settings: InitSettings, scan: LogScan, *, activity: bool,
                   has_defs: bool = True) -> str:
     """The ``canary.toml`` text for these settings and this scan."""
@@ -131,8 +136,7 @@ def render_config(directory: Path, settings: InitSettings, scan: LogScan, *, act
     if has_defs:
         lines += ['defs = ["canaries_defs/*.toml"]', ""]
     else:
-        lines += ['defs = []                                # no definition yet; once canaries_defs/ '
-                  "holds one:", '# defs = ["canaries_defs/*.toml"]', ""]
+        lines += [*NO_DEFS_YET.split("\n"), ""]
     if settings.agent_url:
         lines += ["[agent]                                  # how canaries reach your agent",
                   f"url = {toml_string(settings.agent_url)}",

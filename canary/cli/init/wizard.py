@@ -19,7 +19,7 @@ from canary.cli.init.model import (
     LogScan,
 )
 from canary.cli.init.project import init_project, mark_covered
-from canary.cli.init.render import comment, match_value
+from canary.cli.init.render import NO_DEFS_YET, comment, match_value
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
@@ -85,6 +85,9 @@ def run_init(
     for path, action in copy_templates(template, root):
         note = "  (exists; left as it was)" if action == "kept" else ""
         click.echo(f"{action:<9} {path}{note}")
+    if template and (root / "canary.toml").is_file() and not (agent_url or agent_command or logs
+                                                              or model_upstream):
+        return _templates_added(root / "canary.toml")
     url, command = agent_url, _with_prompt(tuple(shlex.split(agent_command))) if agent_command else None
     if url is None and command is None and ask:
         url, command = _agent_target(click.prompt(
@@ -152,6 +155,28 @@ def run_init(
     click.echo("\n$ canary audit")
     click.echo(audit_table(audit(config, now=datetime.now(UTC))))
     click.echo("\n" + _next_steps(config, settings, unmatched))
+    return EXIT_OK
+
+
+def _templates_added(config_path: Path) -> int:
+    """Templates copied into a project ``canary init`` already wrote: its ``defs`` now reads them."""
+    from canary.config.settings import load_config, summarize
+    from canary.errors import ConfigError
+
+    text = config_path.read_text(encoding="utf-8")
+    if NO_DEFS_YET in text:
+        config_path.write_text(text.replace(NO_DEFS_YET, 'defs = ["canaries_defs/*.toml"]'), encoding="utf-8")
+        click.echo(f"updated   {config_path}  (defs reads canaries_defs/*.toml)")
+    click.echo("\n$ canary check")
+    try:
+        config = load_config(path=config_path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            click.echo(problem.render(), err=True)
+        click.echo(f"{len(exc.problems)} problem(s) in the files above; fix them and run `canary check`.")
+        return EXIT_USAGE
+    click.echo(summarize(config))
+    click.echo("\nNext: set each copied guard's match to the line your guard writes, then `canary run`.")
     return EXIT_OK
 
 

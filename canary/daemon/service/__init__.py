@@ -28,6 +28,7 @@ from canary.daemon.service.common import (
     Runner,
     ServiceReport,
     ServiceStatus,
+    SocketStatus,
     call,
     log_paths,
     platform_name,
@@ -164,11 +165,24 @@ def status(*, platform: str | None = None, run: Runner = run_command) -> Service
     if name == DARWIN:
         out = call(run, ["launchctl", "print", launchd.target()], issued)
         running, pid, detail = parse_launchctl_print(out.stdout) if out.ok else _status_failure(name, out)
+        loaded = True if out.ok else (False if launchd.not_loaded(out) else None)
+        sockets = launchd.plist_sockets(path, loaded) if is_installed else ()
     else:
         argv = ["systemctl", "--user", "show", UNIT, "-p", systemd.SHOW_PROPERTIES]
         out = call(run, argv, issued)
         running, pid, detail = parse_systemctl_show(out.stdout) if out.ok else _status_failure(name, out)
-    return ServiceStatus(name, path, is_installed, running, pid, detail)
+        sockets = _systemd_sockets(path, run, issued)
+    return ServiceStatus(name, path, is_installed, running, pid, detail, sockets)
+
+
+def _systemd_sockets(path: Path, run: Runner, issued: list[list[str]]) -> tuple[SocketStatus, ...]:
+    units = [p.name for p in systemd.installed_sockets(path.parent)]
+    if not units:
+        return ()
+    out = call(run, systemd.socket_show(units), issued)
+    if out.ok:
+        return systemd.parse_socket_show(out.stdout, units)
+    return tuple(SocketStatus(unit, "", out.describe(), None) for unit in units)
 
 
 def _status_failure(platform: str, out: Outcome) -> tuple[bool | None, int | None, str]:
@@ -198,6 +212,11 @@ def render(report: ServiceReport | ServiceStatus) -> str:
         f"  file:   {st.path} ({'installed' if st.installed else 'not installed'})",
         f"  daemon: {state}",
         f"  detail: {st.detail}",
-        f"  logs:   {logs_hint(platform=st.platform)}",
     ]
+    if st.installed or st.sockets:
+        none = ("  sockets: none installed; connections are refused while the daemon restarts "
+                "(run `canary service install` again to add them)")
+        lines += [f"  socket: {s.name}" + (f" on {s.listen}" if s.listen else "") + f": {s.state}"
+                  for s in st.sockets] or [none]
+    lines.append(f"  logs:   {logs_hint(platform=st.platform)}")
     return "\n".join(lines)

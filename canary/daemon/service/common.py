@@ -50,6 +50,16 @@ class ServiceReport:
 
 
 @dataclass(frozen=True)
+class SocketStatus:
+    """One listening socket the service manager holds for the daemon; ``held`` None: it could not say."""
+
+    name: str  # the socket unit, or the plist's Sockets entry
+    listen: str
+    state: str
+    held: bool | None
+
+
+@dataclass(frozen=True)
 class ServiceStatus:
     """What `canary service status` found; ``running`` is None when the service manager could not say."""
 
@@ -59,6 +69,7 @@ class ServiceStatus:
     running: bool | None
     pid: int | None
     detail: str
+    sockets: tuple[SocketStatus, ...] = ()
 
 
 def platform_name(platform: str | None) -> str:

@@ -14,6 +14,7 @@ from canary.daemon.service.common import (
     LABEL,
     Outcome,
     Runner,
+    SocketStatus,
     call,
     log_paths,
     manual,
@@ -199,3 +200,21 @@ def parse_launchctl_print(text: str) -> tuple[bool | None, int | None, str]:
     if last_exit and last_exit != "(never exited)":
         detail += f"; last exit code {last_exit}"
     return running, pid if running else None, detail
+
+
+def plist_sockets(path: Path, loaded: bool | None) -> tuple[SocketStatus, ...]:
+    """The ``Sockets`` entries of the installed plist; launchd holds them while the agent is loaded."""
+    try:
+        entries = plistlib.loads(path.read_bytes()).get("Sockets", {})
+    except (OSError, plistlib.InvalidFileException, ValueError, AttributeError):
+        return ()
+    if not isinstance(entries, dict):
+        return ()
+    state = {True: "held by launchd", False: "not held: the agent is not loaded", None: "unknown"}[loaded]
+    result = []
+    for name, entry in sorted(entries.items()):
+        node = str(entry.get("SockNodeName", "")) if isinstance(entry, dict) else ""
+        port = str(entry.get("SockServiceName", "")) if isinstance(entry, dict) else ""
+        listen = f"[{node}]:{port}" if ":" in node else f"{node}:{port}"
+        result.append(SocketStatus(str(name), listen, state, loaded))
+    return tuple(result)

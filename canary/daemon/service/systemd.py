@@ -15,6 +15,7 @@ from canary.daemon.service.common import (
     UNIT,
     Outcome,
     Runner,
+    SocketStatus,
     call,
     manual,
     program_arguments,
@@ -26,6 +27,8 @@ from canary.errors import UsageError
 
 #: LoadState tells "systemd does not know the unit" apart from "known but stopped".
 SHOW_PROPERTIES = "LoadState,ActiveState,SubState,MainPID,ExecMainStatus"
+#: What `canary service status` asks about each socket unit.
+SOCKET_PROPERTIES = "Id,LoadState,ActiveState,SubState,Listen"
 _NEEDS_QUOTES = frozenset(" \t\n\r\"'\\;")
 
 
@@ -187,13 +190,44 @@ def install(run: Runner, sockets: Mapping[str, str], issued: list[list[str]], me
     return True
 
 
-def _installed_sockets(where: Path) -> list[Path]:
+def installed_sockets(where: Path) -> list[Path]:
+    """The socket unit files installed beside the service unit."""
     return sorted(where.glob(socket_unit("*")))
+
+
+def socket_show(units: list[str]) -> list[str]:
+    """The systemctl command asking for the state of ``units``."""
+    return ["systemctl", "--user", "show", *units, "-p", SOCKET_PROPERTIES]
+
+
+def parse_socket_show(text: str, units: list[str]) -> tuple[SocketStatus, ...]:
+    """The state of each of ``units`` from `systemctl --user show UNIT... -p SOCKET_PROPERTIES`."""
+    blocks: list[dict[str, str]] = [{}]
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not line.strip():
+            blocks.append({})
+        elif sep and key.strip() not in blocks[-1]:  # the first Listen= is the unit's address
+            blocks[-1][key.strip()] = value.strip()
+    found = {b["Id"]: b for b in blocks if "Id" in b}
+    result = []
+    for unit in units:
+        props = found.get(unit, {})
+        listen = props.get("Listen", "").rsplit(" (", 1)[0]
+        if props.get("LoadState") == "not-found":
+            result.append(SocketStatus(unit, listen, "not loaded", False))
+        elif "ActiveState" not in props:
+            result.append(SocketStatus(unit, listen, "systemctl printed no ActiveState", None))
+        else:
+            active, sub = props["ActiveState"], props.get("SubState", "")
+            held = active == "active" and sub in ("listening", "running")
+            result.append(SocketStatus(unit, listen, active + (f" ({sub})" if sub else ""), held))
+    return tuple(result)
 
 
 def uninstall(run: Runner, path: Path, issued: list[list[str]], messages: list[str]) -> bool:
     """Stop and disable the units and remove their files."""
-    sockets = _installed_sockets(path.parent)
+    sockets = installed_sockets(path.parent)
     if not path.exists() and not sockets:
         messages.append(f"not installed: no unit at {path}; nothing to do")
         return True

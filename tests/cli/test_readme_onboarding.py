@@ -1,0 +1,119 @@
+"""The README's onboarding, rehearsed: the built wheel in a fresh venv, run from a folder of its own.
+
+The ``canary`` lines of the README's "Onboard your agent" block run as written, with its example
+addresses replaced by those of a small agent started by the test (``tests/cli/readme_agent.py``,
+a real HTTP server whose citation guard logs its rejections). The one manual step, pointing the
+agent's model base URL at ``[model] listen``, is done by writing the proxy address the agent was
+started with into ``canary.toml``. The rehearsal ends in the run's real verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from canary.demo.live import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = Path(__file__).with_name("readme_agent.py")
+
+
+def readme_steps() -> list[str]:
+    """The ``canary`` command lines of the README's onboarding block, continuation lines joined."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Onboard your agent", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    onboarding = next(b for b in blocks if "canary init --agent-url" in b)
+    joined = re.sub(r"\\\n\s*", " ", onboarding)
+    return [line.split(" #", 1)[0].strip() for line in joined.splitlines() if line.startswith("canary ")]
+
+
+def install_wheel(tmp: Path) -> Path:
+    """Build the wheel and install it into a fresh venv (from uv's cache when it can); its ``canary``."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    dist = tmp / "dist"
+    subprocess.run([uv, "build", "--wheel", "--out-dir", str(dist), str(ROOT)], check=True,
+                   capture_output=True, timeout=120)
+    (wheel,) = dist.glob("*.whl")
+    env_dir = tmp / "venv"
+    subprocess.run([uv, "venv", "--python", sys.executable, str(env_dir)], check=True, capture_output=True,
+                   timeout=60)
+    python = env_dir / "bin" / "python"
+    install = [uv, "pip", "install", "--python", str(python), str(wheel)]
+    offline = subprocess.run([*install, "--offline"], check=False, capture_output=True, timeout=120)
+    if offline.returncode != 0:
+        subprocess.run(install, check=True, capture_output=True, timeout=300)
+    return env_dir / "bin" / "canary"
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The small agent and its model server, in a process of their own, killed at the end."""
+    project = tmp_path / "my-agent"
+    (project / "logs").mkdir(parents=True)
+    log = project / "logs" / "agent.log"
+    log.touch()
+    proxy = f"127.0.0.1:{free_port()}"
+    ports = tmp_path / "ports.json"
+    with subprocess.Popen([sys.executable, str(AGENT), str(ports), str(log), f"http://{proxy}"],
+                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        try:
+            deadline = time.monotonic() + 30
+            while not (ports.is_file() and ports.read_text()) and proc.poll() is None:
+                assert time.monotonic() < deadline, "the agent did not start"
+                time.sleep(0.1)
+            urls = json.loads(ports.read_text())
+            yield {"project": str(project), "agent": urls["agent"], "model": urls["model"], "proxy": proxy}
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.mark.slow
+def test_the_readmes_onboarding_ends_in_real_verdicts(tmp_path: Path, agent: dict[str, str]) -> None:
+    steps = readme_steps()
+    assert [s.split()[:2] for s in steps] == [["canary", "init"], ["canary", "templates"],
+                                              ["canary", "init"], ["canary", "check"], ["canary", "run"]]
+    canary = install_wheel(tmp_path)
+    project = Path(agent["project"])
+    env = {k: v for k, v in os.environ.items() if k != "CANARY_CONFIG" and k != "VIRTUAL_ENV"}
+    examples = {"http://127.0.0.1:8700/ask": f"{agent['agent']}/ask", "~/Library/Logs/MyAgent/*.log": "logs/*.log",
+                "http://127.0.0.1:11434": agent["model"]}
+    outputs: dict[str, subprocess.CompletedProcess[str]] = {}
+    for step in steps:
+        argv = shlex.split(step)
+        argv = [examples.get(arg, arg) for arg in argv]
+        if argv[1] == "check":  # the manual step: the agent's model base URL is this proxy address
+            config = project / "canary.toml"
+            text = re.sub(r'(\[model\][^\[]*?listen = )"[^"]*"', rf'\1"{agent["proxy"]}"', config.read_text())
+            text = re.sub(r'(\[fixtures\][^\[]*?listen = )"[^"]*"', rf'\1"127.0.0.1:{free_port()}"', text)
+            config.write_text(text)
+        done = subprocess.run([str(canary), *argv[1:]], cwd=project, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=120, check=False)
+        outputs[step] = done
+        if argv[1] != "run":
+            assert done.returncode == 0, (step, done.stdout, done.stderr)
+
+    listed = outputs[steps[1]].stdout
+    assert "citation" in listed and "quote_fused" in listed
+    assert str(ROOT) not in listed, "templates read from the checkout, not the install"
+    assert sorted(p.name for p in (project / "canaries_defs").iterdir()) == ["citation.toml", "quote_fused.toml"]
+    assert "guards   2" in outputs[steps[3]].stdout
+    run = outputs[steps[4]]
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {line.split()[1]: line.split()[2] for line in run.stdout.splitlines() if line.startswith("citation ")}
+    assert rows == {"fake-url": "CAUGHT", "real-url-control": "PASSED"}, run.stdout
+    assert "CitationGuard: rejected url=https://" in run.stdout  # the guard's own line is the evidence

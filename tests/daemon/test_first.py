@@ -1,0 +1,56 @@
+"""The daemon's path to its first accept loads no store, collectors or scheduler."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from canary.config.settings import load_config
+from canary.daemon.loop import Daemon
+from canary.proxy.serving import BackgroundServer
+
+PROBE = """
+import json, sys
+import canary.cli.main, canary.daemon.loop, canary.daemon.steps, canary.daemon.first, canary.daemon.sockets
+import canary.daemon.reload, canary.daemon.handover
+heavy = ("sqlalchemy", "sqlmodel", "textual", "hyperscan", "watchdog", "apscheduler", "canary.store.engine",
+         "canary.logs.collect", "canary.runs.runner")
+print(json.dumps([m for m in heavy if m in sys.modules]))
+"""
+
+
+def test_what_serves_first_imports_nothing_heavy() -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_a_daemon_under_a_service_manager_does_not_hand_over_on_sigusr2(tmp_path: Path) -> None:
+    """systemd would take the old daemon's exit for the service's and end the successor with it."""
+    config = tmp_path / "canary.toml"
+    config.write_text(f"defs = []\n[store]\nurl = \"sqlite:///{tmp_path / 'canary.db'}\"\n")
+    daemon = Daemon(load_config(path=config))
+    daemon.managed = True
+    with BackgroundServer(_app(), name="proxy") as proxy:
+        daemon.session = SimpleNamespace(proxy=proxy, fixtures=None)  # type: ignore[assignment]
+        try:
+            assert daemon.hand_over() is False
+        finally:
+            if daemon.successor is not None:  # the check failed: end what it started
+                daemon.successor.kill()
+                daemon.successor.wait()
+    assert not daemon.stop_event.is_set() and daemon.successor is None
+
+
+def _app() -> Starlette:
+    async def quick(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    return Starlette(routes=[Route("/", quick)])
