@@ -230,6 +230,7 @@ class Tailer:
         observed = observe(
             f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
             waited=now - f.first_seen, grew=f.size != f.seen_size,
+            rotated_name=_live(f.path) != f.path,
         )
         f.seen_size = f.size
         decision = classify(mark, observed, sources, rotate_wait=self.rotate_wait)
