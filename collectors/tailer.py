@@ -35,7 +35,7 @@ from collectors.followed import (
 )
 from collectors.identity import HEAD, Kind, classify, tail_offsets
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
-from collectors.scan import Hit, LineScanner, Matcher
+from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
 from collectors.siblings import adoptable, copy_candidates, matched, unread_between
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
@@ -209,7 +209,7 @@ class Tailer:
             return None
         f = Followed(
             key=key, dev=st.st_dev, ino=st.st_ino, path=name, fd=fd,
-            scanner=LineScanner(self.matcher, 0), size=st.st_size, mtime_ns=st.st_mtime_ns,
+            scanner=self._scanner(name, 0), size=st.st_size, mtime_ns=st.st_mtime_ns,
             last_change=now, rotated=rotated, fresh=True, first_seen=now, at_start=self._first_scan,
         )
         self._files[key] = f
@@ -261,8 +261,17 @@ class Tailer:
     def _start_at(self, f: Followed, offset: int) -> None:
         assert f.fd is not None
         head = pread_upto(f.fd, min(offset, HEAD))
-        f.restart_at(LineScanner(self.matcher, offset), head, tail_before(f.fd, offset))
+        f.restart_at(self._scanner(f.path, offset), head, tail_before(f.fd, offset))
         f.base = offset
+
+    def _scanner(self, path: str, offset: int) -> LineScanner:
+        """A scanner of ``path`` from ``offset`` whose warnings (a line cut, a pattern over its
+        budget) go to the error callback, each naming the file and offset."""
+
+        def warn(warning: ScanWarning) -> None:
+            self._errors.warn(path, warning.message)
+
+        return LineScanner(self.matcher, offset, source=path, on_warning=warn)
 
     # -- reading ------------------------------------------------------------
 
@@ -326,7 +335,7 @@ class Tailer:
             f.prior = f.mark()
         f.prior_at = now
         self._report_loss(f)
-        f.restart_at(LineScanner(self.matcher, 0), b"", b"")
+        f.restart_at(self._scanner(f.path, 0), b"", b"")
         f.base = 0
         self._commit(f, [], 0, 0)
 
