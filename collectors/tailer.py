@@ -10,7 +10,8 @@ bytes before its read offset (``collectors.identity``). A file whose path now
 leads elsewhere is drained on every poll until it has been quiet for
 ``rotate_wait`` seconds, then closed; its position is dropped only once it is
 deleted. Idle files are closed too and reopened by position, so descriptors
-go to files that grow.
+go to files that grow. What a file rotated and compressed while nothing followed
+it left unread is read from its compressed sibling (``collectors.backlog``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
+from collectors.backfill import window_start
+from collectors.backlog import Step, finish_lost, read_lost
 from collectors.descriptors import Descriptors, Reporter
-from collectors.files import live_name
 from collectors.followed import (
     CHUNK,
     Followed,
@@ -33,10 +35,10 @@ from collectors.followed import (
     sources_for,
     tail_before,
 )
-from collectors.identity import HEAD, Kind, classify, tail_offsets
+from collectors.identity import HEAD, Kind, Mark, classify, tail_offsets
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
-from collectors.siblings import adoptable, copy_candidates, matched, unread_between
+from collectors.siblings import adoptable, copy_candidates, leads_to, live_path, matched, unread_between
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 
@@ -62,6 +64,7 @@ class Tailer:
         max_open: int | None = None,
         skew: float = 300.0,
         wall: Callable[[], float] = time.time,
+        backfill: float | None = None,
     ) -> None:
         self.patterns = list(patterns)
         self.matcher = matcher
@@ -77,10 +80,14 @@ class Tailer:
         self._gone: set[str] = set()
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
         self._first_scan = True
+        self._also: list[str] = []  # plain siblings to follow, found while deciding another file
+        self._walked: list[Mark] = []  # where compressed siblings were read to
         self._reload = self._held = False
         self._errors = Reporter(on_error)
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._skew, self._wall = skew, wall
+        self.backfill = backfill
+        self._known_lives: set[str] = set()  # live logs with a position stored when the tailer started
         self.lines_total = 0
         self.truncations = 0
 
@@ -98,6 +105,8 @@ class Tailer:
             self._held = False
             rescan = True
         names = self._rescan(now) if rescan else []
+        names += [(path, True) for path in self._also]
+        self._also.clear()
         consumed = 0
         for f in list(self._files.values()):
             consumed += self._drain(f, now)
@@ -132,6 +141,7 @@ class Tailer:
         self.close()
         self._stored = None
         self._settled.clear()
+        self._walked.clear()
         self._first_scan = True
 
     def hold(self) -> None:
@@ -147,6 +157,7 @@ class Tailer:
     def _positions(self) -> dict[str, FileState]:
         if self._stored is None:
             self._stored = {s.key: s for s in self.store.positions()}
+            self._known_lives = {live_path(s.path) for s in self._stored.values()}
         return self._stored
 
     def _rescan(self, now: float) -> list[tuple[str, bool]]:
@@ -162,14 +173,15 @@ class Tailer:
                 followed.path = name
                 followed.rotated = False
         for key, f in self._files.items():
-            if key not in seen and not f.rotated and not _leads_to(f.path, key):
+            if key not in seen and not f.rotated and not leads_to(f.path, key):
                 f.rotated = True
                 f.last_change = now
         missing = [s for k, s in stored.items() if k not in self._files and k not in seen]
         gone, moved = adoptable(missing, self._settled, self.patterns)
-        self._gone |= gone
-        todo += [(path, True) for path in moved]
-        lives = {_live(f.path) for f in self._files.values()} | {_live(n) for n in seen.values()}
+        finished, plain = self._finish_lost([stored[key] for key in sorted(gone)])
+        self._gone |= finished
+        todo += [(path, True) for path in moved + plain]
+        lives = {live_path(f.path) for f in self._files.values()} | {live_path(n) for n in seen.values()}
         known = set(self._files) | set(stored) | set(seen)
         todo += [(path, True) for path in unread_between(lives, known) if path not in moved]
         return todo
@@ -230,7 +242,7 @@ class Tailer:
         observed = observe(
             f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
             waited=now - f.first_seen, grew=f.size != f.seen_size,
-            rotated_name=_live(f.path) != f.path,
+            rotated_name=live_path(f.path) != f.path,
         )
         f.seen_size = f.size
         decision = classify(mark, observed, sources, rotate_wait=self.rotate_wait)
@@ -242,21 +254,34 @@ class Tailer:
             if stored is None or stored.offset:
                 if stored is not None:
                     f.prior, f.prior_at = stored.mark, now
+                    self._also += self._finish_lost([stored])[1]
                 self._commit(f, [], 0, 0)  # known from now on, even before a line is read
             return False  # nothing to read, so nothing to decide yet: a copy starts empty
         offset = decision.offset
         from_end = decision.kind is Kind.NEW and self.start_at_end and f.at_start and stored is None
         if decision.kind is Kind.OLDER_COPY or from_end:
             offset = last_line_end(f.fd, observed.size)
+        elif self._first_sight(f, decision.kind, stored):
+            assert self.backfill is not None
+            parse = self.matcher.timestamps.parse
+            offset = window_start(f.fd, last_line_end(f.fd, observed.size), self._wall() - self.backfill,
+                                  lambda line: parse(line.rstrip(b"\r\n")))
         if stored is not None:
             f.prior = stored.prior
             if decision.kind is Kind.REWRITTEN and stored.offset:
                 f.prior, f.prior_at = stored.mark, now
+                self._also += self._finish_lost([stored])[1]
         self._start_at(f, offset)
         f.fresh = False
         if stored is None or stored.offset != offset or decision.kind is not Kind.RESUME:
             self._commit(f, [], 0, 0)
         return True
+
+    def _first_sight(self, f: Followed, kind: Kind, stored: FileState | None) -> bool:
+        """Whether ``f`` is read back only over the window: found by the first scan, never seen,
+        and no file of its log was seen either (a file rotated in between is read whole)."""
+        return (self.backfill is not None and kind is Kind.NEW and f.at_start and stored is None
+                and live_path(f.path) not in self._known_lives)
 
     def _start_at(self, f: Followed, offset: int) -> None:
         assert f.fd is not None
@@ -316,6 +341,25 @@ class Tailer:
         if consumed:
             f.last_change = now
         return consumed
+
+    # -- compressed siblings ---------------------------------------------------
+
+    def _finish_lost(self, lost: Sequence[FileState]) -> tuple[set[str], list[str]]:
+        """Read what files gone, or holding other content now, left in compressed siblings."""
+        known = [m for s in self._positions().values() for m in (s.mark, s.prior) if m is not None]
+        return finish_lost(lost, known + self._walked, self._read_lost, self._errors)
+
+    def _read_lost(self, step: Step, state: FileState) -> bool:
+        """Read a compressed sibling from ``step.offset``, committing under ``state``'s key."""
+        f = Followed(
+            key=state.key, dev=state.dev, ino=state.ino, path=step.path, fd=None,
+            scanner=self._scanner(step.path, step.offset), prior=state.prior, base=step.offset,
+        )
+        done = read_lost(step, state, f, commit=self._commit, trusted=self._trusted,
+                         batch_bytes=self._batch_bytes, errors=self._errors)
+        if done:  # the same key goes on to the next sibling: remember where this one ended
+            self._walked.append(f.mark())
+        return done
 
     def _trusted(self, f: Followed, hits: list[Hit]) -> list[Hit]:
         """Hits whose stamp lies more than ``skew`` ahead count at their read time (told once)."""
@@ -403,18 +447,3 @@ class Tailer:
             self._errors.report(path, f"cannot forget {path}: {exc}")
             return
         self._positions().pop(key, None)
-
-
-
-def _leads_to(path: str, key: str) -> bool:
-    """Whether ``path`` still names the file ``key`` (a failed listing proves nothing)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return file_key(st.st_dev, st.st_ino) == key
-
-
-def _live(path: str) -> str:
-    """The live log's path a rotated file's path derives from."""
-    return os.path.join(os.path.dirname(path), live_name(os.path.basename(path)))
