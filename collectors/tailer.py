@@ -384,15 +384,17 @@ class Tailer:
         self._commit(f, [], 0, 0)
 
     def _report_loss(self, f: Followed) -> None:
-        """A writer without O_APPEND goes on past a truncation: the hole is what copytruncate lost."""
+        """Tell what a truncation may have cost: a writer without O_APPEND goes on past it, and
+        its hole is what was lost; any other's lines written between a copy and the truncation
+        are in no file, and cannot be measured."""
         assert f.fd is not None
         lost = hole_loss(f.fd, f.size, f.scanner.offset)
         if lost:
-            self._errors.warn(
-                f.path,
-                f"{f.path} was truncated (copytruncate?) {lost} bytes after the last line read; "
-                "those bytes are lost",
-            )
+            told = f"{lost} bytes after the last line read; those bytes are lost"
+        else:
+            told = (f"after {f.scanner.offset} bytes were read; lines written between the copy and the "
+                    "truncation, if any, are in no file and cannot be counted")
+        self._errors.warn(f.path, f"{f.path} was truncated (copytruncate?) {told}")
 
     def _commit(self, f: Followed, hits: list[Hit], lines: int, size: int) -> bool:
         if self._held:
