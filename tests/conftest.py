@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,3 +21,10 @@ def isolated_locations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
     monkeypatch.delenv("CANARY_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
     yield tmp_path
+
+
+@pytest.fixture(autouse=True)
+def collect_garbage() -> Iterator[None]:
+    """Collect cycles after each test, so an unclosed socket or file warns in the test that leaked it."""
+    yield
+    gc.collect()

@@ -439,9 +439,10 @@ PAGE_MESSAGE = (
 )
 
 
-def test_model_server_answers_parse_with_the_openai_client(start: Start) -> None:
+def test_model_server_answers_parse_with_the_openai_client(start: Start, request: pytest.FixtureRequest) -> None:
     model = start(create_model_server())
     client = OpenAI(base_url=model.url + "/v1", api_key="demo", max_retries=0)
+    request.addfinalizer(client.close)
     messages: list[Any] = [{"role": "system", "content": "Be careful."},
                            {"role": "user", "content": PAGE_MESSAGE}]
     expected = honest(PERMIT_SENTENCE, "http://127.0.0.1:9/r/abc")

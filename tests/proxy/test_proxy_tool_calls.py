@@ -239,7 +239,10 @@ def test_smolagents_tool_calling_agent_reads_a_fabricated_final_answer(
         model = OpenAIServerModel(model_id="m", api_base=f"{proxy}/v1", api_key="x")
         agent = ToolCallingAgent(tools=[], model=model, max_steps=2, verbosity_level=0,
                                  final_answer_checks=[check], stream_outputs=stream)
-        answer = agent.run(PROMPT)
+        try:
+            answer = agent.run(PROMPT)
+        finally:
+            model.client.close()
     finally:
         interceptor.call = CALL
     assert answer == f"The minimum is 1635 euros. Source: {URL}"

@@ -18,7 +18,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -143,7 +143,12 @@ def agent_app(proxy_url: str, log: Path, behaviour: Behaviour) -> Starlette:
         prompt = (await request.json())["prompt"]
         return JSONResponse({"answer": await asyncio.to_thread(think, prompt)})
 
-    return Starlette(routes=[Route("/ask", ask, methods=["POST"])])
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        client.close()
+
+    return Starlette(routes=[Route("/ask", ask, methods=["POST"])], lifespan=lifespan)
 
 
 @dataclass

@@ -46,9 +46,9 @@ def make_agent(mode: str, proxy_url: str, log: Path) -> Starlette:
         if mode == "never_fetches":
             return "I cannot open links, sorry."
         page = httpx.get(url.group(0).rstrip(".")).text
-        client = OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0)
         messages = [{"role": "user", "content": f"{prompt}\n\nPAGE:\n{page}"}]
-        reply = client.chat.completions.create(model="m", messages=messages)
+        with OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0) as client:
+            reply = client.chat.completions.create(model="m", messages=messages)
         answer = reply.choices[0].message.content or ""
         grounded = set(URL.findall(page)) | {url.group(0)}
         bad = [u for u in URL.findall(answer) if u.rstrip(".") not in grounded]

@@ -385,7 +385,10 @@ def smolagents_agent(log: logging.Logger, *, live: bool) -> Callable[[str], Star
             agent = ToolCallingAgent(tools=[], model=model, max_steps=2, verbosity_level=0,
                                      final_answer_checks=[citation_check])
             page_text = "\n".join(pages.values())
-            return str(agent.run(f"{prompt}\n\nThe page:\n{page_text}"))
+            try:
+                return str(agent.run(f"{prompt}\n\nThe page:\n{page_text}"))
+            finally:
+                model.client.close()
 
         return serve(ask)
 
