@@ -191,13 +191,15 @@ class Tailer:
         for f in list(self._files.values()):
             if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
                 continue
-            for sibling in copy_candidates(f.path, self._files):
+            found = False
+            for sibling in copy_candidates(f.path, self._files):  # each copy of a mark kept
                 copy = self._open(sibling, now, rotated=True, only_copies=True)
                 if copy is not None:
-                    f.prior_at = -1e18  # found: look no further
+                    found = True
                     self._drain(copy, now)
                     self._fds.trim(copy)
-                    break
+            if found:
+                f.prior_at = -1e18  # look no further
 
     def _forget_gone(self) -> None:
         for key in sorted(self._gone):
@@ -253,7 +255,8 @@ class Tailer:
         if observed.size == 0:
             if stored is None or stored.offset:
                 if stored is not None:
-                    f.prior, f.prior_at = stored.mark, now
+                    f.prior, f.earlier = stored.prior, stored.earlier
+                    f.push_prior(stored.mark, now)
                     self._also += self._finish_lost([stored])[1]
                 self._commit(f, [], 0, 0)  # known from now on, even before a line is read
             return False  # nothing to read, so nothing to decide yet: a copy starts empty
@@ -267,9 +270,9 @@ class Tailer:
             offset = window_start(f.fd, last_line_end(f.fd, observed.size), self._wall() - self.backfill,
                                   lambda line: parse(line.rstrip(b"\r\n")))
         if stored is not None:
-            f.prior = stored.prior
+            f.prior, f.earlier, f.prior_at = stored.prior, stored.earlier, now  # copies are looked for again
             if decision.kind is Kind.REWRITTEN and stored.offset:
-                f.prior, f.prior_at = stored.mark, now
+                f.push_prior(stored.mark, now)
                 self._also += self._finish_lost([stored])[1]
         self._start_at(f, offset)
         f.fresh = False
@@ -346,14 +349,16 @@ class Tailer:
 
     def _finish_lost(self, lost: Sequence[FileState]) -> tuple[set[str], list[str]]:
         """Read what files gone, or holding other content now, left in compressed siblings."""
-        known = [m for s in self._positions().values() for m in (s.mark, s.prior) if m is not None]
+        stored = self._positions().values()
+        known = [m for s in stored for m in (s.mark, s.prior, *s.earlier) if m is not None]
         return finish_lost(lost, known + self._walked, self._read_lost, self._errors)
 
     def _read_lost(self, step: Step, state: FileState) -> bool:
         """Read a compressed sibling from ``step.offset``, committing under ``state``'s key."""
         f = Followed(
             key=state.key, dev=state.dev, ino=state.ino, path=step.path, fd=None,
-            scanner=self._scanner(step.path, step.offset), prior=state.prior, base=step.offset,
+            scanner=self._scanner(step.path, step.offset), prior=state.prior, earlier=state.earlier,
+            base=step.offset,
         )
         done = read_lost(step, state, f, commit=self._commit, trusted=self._trusted,
                          batch_bytes=self._batch_bytes, errors=self._errors)
@@ -376,7 +381,7 @@ class Tailer:
         f.truncations += 1
         self.truncations += 1
         if f.scanner.offset:
-            f.prior = f.mark()
+            f.push_prior(f.mark(), now)
         f.prior_at = now
         self._report_loss(f)
         f.restart_at(self._scanner(f.path, 0), b"", b"")

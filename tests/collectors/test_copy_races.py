@@ -113,3 +113,37 @@ def test_copy_being_made_when_a_restarted_tailer_first_scans_is_not_read_again(
     seen = counted(store)
     assert {line: n for line, n in seen.items() if n > 1} == {}
     assert sorted(seen) == sorted(f"a HIT seq={i}" for i in range(60))
+
+
+@pytest.mark.parametrize("glob", ["app.log", "app.log*"])
+@pytest.mark.parametrize("restart", [False, True])
+def test_two_copytruncates_before_the_first_copy_is_found_read_each_copy_once(
+    tmp_path: Path, store: Store, glob: str, restart: bool
+) -> None:
+    """Polls without a rescan see both truncations; the copies are found only afterwards."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "app.log"
+    clock = Clock()
+    append(log, lines(0, 10))
+    t = tailer(store, logs / glob, clock)
+    t.poll()
+    append(log, lines(10, 10))
+    copytruncate(log)  # the first copy holds lines 0-19, read up to 9
+    append(log, lines(20, 10))
+    t.poll(rescan=False)
+    append(log, lines(30, 10))
+    t.poll(rescan=False)
+    copytruncate(log)  # the second copy holds lines 20-39, all read; the first is now .2
+    append(log, lines(40, 10))
+    t.poll(rescan=False)
+    if restart:
+        t.close()
+        t = tailer(store, logs / glob, clock)
+    for _ in range(4):
+        clock.now += 2
+        t.poll()
+    t.close()
+    seen = counted(store)
+    assert {line: n for line, n in seen.items() if n > 1} == {}
+    assert sorted(seen) == sorted(f"a HIT seq={i}" for i in range(50))
