@@ -21,10 +21,11 @@ from collectors.files import is_compressed, live_name, open_log, rotated_sibling
 from collectors.followed import Followed
 from collectors.identity import HEAD, TAIL, Mark, digest
 from collectors.positions import FileState
-from collectors.scan import Hit
+from collectors.scan import Hit, LineScanner
 
 __all__ = [
-    "CannotRead", "Step", "Unreadable", "chain", "finish_lost", "read_compressed", "read_lost", "stream",
+    "CannotRead", "Catchup", "Step", "Unreadable", "chain", "finish_lost", "read_compressed", "read_lost",
+    "stream",
 ]
 
 #: Bytes decompressed per read.
@@ -233,3 +234,37 @@ def finish_lost(
         else:
             done |= {s.key for s in group}
     return done, plain
+
+
+class Catchup:
+    """Reads the compressed siblings of a tailer's lost files, remembering where each was read
+    to (the same key walks on from sibling to sibling, so its stored mark moves on)."""
+
+    def __init__(
+        self,
+        commit: Commit,
+        trusted: Callable[[Followed, list[Hit]], list[Hit]],
+        scanner: Callable[[str, int], LineScanner],
+        batch_bytes: int,
+        errors: Reporter,
+    ) -> None:
+        self._commit, self._trusted, self._scanner = commit, trusted, scanner
+        self._batch_bytes, self._errors = batch_bytes, errors
+        self.walked: list[Mark] = []
+
+    def finish(self, lost: Sequence[FileState], stored: Sequence[FileState]) -> tuple[set[str], list[str]]:
+        """``finish_lost`` over the marks of ``stored`` and those walked to."""
+        known = [m for s in stored for m in (s.mark, s.prior, *s.earlier) if m is not None]
+        return finish_lost(lost, known + self.walked, self._read, self._errors)
+
+    def _read(self, step: Step, state: FileState) -> bool:
+        f = Followed(
+            key=state.key, dev=state.dev, ino=state.ino, path=step.path, fd=None,
+            scanner=self._scanner(step.path, step.offset), prior=state.prior, earlier=state.earlier,
+            base=step.offset,
+        )
+        done = read_lost(step, state, f, commit=self._commit, trusted=self._trusted,
+                         batch_bytes=self._batch_bytes, errors=self._errors)
+        if done:
+            self.walked.append(f.mark())
+        return done

@@ -184,6 +184,19 @@ def hole_loss(fd: int, size: int, offset: int) -> int:
     return max(0, hole - offset) if hole else 0
 
 
+def truncation_told(fd: int, path: str, size: int, offset: int) -> str:
+    """What a truncation of ``path`` after ``offset`` bytes were read may have cost: a writer
+    without O_APPEND goes on past it, and its hole is what was lost; any other's lines written
+    between a copy and the truncation are in no file, and cannot be measured."""
+    lost = hole_loss(fd, size, offset)
+    if lost:
+        told = f"{lost} bytes after the last line read; those bytes are lost"
+    else:
+        told = (f"after {offset} bytes were read; lines written between the copy and the "
+                "truncation, if any, are in no file and cannot be counted")
+    return f"{path} was truncated (copytruncate?) {told}"
+
+
 def read_time_if_ahead(hits: list[Hit], limit: float) -> tuple[list[Hit], Hit | None]:
     """The hits with every stamp past ``limit`` (epoch seconds) dropped, so they count at
     their read time; and the first such hit."""

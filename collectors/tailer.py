@@ -21,21 +21,21 @@ import time
 from collections.abc import Callable, Sequence
 
 from collectors.backfill import window_start
-from collectors.backlog import Step, finish_lost, read_lost
+from collectors.backlog import Catchup
 from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
     Followed,
     at_end,
-    hole_loss,
     last_line_end,
     observe,
     pread_upto,
     read_time_if_ahead,
     sources_for,
     tail_before,
+    truncation_told,
 )
-from collectors.identity import HEAD, Kind, Mark, classify, tail_offsets
+from collectors.identity import HEAD, Kind, classify, tail_offsets
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
 from collectors.siblings import adoptable, copy_candidates, leads_to, live_path, matched, unread_between
@@ -81,11 +81,11 @@ class Tailer:
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
         self._first_scan = True
         self._also: list[str] = []  # plain siblings to follow, found while deciding another file
-        self._walked: list[Mark] = []  # where compressed siblings were read to
         self._reload = self._held = False
         self._errors = Reporter(on_error)
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._skew, self._wall = skew, wall
+        self._catchup = Catchup(self._commit, self._trusted, self._scanner, self._batch_bytes, self._errors)
         self.backfill = backfill
         self._known_lives: set[str] = set()  # live logs with a position stored when the tailer started
         self.lines_total = 0
@@ -141,7 +141,7 @@ class Tailer:
         self.close()
         self._stored = None
         self._settled.clear()
-        self._walked.clear()
+        self._catchup.walked.clear()
         self._first_scan = True
 
     def hold(self) -> None:
@@ -349,22 +349,7 @@ class Tailer:
 
     def _finish_lost(self, lost: Sequence[FileState]) -> tuple[set[str], list[str]]:
         """Read what files gone, or holding other content now, left in compressed siblings."""
-        stored = self._positions().values()
-        known = [m for s in stored for m in (s.mark, s.prior, *s.earlier) if m is not None]
-        return finish_lost(lost, known + self._walked, self._read_lost, self._errors)
-
-    def _read_lost(self, step: Step, state: FileState) -> bool:
-        """Read a compressed sibling from ``step.offset``, committing under ``state``'s key."""
-        f = Followed(
-            key=state.key, dev=state.dev, ino=state.ino, path=step.path, fd=None,
-            scanner=self._scanner(step.path, step.offset), prior=state.prior, earlier=state.earlier,
-            base=step.offset,
-        )
-        done = read_lost(step, state, f, commit=self._commit, trusted=self._trusted,
-                         batch_bytes=self._batch_bytes, errors=self._errors)
-        if done:  # the same key goes on to the next sibling: remember where this one ended
-            self._walked.append(f.mark())
-        return done
+        return self._catchup.finish(lost, list(self._positions().values()))
 
     def _trusted(self, f: Followed, hits: list[Hit]) -> list[Hit]:
         """Hits whose stamp lies more than ``skew`` ahead count at their read time (told once)."""
@@ -389,17 +374,8 @@ class Tailer:
         self._commit(f, [], 0, 0)
 
     def _report_loss(self, f: Followed) -> None:
-        """Tell what a truncation may have cost: a writer without O_APPEND goes on past it, and
-        its hole is what was lost; any other's lines written between a copy and the truncation
-        are in no file, and cannot be measured."""
         assert f.fd is not None
-        lost = hole_loss(f.fd, f.size, f.scanner.offset)
-        if lost:
-            told = f"{lost} bytes after the last line read; those bytes are lost"
-        else:
-            told = (f"after {f.scanner.offset} bytes were read; lines written between the copy and the "
-                    "truncation, if any, are in no file and cannot be counted")
-        self._errors.warn(f.path, f"{f.path} was truncated (copytruncate?) {told}")
+        self._errors.warn(f.path, truncation_told(f.fd, f.path, f.size, f.scanner.offset))
 
     def _commit(self, f: Followed, hits: list[Hit], lines: int, size: int) -> bool:
         if self._held:
