@@ -70,9 +70,9 @@ def unpack_marks(data: bytes | None) -> list[Mark]:
     pos = 1
     while pos + 4 <= len(data):
         (size,) = struct.unpack(">I", data[pos : pos + 4])
-        mark = unpack_mark(data[pos + 4 : pos + 4 + size])
+        mark = unpack_mark(data[pos + 4 : pos + 4 + size]) if pos + 4 + size <= len(data) else None
         if mark is None:
-            break
+            break  # cut short: only the whole marks
         marks.append(mark)
         pos += 4 + size
     return marks
