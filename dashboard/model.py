@@ -19,10 +19,12 @@ from datetime import datetime, timedelta
 
 from canary.config.settings import Config
 from canary.status.evaluate import GuardStatus
+from canary.status.facts import variant_counts
+from canary.status.families import Family, families
 from canary.status.mutes import is_muted
 from canary.status.overview import DaemonInfo, daemon_info, evaluate_all
 from canary.store.engine import Store
-from canary.vocabulary import Status, as_utc
+from canary.vocabulary import Status, as_utc, hour_floor
 from dashboard.queries import (
     AlertRow,
     FiringRow,
@@ -106,6 +108,13 @@ class GuardRow:
     last_firing: datetime | None
     muted_until: datetime | None
     canaries: int
+    #: Kill rate per variant family (one per canary), over the guard's own window.
+    families: tuple[Family, ...] = ()
+
+    @property
+    def holes(self) -> tuple[Family, ...]:
+        """The families whose kill rate is below 1: known holes, whatever the status says."""
+        return tuple(f for f in self.families if f.hole)
 
 
 @dataclass(frozen=True)
@@ -131,16 +140,24 @@ class Overview:
 
 
 def window_series(
-    store: Store, guards: list[str], *, now: datetime, spec: WindowSpec
+    store: Store, guards: list[str], *, now: datetime, spec: WindowSpec, retention: timedelta | None = None
 ) -> dict[str, tuple[int, int, list[int]]]:
     """Per guard: organic firings, canary firings and sparkline cells over the window ending at ``now``.
 
-    The hour-based windows count from the start of the hour the window starts in (as
-    ``canary status`` does); that partial hour is drawn in the first cell.
+    The hour-based windows count from the window's start to the instant, as ``canary status``
+    and ``canary audit --window`` do: the first, partial hour from the firing rows, the whole
+    hours after it from the hourly counts. A window as long as the firing rows' ``retention``
+    counts its first hour whole instead (its rows may be pruned), drawn in the first cell.
     """
     start = now - spec.span
+    first = hour_floor(start)
     if spec.per_minute:
         rows = firing_cells(store.engine, start, now, spec.cell)
+    elif first < start and (retention is None or spec.span < retention):
+        after = first + timedelta(hours=1)
+        # cells are whole hours, so an hour's cell counted from ``after`` is its cell from ``start``
+        rows = [*firing_cells(store.engine, start, after, spec.cell),
+                *hourly_cells(store.engine, after, spec.cell)]
     else:
         rows = hourly_cells(store.engine, start, spec.cell)
     series = {g: (0, 0, [0] * spec.cells) for g in guards}
@@ -161,7 +178,8 @@ def load_overview(
     info = daemon_info(store, now=now)
     as_of = now if info.running or info.beat is None else min(now, info.beat)
     evaluated = evaluate_all(store, config, now=as_of, readable=readable)
-    series = window_series(store, [g.name for g in config.guards], now=now, spec=window)
+    series = window_series(store, [g.name for g in config.guards], now=now, spec=window,
+                           retention=config.store.retention)
     defs = {g.name: g for g in config.guards}
     rows = []
     for facts, status in evaluated:
@@ -172,6 +190,7 @@ def load_overview(
                 guard=facts.guard, description=defs[facts.guard].description, status=status,
                 organic=organic, canary=canary, buckets=tuple(cells),
                 last_firing=facts.last_firing, muted_until=muted, canaries=len(defs[facts.guard].canaries),
+                families=tuple(families(facts, variant_counts(defs[facts.guard]), now=as_of)),
             )
         )
     order = {s: i for i, s in enumerate(ORDER)}

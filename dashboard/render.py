@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
+from canary.status.families import Family, holes_line
 from canary.terminal import safe
 from canary.vocabulary import CONCLUSIVE, HEALTHY, HEALTHY_VERDICTS, Stage, Status, Verdict
 from dashboard.queries import RunRow
@@ -95,6 +96,41 @@ def count(value: int, *, alarm: bool) -> Text:
 def kill_rate(rate: float | None) -> str:
     """``75%``, or ``-`` when no conclusive run happened in the window."""
     return "-" if rate is None else f"{rate:.0%}"
+
+
+#: Drawn after the kill rate of a guard that has a family with a hole.
+HOLE_MARK = "!"
+
+
+def guard_kill(rate: float | None, families: Sequence[Family]) -> Text:
+    """The guard's kill rate, marked ``!`` in yellow when a variant family's kill rate is below 1."""
+    text = Text(kill_rate(rate))
+    if any(f.hole for f in families):
+        text.append(HOLE_MARK, style="bold yellow")
+    return text
+
+
+def holes(families: Sequence[Family]) -> Text | None:
+    """The holes line ``canary status`` prints, in yellow; None when no family has one."""
+    line = holes_line([f.to_json() for f in families])
+    return Text(safe(line), style="yellow") if line else None
+
+
+def family_line(family: Family) -> Text:
+    """One family: its caught/conclusive runs in the window, then each variant's latest conclusive verdict."""
+    text = Text.assemble((safe(family.canary), "bold"), "  ")
+    if family.expect == "accept":
+        text.append(f"control, {family.conclusive} conclusive run(s)")
+    elif family.conclusive == 0:
+        text.append("no conclusive run in the window", style="italic")
+    else:
+        text.append(f"{family.caught}/{family.conclusive} caught ({kill_rate(family.kill_rate)})",
+                    style="bold yellow" if family.hole else "green")
+    for v in family.variants:
+        text.append("  ")
+        word = (v.last_verdict or "no conclusive run").replace("_", " ")
+        text.append(f"v{v.variant} {word}", style=verdict_style(v.last_verdict) if v.last_verdict else "dim")
+    return text
 
 
 def verdict_style(verdict: str | None) -> str:

@@ -147,6 +147,9 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
             warn(f.path, f"could not read {f.path}: {f.error}")
         for message in f.warnings:
             warn(f.path, message)
+    if report.store_problem:
+        warn("", f"the store's runs could not be read ({report.store_problem}): "
+                 "lines carrying a run's nonce are counted organic")
     if not report.files:
         warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
     if as_json:
@@ -197,16 +200,17 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
 
 
 def _counts(config: Config, store: Store, collection: Collection) -> str:
-    from canary.store.queries import window_activity, window_counts
+    from canary.store import reads
+    from canary.store.queries import window_activity
 
     now = datetime.now(UTC)
     parts = []
-    for guard in config.guards:
-        since = now - guard.window
-        counts = window_counts(store.engine, since).get(guard.name)
-        organic = counts.organic if counts else 0
-        canary = counts.canary if counts else 0
-        parts.append(f"{guard.name}={organic}" + (f"(+{canary} canary)" if canary else ""))
+    with store.engine.connect() as conn:
+        reader = reads.Reader.over(conn)
+        for guard in config.guards:
+            # the window as canary status and canary audit --window count it, to the instant
+            organic, canary = reads.window_firings(reader, guard.name, now - guard.window)
+            parts.append(f"{guard.name}={organic}" + (f"(+{canary} canary)" if canary else ""))
     activity, _lines = window_activity(store.engine, now - timedelta(hours=24))
     files = collection.files()
     return (

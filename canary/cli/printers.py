@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import click
 
 from canary.runs.record import AMBIGUOUS_ADVICE
+from canary.status.families import holes_line
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
 
@@ -52,18 +53,19 @@ def stamp(moment: datetime | None) -> str:
 
 def audit_table(report: AuditReport) -> str:
     """The ``canary audit`` table and its summary lines."""
-    rows = [("guard", "firings", "first", "last", "")]
+    rows = [("guard", "firings", "organic", "canary", "first", "last", "")]
     for g in report.guards:
         flag = "ASLEEP" if g.flag == "asleep" else ""
         count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
-        rows.append((safe(g.guard), count, stamp(g.first), stamp(g.last), flag))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        rows.append((safe(g.guard), count, str(g.organic), str(g.canary), stamp(g.first), stamp(g.last),
+                     flag))
+    widths = [max(len(r[i]) for r in rows) for i in range(7)]
     lines = []
     for i, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]),
-                 row[3].ljust(widths[3]), row[4]]
+        cells = [row[0].ljust(widths[0]), *(row[j].rjust(widths[j]) for j in (1, 2, 3)),
+                 row[4].ljust(widths[4]), row[5].ljust(widths[5]), row[6]]
         line = "  ".join(cells).rstrip()
-        if row[4]:
+        if row[6]:
             line = click.style(line, fg="red", bold=True)
         elif i == 0:
             line = click.style(line, bold=True)
@@ -166,6 +168,7 @@ def status_table(doc: Mapping[str, Any]) -> str:
             status += " (muted)"
         rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
                      rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
+    holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
     for i, row in enumerate(rows):
@@ -175,5 +178,8 @@ def status_table(doc: Mapping[str, Any]) -> str:
         elif row[1].split()[0] in ("ASLEEP", "DEGRADED", "INCONCLUSIVE"):
             text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
         lines.append(text.rstrip())
+        hole = holes[i]
+        if hole:  # a family's kill rate below 1: a known hole, even when the guard reads alive
+            lines.append(click.style("  " + safe(hole), fg="yellow"))
     return "\n".join(lines)
 

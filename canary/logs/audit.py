@@ -5,6 +5,10 @@ names) included, and never touches the read positions the daemon keeps. Lines
 are placed in the window by their own timestamps; a firing whose line carries
 no timestamp cannot be placed, so with a window it is reported apart as
 ``untimed`` rather than guessed in or out.
+
+A firing whose line carries the nonce of a run the store holds (read read-only,
+``canary.store.nonces``) is a canary firing, counted apart from the organic
+ones, as the collectors store it; with no store, every firing is organic.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
+from canary.store.nonces import carried, read_only_nonces
+from canary.store.reads import sqlite_path
 from canary.vocabulary import iso
 from collectors.files import expand, open_log, rotated_siblings
 from collectors.scan import Hit, LineScanner
@@ -33,6 +39,12 @@ class GuardAudit:
     first: datetime | None = None
     last: datetime | None = None
     untimed: int = 0
+    canary: int = 0  # of ``firings``: lines carrying a stored run's nonce
+
+    @property
+    def organic(self) -> int:
+        """Firings from real use: those that carry no stored run's nonce."""
+        return self.firings - self.canary
 
     @property
     def flag(self) -> str | None:
@@ -61,6 +73,7 @@ class AuditReport:
     files: list[FileAudit] = field(default_factory=list)
     activity: int = 0
     activity_configured: bool = False
+    store_problem: str | None = None  # the store's runs could not be read: every firing counted organic
 
     @property
     def lines(self) -> int:
@@ -83,6 +96,8 @@ class AuditReport:
                 {
                     "guard": g.guard,
                     "firings": g.firings,
+                    "organic": g.organic,
+                    "canary": g.canary,
                     "first": iso(g.first),
                     "last": iso(g.last),
                     "flag": g.flag,
@@ -139,6 +154,7 @@ def audit(
         activity_configured=config.logs.activity is not None,
     )
     by_name = {g.guard: g for g in report.guards}
+    nonces, report.store_problem = _stored_nonces(config)
     for path in audit_files(config):
         file_audit = FileAudit(str(path))
         report.files.append(file_audit)
@@ -158,7 +174,7 @@ def audit(
                         if hit.ts is not None and hit.ts > moment + skew:
                             # as the collectors do: a stamp too far ahead counts when read (now)
                             placed = Hit(hit.offset, hit.text, hit.guards, hit.activity, moment)
-                        _count(report, by_name, placed, since, end)
+                        _count(report, by_name, placed, since, end, nonces=nonces)
         except (OSError, EOFError, ValueError) as exc:
             file_audit.error = f"{type(exc).__name__}: {exc}"
         file_audit.warnings = [w.message for w in scanner.warnings]
@@ -173,6 +189,8 @@ def _count(
     hit: Hit,
     since: datetime | None,
     until: datetime,
+    *,
+    nonces: frozenset[str] = frozenset(),
 ) -> None:
     windowed = since is not None
     if not windowed and not hit.guards:
@@ -191,8 +209,37 @@ def _count(
         if not in_window:
             continue
         entry.firings += 1
+        if nonces and carried(hit.text, nonces) is not None:
+            entry.canary += 1
         if ts is not None:
             if entry.first is None or ts < entry.first:
                 entry.first = ts
             if entry.last is None or ts > entry.last:
                 entry.last = ts
+
+
+def _stored_nonces(config: Config) -> tuple[frozenset[str], str | None]:
+    """The nonces of the store's runs, read without writing, and what went wrong if they could not be."""
+    url = config.store.url
+    path = sqlite_path(url)
+    try:
+        if path is not None:
+            return read_only_nonces(path), None
+        return _nonces_over(url), None
+    except Exception as exc:  # any driver's error: the audit goes on, all organic
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return frozenset(), f"{type(exc).__name__}: {first}"
+
+
+def _nonces_over(url: str) -> frozenset[str]:
+    """The runs' nonces of a store at any other SQLAlchemy URL; none when it has no runs table."""
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("runs"):
+                return frozenset()
+            return frozenset(str(n) for (n,) in conn.execute(text("SELECT nonce FROM runs")))
+    finally:
+        engine.dispose()

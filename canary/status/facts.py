@@ -1,6 +1,7 @@
 """The facts ``evaluate`` needs, gathered from the store and the config.
 
-Window counts come from the hourly counts, never from scanning firing rows; the SQL is
+Window counts come from the hourly counts, and only the window's first, partial hour from
+the firing rows, so the window ends where ``canary audit --window`` ends it; the SQL is
 ``canary.store.reads``, so no ORM object is built and SQLAlchemy need not be imported.
 """
 
@@ -34,6 +35,11 @@ def canary_period(canary: CanaryDef, now: datetime) -> timedelta:
     return gap
 
 
+def variant_counts(guard: GuardDef) -> dict[str, tuple[str, int]]:
+    """Per canary of a guard: what it expects, and how many variants its definition has."""
+    return {c.name: (c.expect, len(c.variants)) for c in guard.canaries}
+
+
 def logs_readable(config: Config) -> bool:
     """Whether at least one log file matches and every match can be opened."""
     paths = expand(config.logs.paths)
@@ -63,7 +69,10 @@ def gather(
         if hour not in activity_of:
             activity_of[hour] = reads.window_activity(reader, hour)
         activity, lines = activity_of[hour]
-        organic, canary_firings = reads.window_counts(reader, guard.name, hour)
+        if guard.window < config.store.retention:
+            organic, canary_firings = reads.window_firings(reader, guard.name, now - guard.window)
+        else:  # the firing rows of the window's first hour may be pruned: count from its start
+            organic, canary_firings = reads.window_counts(reader, guard.name, hour)
         until, mute_reason = mutes.get(guard.name, (None, None))
         facts.append(
             GuardFacts(

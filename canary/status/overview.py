@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
 from canary.status.evaluate import GuardFacts, GuardStatus, evaluate, is_muted
-from canary.status.facts import gather
+from canary.status.facts import gather, variant_counts
+from canary.status.families import families
 from canary.store import reads
 from canary.store.health import read_problem
 from canary.store.reads import Reader
@@ -105,6 +106,7 @@ def status_document(
             return status_document(reader, config, now=now, readable=readable, problem_at=store.path)
     info = daemon_info(store, now=now, problem_at=problem_at)
     guards = []
+    defined = {g.name: variant_counts(g) for g in config.guards}
     for facts, status in evaluate_all(store, config, now=now, readable=readable):
         guards.append(
             {
@@ -117,6 +119,7 @@ def status_document(
                 "last_verdict": status.last_verdict,
                 "last_run": iso(status.last_run),
                 "muted_until": iso(facts.muted_until) if is_muted(facts.muted_until, now) else None,
+                "families": [f.to_json() for f in families(facts, defined[facts.guard], now=now)],
             }
         )
     from canary.status import upstream

@@ -26,6 +26,7 @@ from canary import locations
 from canary.config.urls import redact_url
 from canary.errors import StoreError
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from canary.store.nonces import nonce_candidates
 from canary.store.positions import pack_marks, state_of
 from canary.store.tables import (
     LINE_KEEP,
@@ -34,6 +35,7 @@ from canary.store.tables import (
     HourlyActivity,
     HourlyCount,
     Meta,
+    Run,
 )
 from canary.vocabulary import as_utc, hour_floor
 from collectors.positions import Batch, FileState
@@ -220,10 +222,18 @@ class Store:
                 activity[hour_floor(ts)] += 1
             if self.observe is not None:
                 self.observe(hit)
-            for guard in hit.guards:
-                if guard == CORRELATE_RULE:
-                    continue
-                run_id = self.attribute(guard, hit) if attribute and self.attribute is not None else None
+            guards = [g for g in hit.guards if g != CORRELATE_RULE]
+            stored = self.stored_run(hit.text) if guards else None
+            for guard in guards:
+                if stored is not None and not attribute:
+                    continue  # a recount replaces organic firings only: this one is a canary's
+                if stored is not None and stored[1]:
+                    # A finished run's line: never offered to the runs in flight as unmarked.
+                    run_id: int | None = stored[0]
+                else:
+                    run_id = self.attribute(guard, hit) if attribute and self.attribute is not None else None
+                    if run_id is None and stored is not None:
+                        run_id = stored[0]
                 firings.append(
                     {
                         "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
@@ -234,6 +244,18 @@ class Store:
                 source = "organic" if run_id is None else "canary"
                 counts[(guard, hour_floor(ts), source)] += 1
         return firings, counts, activity
+
+    def stored_run(self, text: str) -> tuple[int, bool] | None:
+        """(id, finished) of the stored run whose nonce ``text`` carries (past or in flight), or None."""
+        candidates = nonce_candidates(text)
+        if not candidates:
+            return None
+        table = Run.__table__  # type: ignore[attr-defined]
+        stmt = (select(table.c.id, table.c.verdict.is_not(None))
+                .where(table.c.nonce.in_(sorted(candidates))).order_by(table.c.id).limit(1))
+        with self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        return (int(row[0]), bool(row[1])) if row is not None else None
 
     def _add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
         for (guard, hour, source), n in counts.items():

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -186,6 +186,29 @@ def window_counts(reader: Reader, guard: str, hour: datetime) -> tuple[int, int]
         "SELECT source, SUM(count) FROM hourly_counts WHERE guard = :guard AND hour >= :hour GROUP BY source",
         guard=guard, hour=hour,
     )
+    by = {str(source): int(total or 0) for source, total in rows}
+    return by.get("organic", 0), by.get("canary", 0)
+
+
+_WINDOW_FIRINGS = """
+SELECT source, SUM(n) FROM (
+  SELECT source, "count" AS n FROM hourly_counts WHERE guard = :guard AND hour >= :next
+  UNION ALL
+  SELECT CASE WHEN run_id IS NULL THEN 'organic' ELSE 'canary' END AS source, 1 AS n FROM firings
+  WHERE guard = :guard AND ts >= :since AND ts < :next
+) AS w GROUP BY source
+"""
+
+
+def window_firings(reader: Reader, guard: str, since: datetime) -> tuple[int, int]:
+    """(organic, canary) firings of a guard from ``since`` on, to the instant, as ``canary audit
+    --window`` counts them: the hourly counts of the whole hours after ``since``, and the firing
+    rows of the hour ``since`` falls in (an indexed range on (guard, ts)), in one query."""
+    start = as_utc(since)
+    first = start.replace(minute=0, second=0, microsecond=0)
+    if first == start:
+        return window_counts(reader, guard, first)
+    rows = reader.rows(_WINDOW_FIRINGS, guard=guard, next=first + timedelta(hours=1), since=start)
     by = {str(source): int(total or 0) for source, total in rows}
     return by.get("organic", 0), by.get("canary", 0)
 

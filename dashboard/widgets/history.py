@@ -17,6 +17,7 @@ from dashboard.queries import FiringRow, RunRow
 from dashboard.render import (
     badge,
     clock,
+    family_line,
     highlight,
     one_line,
     stage_glyphs,
@@ -31,8 +32,9 @@ __all__ = ["AlertsTable", "DetailHead", "FiringsTable", "RunPanel", "RunsTable",
 class DetailHead(Static):
     """The guard the detail screen is about, with its current status."""
 
-    detail: reactive[Detail | None] = reactive(None)
-    overview: reactive[Overview | None] = reactive(None)
+    # layout=True: the families below the status take a line each, so the height is measured again.
+    detail: reactive[Detail | None] = reactive(None, layout=True)
+    overview: reactive[Overview | None] = reactive(None, layout=True)
 
     def render(self) -> RenderableType:
         detail = self.detail
@@ -44,8 +46,14 @@ class DetailHead(Static):
         if row is None or overview is None:
             return head
         note = as_of_note(overview) if overview.read_only else ""
-        return Group(head, Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note,
-                                         safe(row.status.reason)))
+        parts: list[RenderableType] = [
+            head, Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note,
+                                safe(row.status.reason)),
+        ]
+        if row.families:
+            parts.append(Text("kill rate per variant family, in the guard's window", style="bold underline"))
+            parts += [family_line(f) for f in row.families]
+        return Group(*parts)
 
 
 class RunsTable(DataTable[Any]):

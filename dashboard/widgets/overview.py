@@ -21,7 +21,8 @@ from dashboard.render import (
     badge,
     clock,
     count,
-    kill_rate,
+    guard_kill,
+    holes,
     one_line,
     outcome,
     span,
@@ -198,7 +199,7 @@ class GuardsTable(DataTable[Any]):
                 sparkline(row.buckets),
                 Text("never" if row.last_firing is None else f"{ago(row.last_firing, overview.now)} ago"),
                 last,
-                Text(kill_rate(status.kill_rate)),
+                guard_kill(status.kill_rate, row.families),
                 Text(one_line(status.reason, reason_width)),
                 key=row.guard,
             )
@@ -252,8 +253,10 @@ class GuardSummary(Static):
             return Text("")
         note = as_of_note(overview) if overview.read_only else ""
         mute = f"  (alerts muted until {clock(row.muted_until, overview.now)})" if row.muted_until else ""
-        return Group(
+        lines = [
             Text.assemble((safe(row.guard), "bold"), f" — {safe(row.description)}", (mute, "italic")),
             Text.assemble(badge(row.status.status, stale=overview.read_only), " ", note,
                           safe(row.status.reason)),
-        )
+        ]
+        hole = holes(row.families)
+        return Group(*lines, hole) if hole is not None else Group(*lines)
