@@ -12,6 +12,8 @@ from collectors.positions import FileState
 from collectors.scan import FeedResult, Hit, LineScanner
 
 CHUNK = 1 << 20
+#: Marks kept from truncations before the last one, for copies not found yet.
+EARLIER = 3
 OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
@@ -36,6 +38,7 @@ class Followed:
     truncations: int = 0
     prior: Mark | None = None  # what it held before its last truncation
     prior_at: float = 0.0
+    earlier: tuple[Mark, ...] = ()  # what it held before the truncations before, newest first
     fresh: bool = False  # nothing decided yet: it may turn out to be a copy of a followed file
     first_seen: float = 0.0
     seen_size: int = -1
@@ -64,6 +67,13 @@ class Followed:
         self.head = head
         self.tail = self.recent = tail
 
+    def push_prior(self, mark: Mark, now: float) -> None:
+        """What the file held before a truncation just seen; the marks of the truncations
+        before stay (``EARLIER`` of them), since their copies may not be found yet."""
+        if self.prior is not None and self.prior.offset and self.prior != mark:
+            self.earlier = (self.prior, *self.earlier)[:EARLIER]
+        self.prior, self.prior_at = mark, now
+
     def mark(self) -> Mark:
         """What has been read and committed-to-be, proved by head and tail."""
         return Mark.of(self.scanner.offset, self.head, self.tail)
@@ -74,6 +84,7 @@ class Followed:
         return FileState(
             self.key, self.dev, self.ino, self.path, m.offset, m.head_len, m.head_hash,
             max(self.size, self.scanner.read_pos), m.head, m.tail_len, m.tail_hash, self.prior,
+            self.earlier,
         )
 
     def close(self) -> None:
@@ -152,16 +163,14 @@ def sources_for(key: str, files: Mapping[str, Followed], stored: Mapping[str, Fi
     for f in files.values():
         if f.key == key:
             continue
-        if f.prior is not None and f.prior.offset:
-            out.append(Source(f.key, f.prior, True))
+        out.extend(Source(f.key, m, True) for m in (f.prior, *f.earlier) if m is not None and m.offset)
         if f.scanner.offset and not f.fresh:
             out.append(Source(f.key, f.mark(), truncated(f)))
     for s in stored.values():
         held = files.get(s.key)
         if held is not None and s.key != key and not held.fresh:
             continue  # its live state is above; a fresh one does not hold its stored mark
-        if s.prior is not None and s.prior.offset:
-            out.append(Source(s.key, s.prior, True))
+        out.extend(Source(s.key, m, True) for m in (s.prior, *s.earlier) if m is not None and m.offset)
         if s.key != key and s.offset:
             out.append(Source(s.key, s.mark, True))
     return out
@@ -173,6 +182,19 @@ def hole_loss(fd: int, size: int, offset: int) -> int:
     data = pread_upto(fd, min(size, CHUNK))
     hole = len(data) - len(data.lstrip(b"\0"))
     return max(0, hole - offset) if hole else 0
+
+
+def truncation_told(fd: int, path: str, size: int, offset: int) -> str:
+    """What a truncation of ``path`` after ``offset`` bytes were read may have cost: a writer
+    without O_APPEND goes on past it, and its hole is what was lost; any other's lines written
+    between a copy and the truncation are in no file, and cannot be measured."""
+    lost = hole_loss(fd, size, offset)
+    if lost:
+        told = f"{lost} bytes after the last line read; those bytes are lost"
+    else:
+        told = (f"after {offset} bytes were read; lines written between the copy and the "
+                "truncation, if any, are in no file and cannot be counted")
+    return f"{path} was truncated (copytruncate?) {told}"
 
 
 def read_time_if_ahead(hits: list[Hit], limit: float) -> tuple[list[Hit], Hit | None]:

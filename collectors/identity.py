@@ -58,6 +58,7 @@ class Observed:
     at_start: bool = False  # found by the first scan after a start, not created under our eyes
     waited: float = 0.0  # seconds this file has been waited on already
     grew: bool = True  # its size changed since it was last looked at (a copy may still be written)
+    rotated_name: bool = False  # its name is a rotated one (``app.log.1``): where copies are made
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,11 @@ def classify(
         best = max(older, key=lambda s: s.mark.offset)
         return Decision(Kind.OLDER_COPY, observed.size, best.key)
     twins = full or [s for s in copies if not s.settled and _agree(s.mark.head, observed.head)]
-    if twins and not observed.at_start and observed.waited < rotate_wait:
+    may_copy = observed.rotated_name or not observed.at_start
+    if twins and may_copy and observed.waited < rotate_wait:
+        # A copy half made, or made with its original not truncated yet, even when found by the
+        # first scan after a start (logrotate may be copying just then): decide once the
+        # original is truncated, or once it has not been for ``rotate_wait``.
         return Decision(Kind.WAIT)
     return Decision(Kind.REWRITTEN if stored is not None and stored.offset else Kind.NEW)
 

@@ -139,6 +139,11 @@ class Matcher:
         self._python = PythonCandidates(self._all, budget)
 
     @property
+    def timestamps(self) -> TimestampParser:
+        """What reads the time of a line."""
+        return self._timestamps
+
+    @property
     def engine(self) -> str:
         """The engine that finds candidate lines: "hyperscan" or "python"."""
         return "python" if self._native is None else "hyperscan"

@@ -27,6 +27,7 @@ class FileState:
     tail_len: int = 0
     tail_hash: bytes = b""
     prior: Mark | None = None  # what the file held before its last truncation
+    earlier: tuple[Mark, ...] = ()  # what it held before the truncations before, newest first
 
     @property
     def mark(self) -> Mark:

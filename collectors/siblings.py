@@ -17,7 +17,10 @@ from pathlib import Path
 from collectors.files import expand, is_compressed, live_name, rotated_siblings
 from collectors.positions import FileState, file_key
 
-__all__ = ["Found", "adoptable", "copy_candidates", "locate", "matched", "matches_any", "unread_between"]
+__all__ = [
+    "Found", "adoptable", "copy_candidates", "leads_to", "live_path", "locate", "matched", "matches_any",
+    "unread_between",
+]
 
 
 @dataclass(frozen=True)
@@ -145,3 +148,17 @@ def unread_between(lives: Iterable[str], known: Container[str]) -> list[str]:
         if newest is not None:
             out.extend(p for p, k in keyed[newest + 1 :] if k not in known)
     return out
+
+
+def leads_to(path: str, key: str) -> bool:
+    """Whether ``path`` still names the file ``key`` (a failed listing proves nothing)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return file_key(st.st_dev, st.st_ino) == key
+
+
+def live_path(path: str) -> str:
+    """The live log's path a rotated file's path derives from."""
+    return os.path.join(os.path.dirname(path), live_name(os.path.basename(path)))

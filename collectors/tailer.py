@@ -10,7 +10,8 @@ bytes before its read offset (``collectors.identity``). A file whose path now
 leads elsewhere is drained on every poll until it has been quiet for
 ``rotate_wait`` seconds, then closed; its position is dropped only once it is
 deleted. Idle files are closed too and reopened by position, so descriptors
-go to files that grow.
+go to files that grow. What a file rotated and compressed while nothing followed
+it left unread is read from its compressed sibling (``collectors.backlog``).
 """
 
 from __future__ import annotations
@@ -19,24 +20,25 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
+from collectors.backfill import window_start
+from collectors.backlog import Catchup
 from collectors.descriptors import Descriptors, Reporter
-from collectors.files import live_name
 from collectors.followed import (
     CHUNK,
     Followed,
     at_end,
-    hole_loss,
     last_line_end,
     observe,
     pread_upto,
     read_time_if_ahead,
     sources_for,
     tail_before,
+    truncation_told,
 )
 from collectors.identity import HEAD, Kind, classify, tail_offsets
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
-from collectors.scan import Hit, LineScanner, Matcher
-from collectors.siblings import adoptable, copy_candidates, matched, unread_between
+from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
+from collectors.siblings import adoptable, copy_candidates, leads_to, live_path, matched, unread_between
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 
@@ -62,6 +64,7 @@ class Tailer:
         max_open: int | None = None,
         skew: float = 300.0,
         wall: Callable[[], float] = time.time,
+        backfill: float | None = None,
     ) -> None:
         self.patterns = list(patterns)
         self.matcher = matcher
@@ -77,10 +80,14 @@ class Tailer:
         self._gone: set[str] = set()
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
         self._first_scan = True
+        self._also: list[str] = []  # plain siblings to follow, found while deciding another file
         self._reload = self._held = False
         self._errors = Reporter(on_error)
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._skew, self._wall = skew, wall
+        self._catchup = Catchup(self._commit, self._trusted, self._scanner, self._batch_bytes, self._errors)
+        self.backfill = backfill
+        self._known_lives: set[str] = set()  # live logs with a position stored when the tailer started
         self.lines_total = 0
         self.truncations = 0
 
@@ -98,6 +105,8 @@ class Tailer:
             self._held = False
             rescan = True
         names = self._rescan(now) if rescan else []
+        names += [(path, True) for path in self._also]
+        self._also.clear()
         consumed = 0
         for f in list(self._files.values()):
             consumed += self._drain(f, now)
@@ -132,6 +141,7 @@ class Tailer:
         self.close()
         self._stored = None
         self._settled.clear()
+        self._catchup.walked.clear()
         self._first_scan = True
 
     def hold(self) -> None:
@@ -147,6 +157,7 @@ class Tailer:
     def _positions(self) -> dict[str, FileState]:
         if self._stored is None:
             self._stored = {s.key: s for s in self.store.positions()}
+            self._known_lives = {live_path(s.path) for s in self._stored.values()}
         return self._stored
 
     def _rescan(self, now: float) -> list[tuple[str, bool]]:
@@ -162,14 +173,15 @@ class Tailer:
                 followed.path = name
                 followed.rotated = False
         for key, f in self._files.items():
-            if key not in seen and not f.rotated and not _leads_to(f.path, key):
+            if key not in seen and not f.rotated and not leads_to(f.path, key):
                 f.rotated = True
                 f.last_change = now
         missing = [s for k, s in stored.items() if k not in self._files and k not in seen]
         gone, moved = adoptable(missing, self._settled, self.patterns)
-        self._gone |= gone
-        todo += [(path, True) for path in moved]
-        lives = {_live(f.path) for f in self._files.values()} | {_live(n) for n in seen.values()}
+        finished, plain = self._finish_lost([stored[key] for key in sorted(gone)])
+        self._gone |= finished
+        todo += [(path, True) for path in moved + plain]
+        lives = {live_path(f.path) for f in self._files.values()} | {live_path(n) for n in seen.values()}
         known = set(self._files) | set(stored) | set(seen)
         todo += [(path, True) for path in unread_between(lives, known) if path not in moved]
         return todo
@@ -179,13 +191,15 @@ class Tailer:
         for f in list(self._files.values()):
             if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
                 continue
-            for sibling in copy_candidates(f.path, self._files):
+            found = False
+            for sibling in copy_candidates(f.path, self._files):  # each copy of a mark kept
                 copy = self._open(sibling, now, rotated=True, only_copies=True)
                 if copy is not None:
-                    f.prior_at = -1e18  # found: look no further
+                    found = True
                     self._drain(copy, now)
                     self._fds.trim(copy)
-                    break
+            if found:
+                f.prior_at = -1e18  # look no further
 
     def _forget_gone(self) -> None:
         for key in sorted(self._gone):
@@ -209,7 +223,7 @@ class Tailer:
             return None
         f = Followed(
             key=key, dev=st.st_dev, ino=st.st_ino, path=name, fd=fd,
-            scanner=LineScanner(self.matcher, 0), size=st.st_size, mtime_ns=st.st_mtime_ns,
+            scanner=self._scanner(name, 0), size=st.st_size, mtime_ns=st.st_mtime_ns,
             last_change=now, rotated=rotated, fresh=True, first_seen=now, at_start=self._first_scan,
         )
         self._files[key] = f
@@ -230,6 +244,7 @@ class Tailer:
         observed = observe(
             f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
             waited=now - f.first_seen, grew=f.size != f.seen_size,
+            rotated_name=live_path(f.path) != f.path,
         )
         f.seen_size = f.size
         decision = classify(mark, observed, sources, rotate_wait=self.rotate_wait)
@@ -240,28 +255,51 @@ class Tailer:
         if observed.size == 0:
             if stored is None or stored.offset:
                 if stored is not None:
-                    f.prior, f.prior_at = stored.mark, now
+                    f.prior, f.earlier = stored.prior, stored.earlier
+                    f.push_prior(stored.mark, now)
+                    self._also += self._finish_lost([stored])[1]
                 self._commit(f, [], 0, 0)  # known from now on, even before a line is read
             return False  # nothing to read, so nothing to decide yet: a copy starts empty
         offset = decision.offset
         from_end = decision.kind is Kind.NEW and self.start_at_end and f.at_start and stored is None
         if decision.kind is Kind.OLDER_COPY or from_end:
             offset = last_line_end(f.fd, observed.size)
+        elif self._first_sight(f, decision.kind, stored):
+            assert self.backfill is not None
+            parse = self.matcher.timestamps.parse
+            offset = window_start(f.fd, last_line_end(f.fd, observed.size), self._wall() - self.backfill,
+                                  lambda line: parse(line.rstrip(b"\r\n")))
         if stored is not None:
-            f.prior = stored.prior
+            f.prior, f.earlier, f.prior_at = stored.prior, stored.earlier, now  # copies are looked for again
             if decision.kind is Kind.REWRITTEN and stored.offset:
-                f.prior, f.prior_at = stored.mark, now
+                f.push_prior(stored.mark, now)
+                self._also += self._finish_lost([stored])[1]
         self._start_at(f, offset)
         f.fresh = False
         if stored is None or stored.offset != offset or decision.kind is not Kind.RESUME:
             self._commit(f, [], 0, 0)
         return True
 
+    def _first_sight(self, f: Followed, kind: Kind, stored: FileState | None) -> bool:
+        """Whether ``f`` is read back only over the window: found by the first scan, never seen,
+        and no file of its log was seen either (a file rotated in between is read whole)."""
+        return (self.backfill is not None and kind is Kind.NEW and f.at_start and stored is None
+                and live_path(f.path) not in self._known_lives)
+
     def _start_at(self, f: Followed, offset: int) -> None:
         assert f.fd is not None
         head = pread_upto(f.fd, min(offset, HEAD))
-        f.restart_at(LineScanner(self.matcher, offset), head, tail_before(f.fd, offset))
+        f.restart_at(self._scanner(f.path, offset), head, tail_before(f.fd, offset))
         f.base = offset
+
+    def _scanner(self, path: str, offset: int) -> LineScanner:
+        """A scanner of ``path`` from ``offset`` whose warnings (a line cut, a pattern over its
+        budget) go to the error callback, each naming the file and offset."""
+
+        def warn(warning: ScanWarning) -> None:
+            self._errors.warn(path, warning.message)
+
+        return LineScanner(self.matcher, offset, source=path, on_warning=warn)
 
     # -- reading ------------------------------------------------------------
 
@@ -307,6 +345,12 @@ class Tailer:
             f.last_change = now
         return consumed
 
+    # -- compressed siblings ---------------------------------------------------
+
+    def _finish_lost(self, lost: Sequence[FileState]) -> tuple[set[str], list[str]]:
+        """Read what files gone, or holding other content now, left in compressed siblings."""
+        return self._catchup.finish(lost, list(self._positions().values()))
+
     def _trusted(self, f: Followed, hits: list[Hit]) -> list[Hit]:
         """Hits whose stamp lies more than ``skew`` ahead count at their read time (told once)."""
         out, bad = read_time_if_ahead(hits, self._wall() + self._skew)
@@ -322,23 +366,16 @@ class Tailer:
         f.truncations += 1
         self.truncations += 1
         if f.scanner.offset:
-            f.prior = f.mark()
+            f.push_prior(f.mark(), now)
         f.prior_at = now
         self._report_loss(f)
-        f.restart_at(LineScanner(self.matcher, 0), b"", b"")
+        f.restart_at(self._scanner(f.path, 0), b"", b"")
         f.base = 0
         self._commit(f, [], 0, 0)
 
     def _report_loss(self, f: Followed) -> None:
-        """A writer without O_APPEND goes on past a truncation: the hole is what copytruncate lost."""
         assert f.fd is not None
-        lost = hole_loss(f.fd, f.size, f.scanner.offset)
-        if lost:
-            self._errors.warn(
-                f.path,
-                f"{f.path} was truncated (copytruncate?) {lost} bytes after the last line read; "
-                "those bytes are lost",
-            )
+        self._errors.warn(f.path, truncation_told(f.fd, f.path, f.size, f.scanner.offset))
 
     def _commit(self, f: Followed, hits: list[Hit], lines: int, size: int) -> bool:
         if self._held:
@@ -393,18 +430,3 @@ class Tailer:
             self._errors.report(path, f"cannot forget {path}: {exc}")
             return
         self._positions().pop(key, None)
-
-
-
-def _leads_to(path: str, key: str) -> bool:
-    """Whether ``path`` still names the file ``key`` (a failed listing proves nothing)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return file_key(st.st_dev, st.st_ino) == key
-
-
-def _live(path: str) -> str:
-    """The live log's path a rotated file's path derives from."""
-    return os.path.join(os.path.dirname(path), live_name(os.path.basename(path)))

@@ -38,7 +38,8 @@ from pathlib import Path
 
 WRITER = Path(__file__).resolve()
 GUARD_MATCH = "CitationGuard: rejected"
-STAMP = "2026-11-29T10:00:00Z"
+# Now, so that a log written before a collector starts lies in the window it reads back.
+STAMP = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 _SEQ = re.compile(r"\bseq=(\d+)\b")
 
 

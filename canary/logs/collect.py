@@ -1,9 +1,14 @@
-"""Live collection: the collectors' tailer and follower wired to the store."""
+"""Live collection: the collectors' tailer and follower wired to the store.
+
+A log seen for the first time is read back over the largest guard window (by its lines'
+own stamps), not from its start.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
@@ -12,6 +17,9 @@ from collectors.tailer import FileStatus, Tailer
 from collectors.watch import Follower
 
 log = logging.getLogger("canary.logs.collect")
+
+#: How far back a log seen for the first time is read when no guard has a window.
+DEFAULT_WINDOW = timedelta(hours=24)
 
 ErrorSink = Callable[[str, str], None]
 
@@ -45,6 +53,7 @@ class Collection:
             rotate_wait=rotate_wait,
             start_at_end=start_at_end,
             skew=config.logs.clock_skew.total_seconds(),
+            backfill=max((g.window for g in config.guards), default=DEFAULT_WINDOW).total_seconds(),
         )
         self.follower = Follower(self.tailer, rescan=rescan, on_error=self._error)
 

@@ -27,7 +27,7 @@ from canary.config.urls import redact_url
 from canary.errors import StoreError
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import nonce_candidates
-from canary.store.positions import pack_mark, state_of
+from canary.store.positions import pack_marks, state_of
 from canary.store.tables import (
     LINE_KEEP,
     FilePosition,
@@ -296,7 +296,7 @@ class Store:
         state = batch.state
         extra = {
             "head": state.head, "tail_len": state.tail_len, "tail_hash": state.tail_hash,
-            "prior": pack_mark(state.prior),
+            "prior": pack_marks(state.prior, state.earlier),
         }
         with self.engine.begin() as conn:
             if firings:

@@ -9,16 +9,21 @@ from canary.store.tables import FilePosition
 from collectors.identity import Mark
 from collectors.positions import FileState
 
-__all__ = ["pack_mark", "state_of", "unpack_mark"]
+__all__ = ["pack_mark", "pack_marks", "state_of", "unpack_mark", "unpack_marks"]
+
+#: The first byte of several packed marks (a single mark starts with its offset's high byte).
+_SEVERAL = b"\xff"
 
 
 def state_of(row: Any) -> FileState:
     pos = row[0] if not isinstance(row, FilePosition) and len(row) == 1 else row
+    marks = unpack_marks(pos.prior)
+    prior, earlier = (marks[0], tuple(marks[1:])) if marks else (None, ())
     return FileState(
         key=pos.key, dev=pos.dev, ino=pos.ino, path=pos.path, offset=pos.offset,
         head_len=pos.head_len, head_hash=bytes(pos.head_hash), size=pos.size,
         head=bytes(pos.head or b""), tail_len=int(pos.tail_len or 0),
-        tail_hash=bytes(pos.tail_hash or b""), prior=unpack_mark(pos.prior),
+        tail_hash=bytes(pos.tail_hash or b""), prior=prior, earlier=earlier,
     )
 
 
@@ -38,3 +43,36 @@ def unpack_mark(data: bytes | None) -> Mark | None:
     offset, head_len, tail_len = struct.unpack(">QII", data[:16])
     tail_hash = data[32:48] if tail_len else b""
     return Mark(offset, head_len, data[16:32], tail_len, tail_hash, data[48:])
+
+
+def pack_marks(prior: Mark | None, earlier: tuple[Mark, ...] = ()) -> bytes | None:
+    """A prior mark and the earlier ones as bytes (one mark alone as ``pack_mark`` does)."""
+    if prior is None:
+        return None
+    if not earlier:
+        return pack_mark(prior)
+    out = [_SEVERAL]
+    for mark in (prior, *earlier):
+        packed = pack_mark(mark) or b""
+        out.append(struct.pack(">I", len(packed)) + packed)
+    return b"".join(out)
+
+
+def unpack_marks(data: bytes | None) -> list[Mark]:
+    """The marks of ``pack_marks``'s (or ``pack_mark``'s) bytes, the prior first."""
+    if not data:
+        return []
+    data = bytes(data)
+    if not data.startswith(_SEVERAL):
+        one = unpack_mark(data)
+        return [one] if one is not None else []
+    marks: list[Mark] = []
+    pos = 1
+    while pos + 4 <= len(data):
+        (size,) = struct.unpack(">I", data[pos : pos + 4])
+        mark = unpack_mark(data[pos + 4 : pos + 4 + size]) if pos + 4 + size <= len(data) else None
+        if mark is None:
+            break  # cut short: only the whole marks
+        marks.append(mark)
+        pos += 4 + size
+    return marks

@@ -50,6 +50,8 @@ MODES: dict[str, tuple[str, str, bool]] = {
     "stopped: create": ("create", "hup", True),
     "stopped: RotatingFileHandler": ("", "rotating", True),
     "stopped: copytruncate": ("copytruncate", "never", True),
+    "stopped: compress": ("create\n    compress", "hup", True),
+    "stopped: delaycompress": ("create\n    compress\n    delaycompress", "hup", True),
 }
 
 HANDLER_WRITER = textwrap.dedent(

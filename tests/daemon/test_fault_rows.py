@@ -1,4 +1,5 @@
-"""The fault matrix's hard rows, as a test: copytruncate, and rotation while the daemon is down.
+"""The fault matrix's hard rows, as a test: copytruncate, and rotation while the daemon is down
+(compressed too).
 
 Each row runs ``tests/bench/bench_faults.py``'s cell: a writer, the real logrotate (or a
 logging handler), a real ``canary daemon`` SIGKILLed once; nothing may be doubled, and
@@ -28,6 +29,7 @@ pytestmark = [
         ("copytruncate", "agent.log*"),
         ("stopped: create", "agent.log"),
         ("stopped: copytruncate", "agent.log"),
+        ("stopped: compress", "agent.log"),
     ],
 )
 def test_no_line_doubled_and_none_lost_beyond_copytruncate(tmp_path: Path, mode: str, glob: str) -> None:

@@ -1,0 +1,89 @@
+"""What the line scanner warns of reaches the tailer's error callback, naming file and offset."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from canary.store.engine import Store
+from collectors.rules import Rule
+from collectors.scan import MAX_LINE, Matcher
+from collectors.tailer import Tailer
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+    yield s
+    s.close()
+
+
+def test_a_line_cut_at_max_line_is_told_with_its_file_and_offset(tmp_path: Path, store: Store) -> None:
+    log = tmp_path / "agent.log"
+    first = b"a HIT here\n"
+    log.write_bytes(first + b"x" * (MAX_LINE + 10) + b" HIT\n" + b"b HIT again\n")
+    told: list[tuple[str, str]] = []
+    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+               on_error=lambda path, message: told.append((path, message)))
+    try:
+        t.poll()
+    finally:
+        t.close()
+    assert store.count_firings() == 2  # the marker past MAX_LINE is cut off, the rest counted
+    assert len(told) == 1, told
+    path, message = told[0]
+    assert path == str(log)
+    assert str(log) in message and f"offset {len(first)}" in message
+    assert f"longer than {MAX_LINE} bytes" in message
+
+
+def copytruncate(log: Path) -> None:
+    (log.parent / (log.name + ".1")).write_bytes(log.read_bytes())
+    os.truncate(log, 0)
+
+
+def test_copytruncate_under_an_appending_writer_is_told_as_a_possible_loss(
+    tmp_path: Path, store: Store
+) -> None:
+    log = tmp_path / "agent.log"
+    told: list[str] = []
+    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+               on_error=lambda _p, message: told.append(message))
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, b"a HIT 1\n")
+        t.poll()
+        copytruncate(log)
+        os.write(fd, b"a HIT 2\n")
+        t.poll()
+    finally:
+        os.close(fd)
+        t.close()
+    assert len(told) == 1, told
+    assert str(log) in told[0] and "truncated" in told[0]
+    assert "between the copy and the truncation" in told[0] and "cannot be counted" in told[0]
+
+
+def test_copytruncate_under_a_writer_without_append_tells_the_bytes_lost(
+    tmp_path: Path, store: Store
+) -> None:
+    log = tmp_path / "agent.log"
+    told: list[str] = []
+    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+               on_error=lambda _p, message: told.append(message))
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"a HIT 1\n")
+        t.poll()
+        os.write(fd, b"a HIT lost\n")  # written, never read: the truncation takes it
+        os.truncate(log, 0)
+        os.write(fd, b"a HIT 2\n")  # at the writer's own offset: a hole of 19 bytes before it
+        t.poll()
+    finally:
+        os.close(fd)
+        t.close()
+    assert len(told) == 1, told
+    assert str(log) in told[0] and "11 bytes after the last line read" in told[0]
