@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,12 @@ def count(db: Path, guard: str) -> int:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     w = World(tmp_path, tmp_path / "state" / "canary.db")
-    with w.log.open("a") as f:
-        f.write("".join(f"2026-01-01T00:00:00Z {OTHER} old={i}\n" for i in range(2)))  # out of window
-        f.write("".join(f"{OTHER} seq={i}\n" for i in range(3)))
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Two lines stamped long ago (out of any window), then lines stamped now: the first sight
+    # of the file reads back over the window, to the first line after the old ones.
+    w.log.write_text("".join(f"2026-01-01T00:00:00Z {OTHER} old={i}\n" for i in range(2))
+                     + "".join(f"{now} {GUARD} seq={i}\n" for i in range(5))
+                     + "".join(f"{now} {OTHER} seq={i}\n" for i in range(3)))
     yield w
     w.close()
 
