@@ -128,6 +128,10 @@ class Store:
 
     def _migrate(self, engine: Engine) -> None:
         with engine.begin() as conn:
+            if engine.dialect.name == "sqlite":
+                # Take the write lock before reading the version: two processes opening a new
+                # store at once then migrate one after the other, never both.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
             Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
             row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
             current = int(row[0]) if row else 0
