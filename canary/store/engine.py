@@ -10,6 +10,8 @@ of a store's engine surfaces as one ``StoreError`` (exit 3), never a driver's ow
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -62,6 +64,34 @@ def _private_database(path: Path) -> None:
         locations.tighten_file(path.with_name(path.name + suffix))
 
 
+#: ``Connection.info`` key: when the statement running began (monotonic), for the lock hint.
+_STARTED = "canary_statement_started"
+
+
+def _time_statements(conn: Connection, *_args: Any) -> None:
+    conn.info[_STARTED] = time.monotonic()
+
+
+def _into_wal(cursor: sqlite3.Cursor) -> None:
+    """Put the database in WAL mode, waiting out other connections doing the same.
+
+    Two connections switching a new database to WAL at once deadlock on its lock, and SQLite
+    fails one of them at once, without waiting the busy timeout: it is tried again here until
+    the busy timeout has passed.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
 def _as_store_error(url: str) -> Callable[[ExceptionContext], None]:
     """A ``handle_error`` hook: every database error of this store is raised as one StoreError."""
 
@@ -72,7 +102,12 @@ def _as_store_error(url: str) -> Callable[[ExceptionContext], None]:
         first = (str(original).strip().splitlines() or [type(original).__name__])[0]
         hint = ""
         if "locked" in first or "busy" in first:
-            hint = f" (another process held it for more than {BUSY_TIMEOUT_S:g}s)"
+            started = context.connection.info.get(_STARTED) if context.connection is not None else None
+            waited = time.monotonic() - started if started is not None else 0.0
+            if waited >= BUSY_TIMEOUT_S * 0.9:
+                hint = f" (another process held it for more than {BUSY_TIMEOUT_S:g}s)"
+            else:
+                hint = " (another connection held it, and SQLite gave up without waiting; try again)"
         shown = redact_url(url)
         raise StoreError(f"the store at {shown} could not be used: {first}{hint}", url=url) from original
 
@@ -98,6 +133,7 @@ class Store:
         try:
             self.engine = self._create_engine(url)
             event.listen(self.engine, "handle_error", _as_store_error(url))
+            event.listen(self.engine, "before_cursor_execute", _time_statements)
             self._migrate(self.engine)
         except SQLAlchemyError as exc:
             raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
@@ -119,7 +155,7 @@ class Store:
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _into_wal(cursor)
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             cursor.close()
@@ -159,6 +195,7 @@ class Store:
         try:
             engine = self._create_engine(self.url)
             event.listen(engine, "handle_error", _as_store_error(self.url))
+            event.listen(engine, "before_cursor_execute", _time_statements)
             self._migrate(engine)
             self.engine = engine  # only once migrated: other threads use it at once
         except (SQLAlchemyError, OSError) as exc:

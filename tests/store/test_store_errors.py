@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -79,3 +81,41 @@ def test_a_state_dir_an_older_version_left_open_is_tightened_with_its_store(
     Store(f"sqlite:///{mine / 'canary.db'}").close()
     assert stat.S_IMODE(mine.stat().st_mode) == 0o755
     assert stat.S_IMODE((mine / "canary.db").stat().st_mode) == 0o600
+
+
+def test_connections_opening_a_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    # Two connections switching a new database to WAL at once deadlock, and SQLite fails one of
+    # them without waiting (the demo's daemon and dashboard open the store at the same moment).
+    failures: list[str] = []
+    for round_ in range(25):
+        url = f"sqlite:///{tmp_path / f'canary{round_}.db'}"
+        start = threading.Barrier(6)
+
+        def open_store(url: str = url, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                Store(url).close()
+            except StoreError as exc:
+                failures.append(str(exc))
+
+        threads = [threading.Thread(target=open_store) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+
+
+def test_a_lock_sqlite_gives_up_on_at_once_is_not_said_to_have_been_waited_for(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+    writer = sqlite3.connect(tmp_path / "canary.db", isolation_level=None)
+    started = time.monotonic()
+    with pytest.raises(StoreError) as raised, store.engine.begin() as conn:
+        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql("SELECT count(*) FROM firings").scalar_one()  # a read snapshot...
+        writer.execute("INSERT INTO meta (key, value) VALUES ('other', 'writer')")  # ...made stale
+        conn.exec_driver_sql("INSERT INTO meta (key, value) VALUES ('mine', 'reader')")
+    assert time.monotonic() - started < store_engine.BUSY_TIMEOUT_S / 2
+    assert "gave up without waiting" in str(raised.value) and "more than" not in str(raised.value)
+    writer.close()
+    store.close()
