@@ -35,14 +35,26 @@ from collectors.followed import (
     tail_before,
     truncation_told,
 )
-from collectors.identity import HEAD, Kind, classify, tail_offsets
+from collectors.identity import HEAD, Kind, Source, classify, tail_offsets
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
-from collectors.siblings import adoptable, copy_candidates, leads_to, live_path, matched, unread_between
+from collectors.siblings import (
+    Found,
+    adoptable,
+    copy_candidates,
+    leads_to,
+    live_path,
+    locate,
+    matched,
+    unread_between,
+)
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 
 ErrorCallback = Callable[[str, str], None]
+
+#: Marks of deleted files kept in memory, for copies of them found later.
+FORGOTTEN_KEPT = 64
 
 
 class Tailer:
@@ -79,6 +91,7 @@ class Tailer:
         self._stored: dict[str, FileState] | None = None
         self._gone: set[str] = set()
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
+        self._deleted: list[Source] = []  # marks of files forgotten once deleted, newest last
         self._first_scan = True
         self._also: list[str] = []  # plain siblings to follow, found while deciding another file
         self._reload = self._held = False
@@ -142,6 +155,7 @@ class Tailer:
         self._stored = None
         self._settled.clear()
         self._catchup.walked.clear()
+        self._deleted.clear()
         self._first_scan = True
 
     def hold(self) -> None:
@@ -239,7 +253,7 @@ class Tailer:
         """Choose where a fresh file starts; False while that cannot be decided yet."""
         assert f.fd is not None
         stored = self._positions().get(f.key)
-        sources = sources_for(f.key, self._files, self._positions())
+        sources = sources_for(f.key, self._files, self._positions()) + self._deleted
         mark = stored.mark if stored is not None else None
         observed = observe(
             f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
@@ -271,7 +285,9 @@ class Tailer:
                                   lambda line: parse(line.rstrip(b"\r\n")))
         if stored is not None:
             f.prior, f.earlier, f.prior_at = stored.prior, stored.earlier, now  # copies are looked for again
-            if decision.kind is Kind.REWRITTEN and stored.offset:
+            if decision.kind is not Kind.RESUME and stored.offset:
+                # What it held (truncated since, or taken as a copy of another file's start)
+                # may live on in a copy yet to be found.
                 f.push_prior(stored.mark, now)
                 self._also += self._finish_lost([stored])[1]
         self._start_at(f, offset)
@@ -279,6 +295,11 @@ class Tailer:
         if stored is None or stored.offset != offset or decision.kind is not Kind.RESUME:
             self._commit(f, [], 0, 0)
         return True
+
+    def _still_holds(self, f: Followed) -> bool:
+        """Whether ``f``'s file still holds the head and size it was read with."""
+        assert f.fd is not None
+        return f.size >= f.scanner.read_pos and pread_upto(f.fd, len(f.head)) == f.head
 
     def _first_sight(self, f: Followed, kind: Kind, stored: FileState | None) -> bool:
         """Whether ``f`` is read back only over the window: found by the first scan, never seen,
@@ -304,7 +325,8 @@ class Tailer:
     # -- reading ------------------------------------------------------------
 
     def _drain(self, f: Followed, now: float) -> int:
-        if f.fd is None and not self._fds.reopen(f):
+        reopened = f.fd is None
+        if reopened and not self._fds.reopen(f):
             return 0
         assert f.fd is not None
         try:
@@ -313,6 +335,11 @@ class Tailer:
             self._errors.report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
             return 0
         f.size, f.mtime_ns = st.st_size, st.st_mtime_ns
+        if reopened and not f.fresh and not self._still_holds(f):
+            # Closed while idle, its inode number may since have gone to another file (a
+            # copytruncate copy): decided again, as a file first seen is.
+            f.restart_at(self._scanner(f.path, 0), b"", b"")
+            f.base, f.fresh = 0, True
         if f.fresh and not self._decide(f, now):
             return 0
         if st.st_size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head:
@@ -406,6 +433,7 @@ class Tailer:
                 if f.rotated:
                     del self._files[key]  # its position stays: found again by inode if it grows
                     self._settled[key] = f.size
+                    self._drop_if_gone(key)
                 continue
             if not f.rotated:
                 if quiet >= self.idle_close and at_end(f) and not f.fresh:
@@ -423,10 +451,38 @@ class Tailer:
             if deleted:
                 self._forget(key, f.path)
 
+    def _drop_if_gone(self, key: str) -> None:
+        """Forget an idle file let go of once no sibling holds its inode (what a compressed
+        sibling kept of it is read first), as a rescan would on the next poll."""
+        stored = self._positions().get(key)
+        if stored is None or not locate([stored]).get(key, Found(None)).gone:
+            return
+        finished, plain = self._finish_lost([stored])
+        self._also += plain
+        for gone in sorted(finished):
+            self._forget(gone, stored.path)
+
     def _forget(self, key: str, path: str) -> None:
         try:
             self.store.forget(key)
         except Exception as exc:
             self._errors.report(path, f"cannot forget {path}: {exc}")
             return
-        self._positions().pop(key, None)
+        state = self._positions().pop(key, None)
+        if state is not None:
+            # A copy of the deleted file may yet be found (a copytruncate copy made before the
+            # delete): what was read of it stays known, as a settled source, while this runs.
+            marks = [m for m in (state.mark, state.prior, *state.earlier) if m is not None and m.offset]
+            self._deleted = (self._deleted + [Source(key, m, True) for m in marks])[-FORGOTTEN_KEPT:]
+            if marks:
+                self._adopt_copies(live_path(state.path))
+
+    def _adopt_copies(self, live: str) -> None:
+        """Open the copies among ``live``'s rotated siblings of what was read of its files, so
+        their own positions (stored) say how far they were read, across restarts too."""
+        now = self._clock()
+        for sibling in copy_candidates(live, self._files):
+            copy = self._open(sibling, now, rotated=True, only_copies=True)
+            if copy is not None:
+                self._drain(copy, now)
+                self._fds.trim(copy)

@@ -106,6 +106,9 @@ class Daemon:
         self.managed = False  # sockets from a service manager (not from a daemon handing over)
         self.reload_error: str | None = None
         self._defs_seen = fingerprint(config)
+        from canary.status.warnings import Warnings
+
+        self.warnings = Warnings(clock)
 
     @property
     def store(self) -> Store:
@@ -246,6 +249,10 @@ class Daemon:
                  ", ".join(changed) or "none")
         return True
 
+    def _collector_warning(self, path: str, message: str) -> None:
+        log.warning("%s", message)
+        self.warnings.add(path, message)
+
     def _reschedule(self) -> None:
         from canary.daemon.reload import reschedule
 
@@ -258,6 +265,7 @@ class Daemon:
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
              addresses=self._addresses())
+        self.warnings.flush(self.store)
         decide_statuses(self.store, self.config, now=now, readable=None)
         if self.session is not None:
             upstream_step(self.store, self.config, self.session.counts, now=now,
@@ -345,8 +353,7 @@ class Daemon:
             self.session = DaemonSession(
                 self.config, self.store, first,
                 grace=DEFAULT_GRACE if self.grace is None else self.grace, start_at_end=False,
-                on_error=lambda path, message: log.warning("%s", message),
-                listeners=listeners, drain=DRAIN,
+                on_error=self._collector_warning, listeners=listeners, drain=DRAIN,
             ).start()
             first.started.clear()  # the session stops them now
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
