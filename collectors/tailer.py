@@ -11,7 +11,8 @@ leads elsewhere is drained on every poll until it has been quiet for
 ``rotate_wait`` seconds, then closed; its position is dropped only once it is
 deleted. Idle files are closed too and reopened by position, so descriptors
 go to files that grow. What a file rotated and compressed while nothing followed
-it left unread is read from its compressed sibling (``collectors.backlog``).
+it left unread is read from its compressed sibling (``collectors.backlog``). How
+files are let go of and forgotten is ``collectors.lettinggo``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
     Followed,
-    at_end,
     last_line_end,
     observe,
     pread_upto,
@@ -36,15 +36,13 @@ from collectors.followed import (
     truncation_told,
 )
 from collectors.identity import HEAD, Kind, Source, classify, tail_offsets
+from collectors.lettinggo import LettingGo
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
 from collectors.siblings import (
-    Found,
     adoptable,
-    copy_candidates,
     leads_to,
     live_path,
-    locate,
     matched,
     unread_between,
 )
@@ -53,11 +51,7 @@ __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore",
 
 ErrorCallback = Callable[[str, str], None]
 
-#: Marks of deleted files kept in memory, for copies of them found later.
-FORGOTTEN_KEPT = 64
-
-
-class Tailer:
+class Tailer(LettingGo):
     """Follows every file the globs match; ``poll()`` does one whole step."""
 
     def __init__(
@@ -200,27 +194,6 @@ class Tailer:
         todo += [(path, True) for path in unread_between(lives, known) if path not in moved]
         return todo
 
-    def _probe_copies(self, now: float) -> None:
-        """Finish a copytruncate copy outside the globs: a sibling holding what a truncated file held."""
-        for f in list(self._files.values()):
-            if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
-                continue
-            found = False
-            for sibling in copy_candidates(f.path, self._files):  # each copy of a mark kept
-                copy = self._open(sibling, now, rotated=True, only_copies=True)
-                if copy is not None:
-                    found = True
-                    self._drain(copy, now)
-                    self._fds.trim(copy)
-            if found:
-                f.prior_at = -1e18  # look no further
-
-    def _forget_gone(self) -> None:
-        for key in sorted(self._gone):
-            if key not in self._files:
-                self._forget(key, self._positions()[key].path if key in self._positions() else key)
-        self._gone.clear()
-
     # -- opening and deciding -----------------------------------------------
 
     def _open(
@@ -272,6 +245,7 @@ class Tailer:
                     f.prior, f.earlier = stored.prior, stored.earlier
                     f.push_prior(stored.mark, now)
                     self._also += self._finish_lost([stored])[1]
+                    self._tell_rewritten(f, stored.offset)
                 self._commit(f, [], 0, 0)  # known from now on, even before a line is read
             return False  # nothing to read, so nothing to decide yet: a copy starts empty
         offset = decision.offset
@@ -290,11 +264,25 @@ class Tailer:
                 # may live on in a copy yet to be found.
                 f.push_prior(stored.mark, now)
                 self._also += self._finish_lost([stored])[1]
+                self._tell_rewritten(f, stored.offset)
         self._start_at(f, offset)
         f.fresh = False
         if stored is None or stored.offset != offset or decision.kind is not Kind.RESUME:
             self._commit(f, [], 0, 0)
         return True
+
+    def _tell_rewritten(self, f: Followed, offset: int) -> None:
+        """Warn that a file no longer holds what was read of it while it was not watched,
+        unless that went on in a rotated sibling (its inode number went to a new file)."""
+        if f.key in self._catchup.found:
+            self._catchup.found.discard(f.key)
+            return
+        self._errors.warn(
+            f.path,
+            f"{f.path}: the {offset} bytes read of it are no longer there (truncated while not "
+            "followed, or a new file under its inode number); it is read from its start, and lines "
+            f"written past offset {offset} before a truncation are lost unless a rotated copy holds them",
+        )
 
     def _still_holds(self, f: Followed) -> bool:
         """Whether ``f``'s file still holds the head and size it was read with."""
@@ -425,64 +413,3 @@ class Tailer:
         f.lines += lines
         self.lines_total += lines
         return True
-
-    def _close_quiet(self, now: float) -> None:
-        for key, f in list(self._files.items()):
-            quiet = now - f.last_change
-            if f.fd is None:
-                if f.rotated:
-                    del self._files[key]  # its position stays: found again by inode if it grows
-                    self._settled[key] = f.size
-                    self._drop_if_gone(key)
-                continue
-            if not f.rotated:
-                if quiet >= self.idle_close and at_end(f) and not f.fresh:
-                    self._fds.close(f)
-                continue
-            if quiet < self.rotate_wait or not at_end(f):
-                continue
-            try:
-                deleted = os.fstat(f.fd).st_nlink == 0
-            except OSError:
-                deleted = False
-            self._fds.close(f)
-            del self._files[key]
-            self._settled[key] = f.size
-            if deleted:
-                self._forget(key, f.path)
-
-    def _drop_if_gone(self, key: str) -> None:
-        """Forget an idle file let go of once no sibling holds its inode (what a compressed
-        sibling kept of it is read first), as a rescan would on the next poll."""
-        stored = self._positions().get(key)
-        if stored is None or not locate([stored]).get(key, Found(None)).gone:
-            return
-        finished, plain = self._finish_lost([stored])
-        self._also += plain
-        for gone in sorted(finished):
-            self._forget(gone, stored.path)
-
-    def _forget(self, key: str, path: str) -> None:
-        try:
-            self.store.forget(key)
-        except Exception as exc:
-            self._errors.report(path, f"cannot forget {path}: {exc}")
-            return
-        state = self._positions().pop(key, None)
-        if state is not None:
-            # A copy of the deleted file may yet be found (a copytruncate copy made before the
-            # delete): what was read of it stays known, as a settled source, while this runs.
-            marks = [m for m in (state.mark, state.prior, *state.earlier) if m is not None and m.offset]
-            self._deleted = (self._deleted + [Source(key, m, True) for m in marks])[-FORGOTTEN_KEPT:]
-            if marks:
-                self._adopt_copies(live_path(state.path))
-
-    def _adopt_copies(self, live: str) -> None:
-        """Open the copies among ``live``'s rotated siblings of what was read of its files, so
-        their own positions (stored) say how far they were read, across restarts too."""
-        now = self._clock()
-        for sibling in copy_candidates(live, self._files):
-            copy = self._open(sibling, now, rotated=True, only_copies=True)
-            if copy is not None:
-                self._drain(copy, now)
-                self._fds.trim(copy)

@@ -483,6 +483,7 @@ class TailerModel(RuleBasedStateMachine):
             e for e in self.errors
             if not (self.hiccups and "database is locked" in e)
             and not (self.truncated and "was truncated (copytruncate?)" in e)  # told of a possible loss
+            and "are no longer there" not in e  # truncated while not followed, or an inode reused
         ]
         assert not errors, f"the tailer reported errors: {errors}"
         return counted
