@@ -308,7 +308,7 @@ class Daemon:
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
-        from canary.daemon.first import serve_first
+        from canary.daemon.first import HANDED, MANAGER, serve_first
         from canary.daemon.sockets import LISTENERS, activated_sockets
         from canary.proxy.serving import DRAIN
 
@@ -327,7 +327,7 @@ class Daemon:
         self.managed = bool(listeners) and self._predecessor is None
         # The sockets the service manager holds are served before anything else loads: the
         # agent's connections wait in their queue for as long as the daemon takes to start.
-        first = serve_first(self.config, listeners, drain=DRAIN)
+        first = serve_first(self.config, listeners, drain=DRAIN, held=MANAGER if self.managed else HANDED)
         try:
             return self._run(listeners, first)
         finally:
@@ -349,7 +349,7 @@ class Daemon:
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
                 log.warning("marked %d run(s) left in flight as interrupted", interrupted)
-            check_listeners(self.config, listeners)
+            check_listeners(self.config, listeners, managed=self.managed)
             self.session = DaemonSession(
                 self.config, self.store, first,
                 grace=DEFAULT_GRACE if self.grace is None else self.grace, start_at_end=False,
