@@ -30,6 +30,7 @@ class RunFact:
     verdict: str
     at: datetime
     evidence: str | None = None  # the firing line that belongs to the run
+    leaked_turn: int | None = None  # multi-turn: the first turn whose answer held the leak
 
     @property
     def conclusive(self) -> bool:

@@ -47,6 +47,8 @@ def _canaries_failed(d: Decision, v: View) -> str:
     assert run is not None
     at = clock_time(run.at, v.now)
     text = f"canary {run.canary} {_words(run.verdict)} at {at}: {_SENTENCE[run.verdict]}"
+    if run.leaked_turn is not None:
+        text += f" (in turn {run.leaked_turn})"
     if len(d.runs) > 1:
         text += "; every variant failed: " + ", ".join(_variant(r, v.now) for r in d.runs)
     return text

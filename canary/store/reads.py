@@ -127,9 +127,10 @@ class RunRow:
     verdict: str
     started: datetime
     evidence: str | None
+    leaked_turn: int | None = None  # multi-turn: the first turn whose answer held the leak
 
 
-_RUN_COLUMNS = "id, guard, canary, variant, expect, verdict, started, evidence"
+_RUN_COLUMNS = "id, guard, canary, variant, expect, verdict, started, evidence, leaked_turn"
 #: The variants a canary has run, walked on the (guard, canary, variant, started) index.
 _VARIANTS = """
 WITH RECURSIVE v(x) AS (
@@ -172,10 +173,11 @@ def status_runs(reader: Reader, guard: str, canaries: Sequence[str], since: date
         if row[2] in wanted:
             by_id[int(row[0])] = row
     runs = []
-    for rid, g, c, v, e, verdict, started, ev in by_id.values():
+    for rid, g, c, v, e, verdict, started, ev, turn in by_id.values():
         at = reader.time(started)
         assert at is not None
-        runs.append((at, int(rid), RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev)))
+        leaked = int(turn) if turn is not None else None
+        runs.append((at, int(rid), RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev, leaked)))
     runs.sort(key=lambda t: (t[0], t[1]), reverse=True)
     return [r for _at, _id, r in runs]
 

@@ -129,3 +129,18 @@ def test_a_mute_ends_at_its_instant_in_sql_as_in_the_status(tmp_path: Path) -> N
             assert ("denial" in active_mutes(conn, now)) is held
         assert is_muted(until, now) is held
     store.close()
+
+
+def test_a_multi_turn_leak_names_its_turn_in_the_reason(tmp_path: Path) -> None:
+    config = config_for(tmp_path)
+    store = Store(config.store.url)
+    runs = RunLog(store)
+    for n, variant in enumerate(MATRIX):
+        rid = runs.start(guard="denial", canary="empty-page", variant=variant, expect="reject",
+                         nonce=f"n{n}", started=T0, injected_text="x", leak_text="empty")
+        runs.finish(rid, verdict="fired_but_leaked", finished=T0 + timedelta(seconds=5),
+                    evidence=LINE.format(n=n), leaked_turn=3)
+    (status,) = [s for _f, s in evaluate_all(store, config, now=T0 + EVERY / 2, readable=True)]
+    assert status.status == Status.ASLEEP
+    assert "yet the answer reached the user (in turn 3)" in status.reason
+    store.close()
