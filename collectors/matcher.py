@@ -196,8 +196,8 @@ class Matcher:
         self, buf: bytes, base: int, lo: int, hi: int, apart: int
     ) -> tuple[dict[int, set[int]], int]:
         """Line start -> rule indexes to confirm, from one native pass; and, where rule
-        ``apart`` (the activity rule, trusted) is to be counted, the lines only it matches
-        in a plain buffer, counted rather than confirmed."""
+        ``apart`` (the activity rule, trusted) is to be counted, how many plain lines only it
+        matches: those are counted rather than confirmed."""
         assert self._native is not None
         first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
         reported = self._native.line_ends(buf, first, hi)
@@ -221,14 +221,20 @@ class Matcher:
             lines = set(apart_ends)
             if hi > lo and buf[hi - 1] == 10:
                 lines.discard(hi - first)  # no line starts after the last newline
+            both = lines.intersection({_line_end(buf, start, hi) - first for start in candidates})
+            for end in both:
+                candidates[rfind(b"\n", lo, first + end) + 1 or lo].add(apart)
+            lines.difference_update(both)
+            # On a plain line (ASCII, no trailing \r) the native report is the answer.
             if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
-                # Plain lines: the native report is the answer, and no line needs reading.
-                ends_of = {_line_end(buf, start, hi) - first for start in candidates}
-                both = lines.intersection(ends_of)
-                counted = len(lines) - len(both)
-                lines = both
+                return candidates, len(lines)
             for end in lines:
-                candidates.setdefault(rfind(b"\n", lo, first + end) + 1 or lo, set()).add(apart)
+                start = rfind(b"\n", lo, first + end) + 1 or lo
+                raw = buf[start : first + end]
+                if raw.isascii() and not raw.endswith(b"\r"):
+                    counted += 1
+                else:
+                    candidates.setdefault(start, set()).add(apart)
         return candidates, counted
 
     def _confirm(

@@ -72,3 +72,23 @@ def test_an_end_anchored_prefilter_compiles_and_is_reported_at_its_lines_end() -
     data = b"a rejected\nrejected b\ny y x\nx\n"
     ends = {index: sorted(set(lines)) for index, lines in found.line_ends(data, 0, len(data)).items()}
     assert ends == {0: [10], 1: [27, 29]}
+
+
+def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like_python() -> None:
+    from collectors.scan import LineScanner
+
+    lines = [
+        b"task finished", "task finished é".encode(), b"task finished\r", "é".encode(),
+        b"Guard task finished", b"task finished twice: task finished", b"\xff task finished",
+        b"nothing", b"Guard", b"task finished \r middle",
+    ]
+    data = b"\n".join(lines * 50) + b"\n"
+    got = {}
+    for engine in ("python", "hyperscan"):
+        matcher = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task finished"),
+                          timestamps=TimestampParser(default_tz=UTC),
+                          engine=engine)  # type: ignore[arg-type]
+        result = LineScanner(matcher).feed(data, count_activity=True)
+        got[engine] = (result.activity, [(h.offset, h.guards, h.activity) for h in result.hits])
+    assert got["hyperscan"] == got["python"]
+    assert got["python"][0] == 6 * 50  # the Guard line is a hit, not counted
