@@ -201,13 +201,15 @@ def finish_lost(
     known: Sequence[Mark],
     read: Callable[[Step, FileState], bool],
     errors: Reporter,
+    found: set[str] | None = None,
 ) -> tuple[set[str], list[str]]:
     """Read what the ``lost`` files (gone, or holding other content now) left in compressed
     siblings, each with ``read``, which commits under the state it is given. ``known`` are
     the marks of what was read already: every stored mark, and where siblings were read to.
 
     Returns the keys done with (nothing of theirs is left to find) and the plain siblings
-    rotated after them, to follow. A sibling that cannot be read keeps its file's position,
+    rotated after them, to follow; the keys whose files went on in a sibling are added to
+    ``found``. A sibling that cannot be read keeps its file's position,
     and is tried again on the next call.
     """
     done: set[str] = set()
@@ -224,6 +226,8 @@ def finish_lost(
             errors.report(exc.path, f"{exc}; what {live} left there is read once it can be")
             continue
         state = group[0]
+        if steps and found is not None:
+            found |= {s.key for s in group}  # they were rotated: their rest is in a sibling
         for step in steps:
             if step.plain:
                 plain.append(step.path)
@@ -251,11 +255,12 @@ class Catchup:
         self._commit, self._trusted, self._scanner = commit, trusted, scanner
         self._batch_bytes, self._errors = batch_bytes, errors
         self.walked: list[Mark] = []
+        self.found: set[str] = set()  # keys of lost files whose rest a sibling held
 
     def finish(self, lost: Sequence[FileState], stored: Sequence[FileState]) -> tuple[set[str], list[str]]:
         """``finish_lost`` over the marks of ``stored`` and those walked to."""
         known = [m for s in stored for m in (s.mark, s.prior, *s.earlier) if m is not None]
-        return finish_lost(lost, known + self.walked, self._read, self._errors)
+        return finish_lost(lost, known + self.walked, self._read, self._errors, self.found)
 
     def _read(self, step: Step, state: FileState) -> bool:
         f = Followed(

@@ -11,7 +11,8 @@ leads elsewhere is drained on every poll until it has been quiet for
 ``rotate_wait`` seconds, then closed; its position is dropped only once it is
 deleted. Idle files are closed too and reopened by position, so descriptors
 go to files that grow. What a file rotated and compressed while nothing followed
-it left unread is read from its compressed sibling (``collectors.backlog``).
+it left unread is read from its compressed sibling (``collectors.backlog``). How
+files are let go of and forgotten is ``collectors.lettinggo``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
     Followed,
-    at_end,
     last_line_end,
     observe,
     pread_upto,
@@ -35,17 +35,23 @@ from collectors.followed import (
     tail_before,
     truncation_told,
 )
-from collectors.identity import HEAD, Kind, classify, tail_offsets
+from collectors.identity import HEAD, Kind, Source, classify, tail_offsets
+from collectors.lettinggo import LettingGo
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
-from collectors.siblings import adoptable, copy_candidates, leads_to, live_path, matched, unread_between
+from collectors.siblings import (
+    adoptable,
+    leads_to,
+    live_path,
+    matched,
+    unread_between,
+)
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 
 ErrorCallback = Callable[[str, str], None]
 
-
-class Tailer:
+class Tailer(LettingGo):
     """Follows every file the globs match; ``poll()`` does one whole step."""
 
     def __init__(
@@ -79,6 +85,7 @@ class Tailer:
         self._stored: dict[str, FileState] | None = None
         self._gone: set[str] = set()
         self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
+        self._deleted: list[Source] = []  # marks of files forgotten once deleted, newest last
         self._first_scan = True
         self._also: list[str] = []  # plain siblings to follow, found while deciding another file
         self._reload = self._held = False
@@ -142,6 +149,7 @@ class Tailer:
         self._stored = None
         self._settled.clear()
         self._catchup.walked.clear()
+        self._deleted.clear()
         self._first_scan = True
 
     def hold(self) -> None:
@@ -186,27 +194,6 @@ class Tailer:
         todo += [(path, True) for path in unread_between(lives, known) if path not in moved]
         return todo
 
-    def _probe_copies(self, now: float) -> None:
-        """Finish a copytruncate copy outside the globs: a sibling holding what a truncated file held."""
-        for f in list(self._files.values()):
-            if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
-                continue
-            found = False
-            for sibling in copy_candidates(f.path, self._files):  # each copy of a mark kept
-                copy = self._open(sibling, now, rotated=True, only_copies=True)
-                if copy is not None:
-                    found = True
-                    self._drain(copy, now)
-                    self._fds.trim(copy)
-            if found:
-                f.prior_at = -1e18  # look no further
-
-    def _forget_gone(self) -> None:
-        for key in sorted(self._gone):
-            if key not in self._files:
-                self._forget(key, self._positions()[key].path if key in self._positions() else key)
-        self._gone.clear()
-
     # -- opening and deciding -----------------------------------------------
 
     def _open(
@@ -239,7 +226,7 @@ class Tailer:
         """Choose where a fresh file starts; False while that cannot be decided yet."""
         assert f.fd is not None
         stored = self._positions().get(f.key)
-        sources = sources_for(f.key, self._files, self._positions())
+        sources = sources_for(f.key, self._files, self._positions()) + self._deleted
         mark = stored.mark if stored is not None else None
         observed = observe(
             f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
@@ -258,6 +245,7 @@ class Tailer:
                     f.prior, f.earlier = stored.prior, stored.earlier
                     f.push_prior(stored.mark, now)
                     self._also += self._finish_lost([stored])[1]
+                    self._tell_rewritten(f, stored.offset)
                 self._commit(f, [], 0, 0)  # known from now on, even before a line is read
             return False  # nothing to read, so nothing to decide yet: a copy starts empty
         offset = decision.offset
@@ -271,14 +259,35 @@ class Tailer:
                                   lambda line: parse(line.rstrip(b"\r\n")))
         if stored is not None:
             f.prior, f.earlier, f.prior_at = stored.prior, stored.earlier, now  # copies are looked for again
-            if decision.kind is Kind.REWRITTEN and stored.offset:
+            if decision.kind is not Kind.RESUME and stored.offset:
+                # What it held (truncated since, or taken as a copy of another file's start)
+                # may live on in a copy yet to be found.
                 f.push_prior(stored.mark, now)
                 self._also += self._finish_lost([stored])[1]
+                self._tell_rewritten(f, stored.offset)
         self._start_at(f, offset)
         f.fresh = False
         if stored is None or stored.offset != offset or decision.kind is not Kind.RESUME:
             self._commit(f, [], 0, 0)
         return True
+
+    def _tell_rewritten(self, f: Followed, offset: int) -> None:
+        """Warn that a file no longer holds what was read of it while it was not watched,
+        unless that went on in a rotated sibling (its inode number went to a new file)."""
+        if f.key in self._catchup.found:
+            self._catchup.found.discard(f.key)
+            return
+        self._errors.warn(
+            f.path,
+            f"{f.path}: the {offset} bytes read of it are no longer there (truncated while not "
+            "followed, or a new file under its inode number); it is read from its start, and lines "
+            f"written past offset {offset} before a truncation are lost unless a rotated copy holds them",
+        )
+
+    def _still_holds(self, f: Followed) -> bool:
+        """Whether ``f``'s file still holds the head and size it was read with."""
+        assert f.fd is not None
+        return f.size >= f.scanner.read_pos and pread_upto(f.fd, len(f.head)) == f.head
 
     def _first_sight(self, f: Followed, kind: Kind, stored: FileState | None) -> bool:
         """Whether ``f`` is read back only over the window: found by the first scan, never seen,
@@ -304,7 +313,8 @@ class Tailer:
     # -- reading ------------------------------------------------------------
 
     def _drain(self, f: Followed, now: float) -> int:
-        if f.fd is None and not self._fds.reopen(f):
+        reopened = f.fd is None
+        if reopened and not self._fds.reopen(f):
             return 0
         assert f.fd is not None
         try:
@@ -313,6 +323,11 @@ class Tailer:
             self._errors.report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
             return 0
         f.size, f.mtime_ns = st.st_size, st.st_mtime_ns
+        if reopened and not f.fresh and not self._still_holds(f):
+            # Closed while idle, its inode number may since have gone to another file (a
+            # copytruncate copy): decided again, as a file first seen is.
+            f.restart_at(self._scanner(f.path, 0), b"", b"")
+            f.base, f.fresh = 0, True
         if f.fresh and not self._decide(f, now):
             return 0
         if st.st_size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head:
@@ -398,35 +413,3 @@ class Tailer:
         f.lines += lines
         self.lines_total += lines
         return True
-
-    def _close_quiet(self, now: float) -> None:
-        for key, f in list(self._files.items()):
-            quiet = now - f.last_change
-            if f.fd is None:
-                if f.rotated:
-                    del self._files[key]  # its position stays: found again by inode if it grows
-                    self._settled[key] = f.size
-                continue
-            if not f.rotated:
-                if quiet >= self.idle_close and at_end(f) and not f.fresh:
-                    self._fds.close(f)
-                continue
-            if quiet < self.rotate_wait or not at_end(f):
-                continue
-            try:
-                deleted = os.fstat(f.fd).st_nlink == 0
-            except OSError:
-                deleted = False
-            self._fds.close(f)
-            del self._files[key]
-            self._settled[key] = f.size
-            if deleted:
-                self._forget(key, f.path)
-
-    def _forget(self, key: str, path: str) -> None:
-        try:
-            self.store.forget(key)
-        except Exception as exc:
-            self._errors.report(path, f"cannot forget {path}: {exc}")
-            return
-        self._positions().pop(key, None)

@@ -24,6 +24,7 @@ from canary.status.families import Family, families
 from canary.status.mutes import is_muted
 from canary.status.overview import DaemonInfo, daemon_info, evaluate_all
 from canary.store.engine import Store
+from canary.terminal import safe
 from canary.vocabulary import Status, as_utc, hour_floor
 from dashboard.queries import (
     AlertRow,
@@ -134,6 +135,7 @@ class Overview:
     rows: tuple[GuardRow, ...]
     runs: tuple[RunRow, ...] = ()  # the latest canary runs of every guard, newest first
     model: str | None = None  # "model server unreachable since 10:02: 37 agent requests failed", while so
+    warning: str | None = None  # the running daemon's latest collector warning, and how many more
 
     @property
     def read_only(self) -> bool:
@@ -214,8 +216,24 @@ def load_overview(
     health = upstream.load(store) if info.running and config.model.upstream else None
     model = upstream.summary(health) if health is not None else None
     return Overview(
-        now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows), runs=runs, model=model
+        now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows), runs=runs, model=model,
+        warning=latest_warning(store, info),
     )
+
+
+def latest_warning(store: Store, info: DaemonInfo) -> str | None:
+    """The running daemon's latest collector warning (its text made inert), and how many more."""
+    from canary.status import warnings
+    from canary.store.reads import Reader
+
+    if not info.running or info.since is None:
+        return None
+    with store.engine.connect() as conn:
+        noted = [w for w in warnings.load(Reader.over(conn)) if w.last >= info.since]
+    if not noted:
+        return None
+    more = f" (+{len(noted) - 1} more: canary status)" if len(noted) > 1 else ""
+    return safe(noted[0].message) + more
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         model_line = summary(UpstreamHealth.from_json(doc["model"])) if doc.get("model") else None
         if model_line:
             click.echo(click.style(safe(model_line), fg="red", bold=True))
+        for w in doc["daemon"].get("warnings", [])[:3]:
+            times = f" ({w['count']} times, last {w['last']})" if w["count"] > 1 else f" ({w['last']})"
+            click.echo(click.style(safe(f"collector warning: {w['message']}{times}"), fg="yellow"), err=True)
         click.echo(fmt.status_table(doc))
     if error:
         sys.exit(EXIT_UNAVAILABLE)

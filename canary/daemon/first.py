@@ -44,17 +44,27 @@ class FirstServers:
         self.started.clear()
 
 
-def _start(app: object, sock: socket.socket, allow_remote: bool, name: str, drain: float) -> BackgroundServer:
+#: Who held the sockets before this daemon: a service manager, or the daemon that handed them over.
+MANAGER = "a socket the service manager holds"
+HANDED = "a socket the previous daemon handed over"
+
+
+def _start(
+    app: object, sock: socket.socket, allow_remote: bool, name: str, *, drain: float, held: str
+) -> BackgroundServer:
     host = str(sock.getsockname()[0])
     if not allow_remote and not is_loopback(host):
         raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
     server = BackgroundServer(app, host, 0, name=name, sock=sock, drain=drain).start()
-    log.info("the %s serves on %s, a socket the service manager holds", name, server.url)
+    log.info("the %s serves on %s, %s", name, server.url, held)
     return server
 
 
-def serve_first(config: Config, listeners: Mapping[str, socket.socket], *, drain: float) -> FirstServers:
-    """Start the proxy and the fixture server on the sockets in ``listeners`` ("proxy", "fixtures")."""
+def serve_first(
+    config: Config, listeners: Mapping[str, socket.socket], *, drain: float, held: str = MANAGER
+) -> FirstServers:
+    """Start the proxy and the fixture server on the sockets in ``listeners`` ("proxy", "fixtures");
+    ``held`` says where they came from, for the log."""
     logs = config.logs
     first = FirstServers(
         Registry(has_upstream=bool(config.model.upstream),
@@ -67,12 +77,13 @@ def serve_first(config: Config, listeners: Mapping[str, socket.socket], *, drain
         if sock is not None:
             proxy = create_proxy(model.upstream, first.registry, max_body=model.max_body,
                                  allowed_hosts=listen_names(model.listen), recorder=first.counts)
-            first.proxy = _start(proxy, sock, model.allow_remote, "model proxy", drain)
+            first.proxy = _start(proxy, sock, model.allow_remote, "model proxy", drain=drain, held=held)
             first.started.append(first.proxy)
         sock = listeners.get("fixtures")
         if sock is not None:
             pages = create_fixture_server(first.registry, allowed_hosts=listen_names(fixtures.listen))
-            first.fixtures = _start(pages, sock, fixtures.allow_remote, "fixture server", drain)
+            first.fixtures = _start(pages, sock, fixtures.allow_remote, "fixture server",
+                                    drain=drain, held=held)
             first.started.append(first.fixtures)
     except BaseException:
         first.stop()
@@ -80,14 +91,20 @@ def serve_first(config: Config, listeners: Mapping[str, socket.socket], *, drain
     return first
 
 
-def check_listeners(config: Config, listeners: Mapping[str, socket.socket]) -> None:
-    """Log each socket held for the daemon, warning where canary.toml names another address."""
+def check_listeners(config: Config, listeners: Mapping[str, socket.socket], *, managed: bool = True) -> None:
+    """Log each socket held for the daemon, warning where canary.toml names another address
+    (``managed``: held by a service manager, else handed over by the previous daemon)."""
     configured = {"proxy": config.model.listen, "fixtures": config.fixtures.listen}
     for name, sock in listeners.items():
         host, port = sock.getsockname()[:2]
         held = format_listen(str(host), int(port))
-        log.info("serving the %s on %s, a socket the service manager holds", name, held)
-        if held != configured.get(name):
+        log.info("serving the %s on %s, %s", name, held, MANAGER if managed else HANDED)
+        if not managed and held != configured.get(name):
+            log.warning(
+                "the %s goes on serving on %s, handed over by the previous daemon, but canary.toml "
+                "says %s; stop and start the daemon to move it", name, held, configured.get(name),
+            )
+        elif held != configured.get(name):
             log.warning(
                 "the service manager holds the %s on %s, but canary.toml says %s; "
                 "run `canary service install` again to move it", name, held, configured.get(name),

@@ -106,6 +106,9 @@ class Daemon:
         self.managed = False  # sockets from a service manager (not from a daemon handing over)
         self.reload_error: str | None = None
         self._defs_seen = fingerprint(config)
+        from canary.status.warnings import Warnings
+
+        self.warnings = Warnings(clock)
 
     @property
     def store(self) -> Store:
@@ -246,6 +249,10 @@ class Daemon:
                  ", ".join(changed) or "none")
         return True
 
+    def _collector_warning(self, path: str, message: str) -> None:
+        log.warning("%s", message)
+        self.warnings.add(path, message)
+
     def _reschedule(self) -> None:
         from canary.daemon.reload import reschedule
 
@@ -258,6 +265,7 @@ class Daemon:
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
              addresses=self._addresses())
+        self.warnings.flush(self.store)
         decide_statuses(self.store, self.config, now=now, readable=None)
         if self.session is not None:
             upstream_step(self.store, self.config, self.session.counts, now=now,
@@ -300,7 +308,7 @@ class Daemon:
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
-        from canary.daemon.first import serve_first
+        from canary.daemon.first import HANDED, MANAGER, serve_first
         from canary.daemon.sockets import LISTENERS, activated_sockets
         from canary.proxy.serving import DRAIN
 
@@ -319,7 +327,7 @@ class Daemon:
         self.managed = bool(listeners) and self._predecessor is None
         # The sockets the service manager holds are served before anything else loads: the
         # agent's connections wait in their queue for as long as the daemon takes to start.
-        first = serve_first(self.config, listeners, drain=DRAIN)
+        first = serve_first(self.config, listeners, drain=DRAIN, held=MANAGER if self.managed else HANDED)
         try:
             return self._run(listeners, first)
         finally:
@@ -341,12 +349,11 @@ class Daemon:
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
                 log.warning("marked %d run(s) left in flight as interrupted", interrupted)
-            check_listeners(self.config, listeners)
+            check_listeners(self.config, listeners, managed=self.managed)
             self.session = DaemonSession(
                 self.config, self.store, first,
                 grace=DEFAULT_GRACE if self.grace is None else self.grace, start_at_end=False,
-                on_error=lambda path, message: log.warning("%s", message),
-                listeners=listeners, drain=DRAIN,
+                on_error=self._collector_warning, listeners=listeners, drain=DRAIN,
             ).start()
             first.started.clear()  # the session stops them now
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,

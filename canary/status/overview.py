@@ -125,10 +125,15 @@ def status_document(
     from canary.status import upstream
 
     health = upstream.load(store) if info.running and config.model.upstream else None
+    from canary.status import warnings
+
+    # the collectors' warnings of the daemon running now: each says a count may be short
+    noted = [w.to_json() for w in warnings.load(store)
+             if info.running and info.since is not None and w.last >= info.since]
     return {
         "daemon": {"running": info.running, "since": iso(info.since) if info.running else None,
                    "files": info.files if info.running else 0, "heartbeat": iso(info.beat),
-                   "error": info.error},
+                   "error": info.error, "warnings": noted},
         "guards": guards,
         # the model server as the running daemon's proxy sees it; null without a daemon or upstream
         "model": health.to_json() if health is not None else None,

@@ -55,6 +55,7 @@ class DaemonBar(Static):
     def watch_overview(self, overview: Overview | None) -> None:
         self.set_class(overview is not None and overview.read_only, "-read-only")
         self.set_class(overview is not None and bool(overview.model), "-model-down")
+        self.set_class(overview is not None and not overview.read_only and bool(overview.warning), "-warned")
 
     def render(self) -> RenderableType:
         overview = self.overview
@@ -95,9 +96,12 @@ class DaemonBar(Static):
             f"proxy {_address(info.proxy)} · fixtures {_address(info.fixtures)} · ", (window, "bold"), " · ",
             summary,
         )
+        lines = [first, second_line]
         if overview.model:
-            return Group(first, second_line, Text(f"● {overview.model}", style="bold red"))
-        return Group(first, second_line)
+            lines.append(Text(f"● {overview.model}", style="bold red"))
+        if overview.warning:
+            lines.append(Text(f"▲ collector warning: {overview.warning}", style="yellow"))
+        return Group(*lines)
 
 
 def _summary(overview: Overview) -> Text:

@@ -483,6 +483,7 @@ class TailerModel(RuleBasedStateMachine):
             e for e in self.errors
             if not (self.hiccups and "database is locked" in e)
             and not (self.truncated and "was truncated (copytruncate?)" in e)  # told of a possible loss
+            and "are no longer there" not in e  # truncated while not followed, or an inode reused
         ]
         assert not errors, f"the tailer reported errors: {errors}"
         return counted
@@ -781,17 +782,13 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-# The examples are drawn from a fixed seed, the same on every machine. Some other seeds still
-# find a line counted twice (``--hypothesis-seed=4`` on RotatedNamesToo); run them by hand
-# with the decorators taken off.
+# The examples are drawn from a fixed seed, the same on every machine. Of seeds 1-30, two on
+# LiveNameOnly (8 and 13) still find a stored position whose inode number a later file outside
+# the glob took, with restarts between (a position kept, not a line counted twice); run them by
+# hand with the decorators taken off.
 seed(1)(LiveNameOnly)
 seed(1)(RotatedNamesToo)
 TestLiveNameOnly = LiveNameOnly.TestCase
-# Known defect: rename, truncate, restart, then copytruncate can count a line twice (found by
-# this model in full-suite runs: setup(chunk=7, batch=1), write_partial, poll, complete_partial,
-# rotate_rename, truncate, poll, restart, rotate_copytruncate, write_partial).
-TestLiveNameOnly = pytest.mark.xfail(strict=False, reason="a line counted twice after "
-                                     "rename+truncate+restart+copytruncate")(TestLiveNameOnly)
 TestLiveNameOnly.settings = SETTINGS
 TestRotatedNamesToo = RotatedNamesToo.TestCase
 TestRotatedNamesToo.settings = SETTINGS
@@ -812,6 +809,90 @@ def report_totals(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 # -- minimal failing sequences ------------------------------------------------------------
+
+
+def test_an_idle_file_whose_inode_goes_to_a_copy_is_decided_again() -> None:
+    """Found by the model: a rotated copy closed while idle was deleted, the next copytruncate
+    copy got its inode number, and the tailer took the new copy for the old file rewritten and
+    read it from 0 (seq 2 counted twice). Its head no longer matching, it is decided again as
+    a file first seen, and found to be a copy of the live file."""
+    m = RotatedNamesToo()
+    m.setup(chunk=7, batch=1, precreate=False)
+    m.write_more_lines(kinds=["guard"])
+    m.poll()
+    m.rotate_copytruncate(between=[])
+    m.rotate_copytruncate(between=[])
+    m.poll()
+    m.settle()
+    m.write_partial(cut=0, to_old=False)
+    m.complete_partial()
+    m.settle()
+    m.poll()
+    m.settle()
+    m.rotate_copytruncate(between=[])
+    m.poll_while_writing(kinds=["guard"], times=1)
+    m.settle()
+    m.rotate_copytruncate(between=["guard"])
+    m.teardown()
+
+
+def test_the_copy_of_a_deleted_file_is_not_read_again_after_a_restart() -> None:
+    """Found by the model: copytruncate, a restart, the live file deleted (its position
+    forgotten), a restart, a new live file: the copy sat between a known rotated file and the
+    live one, and was read whole (seq 3 counted twice). The copy is now adopted when its
+    original is forgotten, so its own stored position says how far it was read."""
+    m = LiveNameOnly()
+    m.setup(batch=1, chunk=64, precreate=False)
+    m.write_lines(kinds=["noise", "guard", "crlf", "crlf", "noise"])
+    m.crash(k=2)
+    m.rotate_copytruncate(between=[])
+    m.write_more_lines(kinds=["guard", "empty"])
+    m.poll()
+    m.rotate_copytruncate(between=[])
+    m.restart()
+    m.delete(recreate=False)
+    m.poll_again()
+    m.restart()
+    m.write_lines(kinds=["guard", "noise", "noise", "empty", "noise", "guard"])
+    m.teardown()
+
+
+def test_an_idle_rotated_file_deleted_is_forgotten_when_let_go() -> None:
+    """Found by the model: a rotated file closed while idle and then deleted kept its position
+    after the tailer let go of it, until a later poll."""
+    m = RotatedNamesToo()
+    m.setup(chunk=7, batch=1, precreate=True)
+    m.poll()
+    m.write_more_lines(kinds=["crlf", "crlf"])
+    m.rotate_rename()
+    m.write_lines(kinds=["empty", "crlf"])
+    m.rotate_rename()
+    m.settle()
+    m.rotate_rename()
+    m.rotate_copytruncate(between=["noise"])
+    m.settle()
+    m.settle()
+    m.advance_clock_and_poll()
+    m.rotate_copytruncate(between=[])
+    m.teardown()  # settles, then checks the store keeps no position for a deleted file
+
+
+def test_a_file_truncated_to_a_fragment_keeps_what_it_held_for_its_copy() -> None:
+    """Found by the model: the live file, truncated while stopped to a fragment that begins as
+    another file's head does, was taken as an older copy of that file, and forgot what it had
+    held itself, so the copytruncate copy of it was read again from 0."""
+    m = LiveNameOnly()
+    m.setup(chunk=7, batch=1, precreate=False)
+    m.write_partial(cut=0, to_old=False)
+    m.advance_clock_and_poll()
+    m.complete_partial()
+    m.rotate_rename()
+    m.truncate(rewrite=["guard"])
+    m.advance_clock_and_poll()
+    m.restart()
+    m.rotate_copytruncate(between=[])
+    m.write_partial(cut=0, to_old=False)
+    m.teardown()  # settles, then checks: seq 1 was counted twice
 
 
 @pytest.fixture

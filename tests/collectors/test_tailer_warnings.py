@@ -87,3 +87,30 @@ def test_copytruncate_under_a_writer_without_append_tells_the_bytes_lost(
         t.close()
     assert len(told) == 1, told
     assert str(log) in told[0] and "11 bytes after the last line read" in told[0]
+
+
+@pytest.mark.parametrize("rewrite", [b"", b"a HIT new\n"], ids=["emptied", "rewritten"])
+def test_a_file_truncated_while_stopped_is_told_as_a_possible_loss(
+    tmp_path: Path, store: Store, rewrite: bytes
+) -> None:
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"a HIT 1\nnoise\n")
+    first = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store)
+    try:
+        first.poll()
+    finally:
+        first.close()
+    with log.open("r+b") as handle:  # truncated in place while nothing followed it
+        handle.truncate(0)
+        handle.write(rewrite)
+    told: list[str] = []
+    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+               on_error=lambda _p, message: told.append(message))
+    try:
+        t.poll()
+    finally:
+        t.close()
+    assert store.count_firings() == 1 + bool(rewrite)
+    assert len(told) == 1, told
+    assert str(log) in told[0] and "the 14 bytes read of it are no longer there" in told[0]
+    assert "past offset 14" in told[0]

@@ -91,3 +91,6 @@ def test_sigusr2_hands_the_sockets_to_a_new_daemon_and_no_request_fails(tmp_path
                 assert lock_released(tmp_path / "canary.db.lock")
     assert [r for r in results if r[2] != "ok"] == []  # none refused, none failed
     assert len(results) > 15
+    told = err.read_text(errors="replace")
+    assert "the model proxy serves on" in told and "a socket the previous daemon handed over" in told
+    assert "service manager" not in told  # no service manager is involved in a hand-over

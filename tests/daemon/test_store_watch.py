@@ -240,3 +240,22 @@ def test_a_problem_is_read_only_while_a_daemon_holds_the_lock(tmp_path: Path) ->
         assert problem is not None and problem.reason == "database or disk is full"
     finally:
         os.close(fd)
+
+
+def test_a_collector_warning_is_shown_by_status_while_the_daemon_runs(world: World) -> None:
+    world.daemon()
+    wait_for(lambda: world.firings() == 5, 30, "the first firings")
+    os.truncate(world.log, 0)  # truncated under the daemon: a possible loss it must tell of
+    with world.log.open("a") as handle:
+        handle.write(f"{GUARD} seq=after\n")
+    code, doc, _err = wait_for(
+        lambda: (s := world.status())[1].get("daemon", {}).get("warnings") and s, 30, "a collector warning"
+    )
+    (warning,) = doc["daemon"]["warnings"]
+    assert warning["file"] == str(world.log) and "was truncated" in warning["message"]
+    assert warning["count"] == 1 and code in (0, 1)
+    text = subprocess.run(
+        [sys.executable, "-m", "canary.cli.main", "--config", str(world.config), "status"],
+        check=False, capture_output=True, text=True, timeout=60, env=os.environ.copy(),
+    )
+    assert f"collector warning: {world.log} was truncated" in text.stderr
