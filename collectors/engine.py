@@ -1,9 +1,12 @@
 """The native multi-pattern engine: one Hyperscan pass over a buffer finds the lines to confirm.
 
 Every prefilter (``collectors.patterns``) is compiled into one block-mode database
-in multiline mode; each report's end offset is mapped to its line in bulk after
-the pass. Hyperscan runs in linear time whatever the pattern. The import is guarded: without the ``hyperscan``
-package ``available()`` is False and the scanner uses its pure-Python path.
+in multiline mode, followed by the rest of its line (``[^\\n]*$``): a prefilter is
+then reported once per line it matches, at the line's end, however often it
+matches there, so a line needs no mapping from a match to its start unless it is
+to be confirmed. Hyperscan runs in linear time whatever the pattern. The import
+is guarded: without the ``hyperscan`` package ``available()`` is False and the
+scanner uses its pure-Python path.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +49,20 @@ def compiles(expression: bytes) -> str | None:
 
 
 def _line(expression: bytes) -> bytes:
-    return expression
+    """The prefilter and the rest of its line: one report per line, at the line's end.
+
+    No prefilter matches a newline (``collectors.patterns``), so a match of the whole
+    lies within the line of the prefilter's match. A prefilter with an end anchor (``$``:
+    every literal ``$`` is written ``\\x24``) stays bare, since Hyperscan refuses an end
+    anchor inside an expression; ``NativeSet.line_ends`` maps its reports to line ends.
+    """
+    if _bare(expression):
+        return expression
+    return b"(?:" + expression + b")[^\\n]*$"
+
+
+def _bare(expression: bytes) -> bool:
+    return b"$" in expression
 
 
 def _flags() -> int:
@@ -54,7 +71,7 @@ def _flags() -> int:
 
 
 class NativeSet:
-    """A compiled set of line prefilters; ``lines`` tells which of them each line matches."""
+    """A compiled set of line prefilters; ``line_ends`` tells which lines each of them matches."""
 
     def __init__(
         self, expressions: Sequence[tuple[int, bytes]], *, cache_dir: Path | None = None
@@ -63,6 +80,7 @@ class NativeSet:
         assert _hs is not None, "check available() first"
         self._local = threading.local()
         self._db: Any = None
+        self._bare = frozenset(index for index, expression in expressions if _bare(expression))
         if not expressions:
             return
         cached = _cache_path(cache_dir, expressions)
@@ -83,50 +101,93 @@ class NativeSet:
         if cached is not None:
             _store(cached, db)
 
-    def lines(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
-        """Line start (an index into ``buf``) -> prefilter ids, for the complete lines in [lo, hi)."""
-        return self.lines_apart(buf, lo, hi, -1)[0]
+    def line_ends(self, buf: bytes, lo: int, hi: int) -> dict[int, list[int]]:
+        """Prefilter id -> the lines of ``buf[lo:hi]`` it matches, each as the offset
+        from ``lo`` of the line's end: its newline, or ``hi - lo`` for a last line without one.
 
-    def lines_apart(
-        self, buf: bytes, lo: int, hi: int, apart: int
-    ) -> tuple[dict[int, set[int]], set[int]]:
-        """Like ``lines``, but the lines of prefilter ``apart`` come back as a set of starts."""
-        kept: set[int] = set()
+        A line may be listed twice; a prefilter that can match empty text also reports
+        ``hi - lo`` after a last newline, where no line starts. One Python call per line a
+        prefilter matches (per match for an end-anchored one, which is mapped here).
+        """
         if self._db is None:
-            return {}, kept
+            return {}
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             assert _hs is not None
             scratch = self._local.scratch = _hs.Scratch(self._db)
-        found: dict[int, set[int]] = {}
-        ends: list[tuple[int, int]] = []
-        report = ends.append
+        ends: defaultdict[int, list[int]] = defaultdict(list)
 
         def on_match(index: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            report((end, index))
+            ends[index].append(end)
 
         self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
-        limit = hi - lo
-        rfind = buf.rfind
-        last_end = -1
-        start = lo
-        for end, index in ends:
-            if end >= limit:
-                continue  # the empty "line" after the final newline
-            if end != last_end:
-                last_end = end
-                start = rfind(b"\n", lo, lo + end) + 1 or lo
-            if index == apart:
-                kept.add(start)
-            else:
-                found.setdefault(start, set()).add(index)
-        return found, kept
+        for index in self._bare.intersection(ends):
+            lines = set()
+            for end in ends[index]:  # a match's end -> its line's end
+                newline = buf.find(b"\n", lo + end, hi)
+                lines.add((hi if newline < 0 else newline) - lo)
+            ends[index] = sorted(lines)
+        return ends
+
+
+#: Lines the line counter reports at once: few reports, and a small database.
+LINES_PER_REPORT = 128
+#: Buffers shorter than this are counted with ``bytes.count``: a native pass costs more there.
+_COUNT_NATIVE_FROM = 64 << 10
+_counter: Any = None
+_counter_built = False
+_counter_lock = threading.Lock()
+_counter_local = threading.local()
+
+
+def count_lines(buf: bytes, lo: int, hi: int) -> int:
+    """The newlines in ``buf[lo:hi]``, like ``buf.count(b"\\n", lo, hi)``, in one native pass.
+
+    The counter's one expression matches whole runs of ``LINES_PER_REPORT`` lines from the
+    start of the buffer, so it is reported once per run, at the run's end, and Hyperscan
+    skips from newline to newline over everything else; the lines after the last run are
+    counted with ``bytes.count``.
+    """
+    db = _line_counter() if hi - lo >= _COUNT_NATIVE_FROM else None
+    if db is None:
+        return buf.count(b"\n", lo, hi)
+    scratch = getattr(_counter_local, "scratch", None)
+    if scratch is None:
+        scratch = _counter_local.scratch = _hs.Scratch(db)
+    ends: list[int] = []
+    append = ends.append
+
+    def on_match(_index: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+        append(end)
+
+    db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
+    if not ends:
+        return buf.count(b"\n", lo, hi)
+    return LINES_PER_REPORT * len(set(ends)) + buf.count(b"\n", lo + max(ends), hi)
+
+
+def _line_counter() -> Any:
+    """The line counter's database, compiled on first use; None where it cannot be."""
+    global _counter, _counter_built
+    if _hs is None:
+        return None
+    with _counter_lock:
+        if not _counter_built:
+            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            expression = b"\\A(?:(?:[^\\n]*\\n){%d})+" % LINES_PER_REPORT
+            try:
+                db.compile(expressions=[expression], ids=[0], elements=1, flags=[0])
+            except _hs.error:
+                db = None
+            _counter, _counter_built = db, True
+    return _counter
 
 
 def _cache_path(cache_dir: Path | None, expressions: Sequence[tuple[int, bytes]]) -> Path | None:
     if cache_dir is None:
         return None
-    digest = hashlib.sha256(repr((_hs.__version__, _flags(), list(expressions))).encode())
+    compiled = [(index, _line(expression)) for index, expression in expressions]
+    digest = hashlib.sha256(repr((_hs.__version__, _flags(), compiled)).encode())
     return cache_dir / f"{digest.hexdigest()[:32]}.hsdb"
 
 

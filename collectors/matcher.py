@@ -148,6 +148,12 @@ class Matcher:
         """The engine that finds candidate lines: "hyperscan" or "python"."""
         return "python" if self._native is None else "hyperscan"
 
+    def count_lines(self, buf: bytes, lo: int, hi: int) -> int:
+        """The newlines in ``buf[lo:hi]``: one native pass, or ``bytes.count`` on the Python path."""
+        if self._native is None:
+            return buf.count(b"\n", lo, hi)
+        return native.count_lines(buf, lo, hi)
+
     def scan(
         self, buf: bytes, base: int, lo: int = 0, hi: int | None = None, *, warn: Warn | None = None
     ) -> list[Hit]:
@@ -169,24 +175,9 @@ class Matcher:
         counted = 0
         act = len(self._all) - 1 if self.activity is not None else -1
         if self._native is not None:
-            first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
-            apart = act if count_activity and act in self._trusted else -1
-            candidates, activity_lines = self._native.lines_apart(buf, first, hi, apart)
-            if first != lo:
-                if first in candidates:
-                    candidates[lo] = candidates.pop(first)
-                if first in activity_lines:
-                    activity_lines.discard(first)
-                    activity_lines.add(lo)
-            if self._every_line:
-                mark_every_line(buf, lo, hi, self._every_line, candidates)
-            if activity_lines:
-                if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
-                    # Plain lines: the native report is the answer, and no line needs reading.
-                    counted = len(activity_lines.difference(candidates))
-                    activity_lines.intersection_update(candidates)
-                for start in activity_lines:
-                    candidates.setdefault(start, set()).add(act)
+            candidates, counted = self._native_candidates(
+                buf, base, lo, hi, act if count_activity and act in self._trusted else -1
+            )
         else:
             candidates = self._python.lines(buf, lo, hi)
         if not candidates:
@@ -200,6 +191,51 @@ class Matcher:
             counted += len(hits) - len(kept)
             hits = kept
         return hits, counted
+
+    def _native_candidates(
+        self, buf: bytes, base: int, lo: int, hi: int, apart: int
+    ) -> tuple[dict[int, set[int]], int]:
+        """Line start -> rule indexes to confirm, from one native pass; and, where rule
+        ``apart`` (the activity rule, trusted) is to be counted, how many plain lines only it
+        matches: those are counted rather than confirmed."""
+        assert self._native is not None
+        first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
+        reported = self._native.line_ends(buf, first, hi)
+        apart_ends = reported.pop(apart, None) if apart >= 0 else None
+        candidates: dict[int, set[int]] = {}
+        rfind = buf.rfind
+        for index, ends in reported.items():
+            for end in ends:
+                # rfind from lo: the first line starts at lo, before any BOM
+                start = rfind(b"\n", lo, first + end) + 1 or lo
+                if start < hi:
+                    found = candidates.get(start)
+                    if found is None:
+                        candidates[start] = {index}
+                    else:
+                        found.add(index)
+        if self._every_line:
+            mark_every_line(buf, lo, hi, self._every_line, candidates)
+        counted = 0
+        if apart_ends:
+            lines = set(apart_ends)
+            if hi > lo and buf[hi - 1] == 10:
+                lines.discard(hi - first)  # no line starts after the last newline
+            both = lines.intersection({_line_end(buf, start, hi) - first for start in candidates})
+            for end in both:
+                candidates[rfind(b"\n", lo, first + end) + 1 or lo].add(apart)
+            lines.difference_update(both)
+            # On a plain line (ASCII, no trailing \r) the native report is the answer.
+            if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
+                return candidates, len(lines)
+            for end in lines:
+                start = rfind(b"\n", lo, first + end) + 1 or lo
+                raw = buf[start : first + end]
+                if raw.isascii() and not raw.endswith(b"\r"):
+                    counted += 1
+                else:
+                    candidates.setdefault(start, set()).add(apart)
+        return candidates, counted
 
     def _confirm(
         self, buf: bytes, base: int, start: int, indexes: set[int], warn: Warn | None
@@ -239,6 +275,12 @@ class Matcher:
         if not guards and not activity:
             return None
         return Hit.of_line(base + start, raw, text, tuple(guards), activity, self._timestamps, obj)
+
+
+def _line_end(buf: bytes, start: int, hi: int) -> int:
+    """Where the line starting at ``start`` ends: its newline, or ``hi``."""
+    end = buf.find(b"\n", start, hi)
+    return hi if end < 0 else end
 
 
 def _native_set(

@@ -112,7 +112,7 @@ class LineScanner:
         last = data.rfind(b"\n", start)
         if last >= 0:
             hits.extend(self._scan_region(data, self.offset - start, start, last + 1))
-            lines += data.count(b"\n", start, last + 1)
+            lines += self.matcher.count_lines(data, start, last + 1)
             self.offset += last + 1 - start
             start = last + 1
         if start < len(data):

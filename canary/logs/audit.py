@@ -27,7 +27,7 @@ from canary.vocabulary import iso
 from collectors.files import expand, open_log, rotated_siblings
 from collectors.scan import Hit, LineScanner
 
-READ = 8 << 20
+READ = 1 << 20  # 1 MiB: the passes over a read stay in cache (faster than 8 MiB in bench_audit)
 
 
 @dataclass

@@ -3,6 +3,7 @@
     uv run python tests/bench/bench_audit.py                  # look-alike log, ~1 GB, best of 3
     uv run python tests/bench/bench_audit.py --size-mb 100    # quick run
     uv run python tests/bench/bench_audit.py --shape plain    # the earlier log shape
+    uv run python tests/bench/bench_audit.py --shape utf8     # look-alike, 1 line in 100 non-ASCII
     uv run python tests/bench/bench_audit.py --keep           # keep (and reuse) the log
     uv run python tests/bench/bench_audit.py --profile        # cProfile one audit pass
 
@@ -241,8 +242,13 @@ def _lookalike(rng: random.Random, name: str, cls: str) -> str:
     return _pad(rng, body)
 
 
-def generate_lookalike(path: Path, size: int, seed: int = SEED) -> dict[str, object]:
-    """Write ``size`` bytes of a look-alike-heavy log to ``path``; return its truth."""
+def generate_lookalike(
+    path: Path, size: int, seed: int = SEED, *, utf8: bool = False
+) -> dict[str, object]:
+    """Write ``size`` bytes of a look-alike-heavy log to ``path``; return its truth.
+
+    With ``utf8``, one line in 100 ends with a non-ASCII word (matching nothing).
+    """
     import re
 
     rng = random.Random(seed)
@@ -294,13 +300,14 @@ def generate_lookalike(path: Path, size: int, seed: int = SEED) -> dict[str, obj
                     body = lookalikes[rng.randrange(len(lookalikes))]
                 else:
                     body = pool[rng.randrange(len(pool))]
-                parts.append(f"{prefix}{ms % 1000:03d}Z {body}\n")
+                tail = " note=Grüße" if utf8 and i % 100 == 0 else ""
+                parts.append(f"{prefix}{ms % 1000:03d}Z {body}{tail}\n")
             data = "".join(parts).encode()
             out.write(data)
             written += len(data)
             lines += block
     return {"size": written, "lines": lines, "guards": counts, "activity": activity,
-            "seed": seed, "requested": size, "profile": "lookalike"}
+            "seed": seed, "requested": size, "profile": "utf8" if utf8 else "lookalike"}
 
 
 # -- setup --------------------------------------------------------------------
@@ -359,9 +366,10 @@ def peak_rss_mb() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=float, default=1024, help="log size in MB (default 1024)")
-    parser.add_argument("--shape", choices=["lookalike", "plain"], default="lookalike",
+    parser.add_argument("--shape", choices=["lookalike", "plain", "utf8"], default="lookalike",
                         help="lookalike (default): accept and router lines share the guards' "
-                             "literals; plain: the earlier log with few near misses")
+                             "literals; plain: the earlier log with few near misses; utf8: the "
+                             "look-alike log with one line in 100 non-ASCII")
     parser.add_argument("--guards", default="1,8,32,128",
                         help="guard counts to measure, comma-separated (plain has 8 at most)")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes of each (best kept)")
@@ -374,8 +382,10 @@ def main() -> int:
 
     if args.generate:  # the child process that writes the log
         shape, path, nbytes = args.generate
-        make = generate_lookalike if shape == "lookalike" else generate
-        print(json.dumps(make(Path(path), int(nbytes))))
+        if shape == "plain":
+            print(json.dumps(generate(Path(path), int(nbytes))))
+        else:
+            print(json.dumps(generate_lookalike(Path(path), int(nbytes), utf8=shape == "utf8")))
         return 0
 
     size = int(args.size_mb * 1024 * 1024)
@@ -423,7 +433,7 @@ def run(root: Path, size: int, args: argparse.Namespace) -> int:
     from canary.logs.audit import audit
 
     log, truth = ensure_log(root, size, args.shape)
-    if args.shape == "lookalike":
+    if args.shape != "plain":
         every_guard = {name: pattern for name, (_, pattern) in lookalike_guards().items()}
         activity = LOOKALIKE_ACTIVITY
     else:

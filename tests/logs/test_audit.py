@@ -182,3 +182,42 @@ def test_audit_warns_of_a_line_cut_at_max_line_naming_file_and_offset(tmp_path: 
     (warning,) = document["files"][0]["warnings"]
     assert str(log) in warning and f"offset {len(head)}" in warning
     assert f"warning: {warning}" in result.stderr
+
+
+def test_audit_over_many_reads_counts_lines_and_activity_like_a_per_line_search(
+    tmp_path: Path,
+) -> None:
+    import random
+    import re
+
+    config_path = write_setup(tmp_path)
+    rng = random.Random(7)
+    kinds = [
+        "INFO task finished steps=3",
+        "INFO task finished, then task finished again",
+        "WARN CitationGuard: rejected url=x after task finished",
+        "WARN DateGuard: rejected date=2020-01-01",
+        "DEBUG CitationGuard: accepted urls=2",
+        "INFO tool result " + "w" * 200,
+        "INFO résumé task finished",
+        "INFO task finished\r",
+        "",
+    ]
+    body = "".join(
+        f"{stamp(NOW - timedelta(seconds=i))} {rng.choice(kinds)}\n" for i in range(40_000)
+    )
+    log = tmp_path / "logs" / "agent.log"
+    log.write_text(body, encoding="utf-8", newline="")
+    assert log.stat().st_size > 2 << 20  # several reads, lines straddling them
+    lines = body.split("\n")[:-1]
+    want_activity = sum(1 for line in lines if "task finished" in line)
+    want = {
+        name: sum(1 for line in lines if re.search(pattern, line.removesuffix("\r")))
+        for name, pattern in (("citation", "CitationGuard: rejected"), ("date", "DateGuard: rejected"))
+    }
+    config = load_config(str(config_path))
+    for since in (None, NOW - timedelta(days=1)):
+        report = audit(config, since=since, now=NOW)
+        assert report.lines == len(lines)
+        assert report.activity == want_activity
+        assert {g.guard: g.firings for g in report.guards} == want

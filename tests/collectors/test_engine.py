@@ -1,0 +1,94 @@
+"""The native engine's bulk answers: lines per prefilter, and the line count, against Python."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collectors import engine as native
+from collectors.rules import Rule
+from collectors.scan import Matcher
+from collectors.timestamps import TimestampParser
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="hyperscan is not installed")
+
+PIECES = [b"\n", b"\n", b"ab", b"\r\n", "é".encode(), b"\x00", b"\xff", b"x" * 300, b"\n" * 7]
+K = native.LINES_PER_REPORT
+BIG = 70 << 10  # over the size from which the native counter runs
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=60),
+    bounds=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20)),
+)
+def test_count_lines_agrees_with_bytes_count(pieces: list[bytes], bounds: tuple[int, int]) -> None:
+    unit = b"".join(pieces)
+    data = unit * (BIG // len(unit) + 2)
+    lo, hi = sorted(b % (len(data) + 1) for b in bounds)
+    assert native.count_lines(data, lo, hi) == data.count(b"\n", lo, hi)
+    assert native.count_lines(data, 0, len(data)) == data.count(b"\n")
+
+
+@pytest.mark.parametrize("lines", [0, 1, K - 1, K, K + 1, 3 * K, 3 * K + 5, 2000 * K])
+@pytest.mark.parametrize("tail", [b"", b"no newline at the end"])
+def test_count_lines_at_every_run_boundary(lines: int, tail: bytes) -> None:
+    width = max(BIG // max(lines, 1), 1)
+    data = (b"y" * (width - 1) + b"\n") * lines + tail
+    if len(data) < BIG:
+        data = b"z" * BIG + data  # a long first line keeps the buffer over the native size
+    assert native.count_lines(data, 0, len(data)) == lines
+
+
+def test_a_prefilter_is_reported_once_per_line_at_the_lines_end() -> None:
+    found = native.NativeSet([(0, b"ab"), (3, b"x")])
+    data = b"ab ab ab\nzz\nx x\nab"
+    assert dict(found.line_ends(data, 0, len(data))) == {0: [8, 18], 3: [15]}
+    assert dict(found.line_ends(data, 9, len(data))) == {0: [9], 3: [6]}
+
+
+def test_both_engines_count_a_match_at_the_end_of_a_last_line_without_newline() -> None:
+    rules = [Rule.regex("end", "rejected$"), Rule.regex("lit", "Guard")]
+    data = b"x rejected\nGuard rejected"
+    got = {}
+    for engine in ("python", "hyperscan"):
+        matcher = Matcher(rules, timestamps=TimestampParser(default_tz=UTC),
+                          engine=engine)  # type: ignore[arg-type]
+        got[engine] = [(h.offset, h.guards) for h in matcher.scan(data, 0)]
+    assert got["hyperscan"] == got["python"] == [(0, ("end",)), (11, ("end", "lit"))]
+
+
+def test_an_end_anchored_prefilter_compiles_and_is_reported_at_its_lines_end() -> None:
+    import re
+
+    from collectors.patterns import prefilter
+
+    anchored = prefilter(re.compile("rejected$")).expression
+    alternative = prefilter(re.compile("(?:x$|y)")).expression
+    found = native.NativeSet([(0, anchored), (1, alternative)])  # no NativeError
+    data = b"a rejected\nrejected b\ny y x\nx\n"
+    ends = {index: sorted(set(lines)) for index, lines in found.line_ends(data, 0, len(data)).items()}
+    assert ends == {0: [10], 1: [27, 29]}
+
+
+def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like_python() -> None:
+    from collectors.scan import LineScanner
+
+    lines = [
+        b"task finished", "task finished é".encode(), b"task finished\r", "é".encode(),
+        b"Guard task finished", b"task finished twice: task finished", b"\xff task finished",
+        b"nothing", b"Guard", b"task finished \r middle",
+    ]
+    data = b"\n".join(lines * 50) + b"\n"
+    got = {}
+    for engine in ("python", "hyperscan"):
+        matcher = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task finished"),
+                          timestamps=TimestampParser(default_tz=UTC),
+                          engine=engine)  # type: ignore[arg-type]
+        result = LineScanner(matcher).feed(data, count_activity=True)
+        got[engine] = (result.activity, [(h.offset, h.guards, h.activity) for h in result.hits])
+    assert got["hyperscan"] == got["python"]
+    assert got["python"][0] == 6 * 50  # the Guard line is a hit, not counted
