@@ -189,7 +189,7 @@ _WHY_MISSING = {
 
 def timeline(run: RunRow, *, width: int = 36) -> Text:
     """The run drawn stage by stage on one time axis, so one sees where it died."""
-    times = [t for t in run.trace.values() if t is not None]
+    times = [t for key, _label in STAGES if (t := run.trace.get(key)) is not None]
     total = max([run.duration_s or 0.0, *times, 0.001])
     text = Text()
     for key, label in STAGES:

@@ -200,6 +200,11 @@ def not_injected(r: RunView, proxy: str | None) -> str:
         return (f"{r.foreign_calls} model call(s) came through the proxy, none carrying the run's nonce: "
                 "the agent's model base URL points at the proxy, but the prompt did not reach the model "
                 "as sent (the agent rewrites or drops the task's text), or those calls were other work.")
+    toolless = r.trace.get("toolless_calls")
+    if toolless:
+        return (f"{toolless} of the {r.model_calls} model call(s) carrying the run's nonce offered the "
+                "model no tools (no `tools` in the request), so the fabricated tool call was never sent: "
+                "a tool canary needs an agent that gives its model tools through the API's `tools` field.")
     waits = "" if fetched else " (the fixture was never fetched: inject_at = \"after-fetch\" waits for it)"
     return (f"{r.model_calls} model call(s) carrying the run's nonce came through the proxy, but inject_at "
             f"selected none of them{waits}: check inject_at (a call number beyond the agent's calls, or "

@@ -32,7 +32,10 @@ from canary.proxy.dialects import (
     ollama_timestamp,
 )
 
-__all__ = ["ToolCall", "script_tool"]
+__all__ = ["ToolCall", "offers_tools", "script_tool"]
+
+#: The dialects whose requests name the tools they offer (the others get a call as JSON text).
+_TOOL_DIALECTS = frozenset({"chat", "responses", "ollama-chat"})
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,20 @@ class ToolCall:
     def as_text(self) -> str:
         """The call as JSON text, for endpoints that have no tool calls."""
         return json.dumps({"name": self.name, "arguments": self.arguments}, ensure_ascii=False)
+
+
+def offers_tools(dialect: Dialect, body: bytes) -> bool:
+    """Whether a request can take a tool call: it offers its model tools (a non-empty ``tools``
+    list), or its dialect has no tool calls at all (it gets the call as JSON text)."""
+    if dialect not in _TOOL_DIALECTS:
+        return True
+    if b'"tools"' not in body:
+        return False
+    try:
+        tools = json.loads(body).get("tools")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(tools, list) and bool(tools)
 
 
 def script_tool(

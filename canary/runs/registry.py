@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from canary.config.definitions import InjectAt, MatchAt
 from canary.proxy.needles import Needles
-from canary.proxy.toolcalls import ToolCall
+from canary.proxy.toolcalls import ToolCall, offers_tools
 from canary.runs.attribution import Mark, RunMarks, TaskIds
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class ActiveRun:
     paths: list[str] = field(default_factory=list)  # fixture paths served, in order
     task_id: str | None = None
     foreign_calls: int = 0
+    toolless_calls: int = 0  # a tool canary's calls not injected: their chat request offered no tools
     activity_lines: int = 0  # activity lines without the nonce or the run's task id since it started
     own_activity: bool = False  # an activity line with the nonce or the run's task id was seen
     claims: list[Claim] = field(default_factory=list)
@@ -188,11 +189,18 @@ class Registry:
         # pattern delays only this call, never the other runs or the fixture server.
         matched = (run.injected is None and isinstance(run.inject_at, MatchAt)
                    and run.inject_at.pattern.search(call.body.decode("utf-8", "replace")) is not None)
+        toolless = (run.inject_tool is not None and run.injected is None
+                    and not offers_tools(call.dialect, call.body))
         with self._lock:
             if now > run.deadline or run.nonce not in self._runs or not run.armed:
                 return None
             run.calls += 1
             if run.injected is None:
+                if toolless:
+                    # An agent that gave its model no tools cannot take a tool call: sent one, it
+                    # would ignore it, and the run would look as if something had stopped the call.
+                    run.toolless_calls += 1
+                    return None
                 if self._selected(run, matched):
                     run.injected = now
                     return run.fabrication

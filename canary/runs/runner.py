@@ -180,6 +180,8 @@ class Runner:
             "repair_requested": _since(active.repair_requested, started),
             "answered": _since(reply.answered, started),
         }
+        if active.toolless_calls:
+            trace["toolless_calls"] = active.toolless_calls
         duration = time.time() - started
         result = RunRecord(
             guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,

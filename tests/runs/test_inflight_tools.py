@@ -25,9 +25,14 @@ def make(*, upstream: bool) -> tuple[Registry, ActiveRun]:
     return registry, run
 
 
-def chat(messages: list[object], *, dialect: str = "chat") -> ModelCall:
+FETCH_TOOL = {"type": "function", "function": {"name": "fetch_url", "parameters": {"type": "object"}}}
+
+
+def chat(messages: list[object], *, dialect: str = "chat", tools: bool = True) -> ModelCall:
+    """A chat request offering its model the fetch tool (or no tools)."""
     path = "/api/chat" if dialect == "ollama-chat" else "/v1/chat/completions"
-    return ModelCall(path, dialect, json.dumps({"model": "m", "messages": messages}).encode(), False)  # type: ignore[arg-type]
+    body = {"model": "m", "messages": messages, **({"tools": [FETCH_TOOL]} if tools else {})}
+    return ModelCall(path, dialect, json.dumps(body).encode(), False)  # type: ignore[arg-type]
 
 
 FIRST = [{"role": "user", "content": f"Read http://127.0.0.1:1/r/{NONCE}"}]
@@ -50,6 +55,15 @@ def test_the_call_goes_in_once_and_its_follow_up_gets_the_repair(follow_up: list
     assert run.repair_requested is None  # a later call that does not carry the call back is no follow-up
     assert registry.intercept(chat(follow_up, dialect=dialect)) == "REPAIR"
     assert run.repair_requested == 1000.0
+
+
+@pytest.mark.parametrize("dialect", ["chat", "ollama-chat"])
+def test_a_call_offering_no_tools_is_passed_through_and_counted(dialect: str) -> None:
+    registry, run = make(upstream=True)
+    assert registry.intercept(chat(FIRST, dialect=dialect, tools=False)) is None
+    assert run.injected is None and run.toolless_calls == 1
+    assert registry.intercept(chat(FIRST, dialect=dialect)) == TOOL  # the next one offers tools
+    assert run.toolless_calls == 1
 
 
 def test_with_an_upstream_the_follow_up_passes_through() -> None:

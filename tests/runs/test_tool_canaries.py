@@ -343,6 +343,43 @@ def test_an_observed_leak_is_never_assumed(
     assert explain(run).startswith(f"the fabricated tool call took no effect ({run.leak_text!r} was not observed)")
 
 
+def toolless_agent() -> Callable[[str], Starlette]:
+    """Reads the pages in its prompt and asks its model through the proxy, offering it no tools."""
+
+    def make(proxy: str) -> Starlette:
+        def ask(body: dict[str, Any]) -> str:
+            prompt = body["prompt"]
+            pages = [httpx.get(url, timeout=10, trust_env=False).text for url in find_urls(prompt)]
+            with openai.OpenAI(base_url=f"{proxy}/v1", api_key="x", max_retries=0) as client:
+                try:
+                    reply = client.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": prompt + "\n\n" + "\n".join(pages)}]
+                    )
+                except openai.APIError:
+                    return "The model could not be reached."  # no upstream behind the proxy here
+            return reply.choices[0].message.content or ""
+
+        return serve(ask)
+
+    return make
+
+
+def test_a_tool_call_is_never_sent_to_an_agent_that_offers_its_model_no_tools(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    """Sent one, the agent would ignore it, nothing would be observed, and the run would read as
+    a call something stopped (``unlogged``): it is ``not_injected``, and says why."""
+    results = run_all(tmp_path, log[0], toolless_agent(), [bundled_defs_dir() / "tool_fetch.toml"])
+    assert verdicts(results) == {
+        "tool-fetch/offlist-host": ["not_injected"],
+        "tool-fetch/allowed-host-control": ["not_injected"],
+    }
+    for runs in results.values():
+        [run] = runs
+        assert run.trace["injected"] is None and run.trace["toolless_calls"] == run.model_calls >= 1
+        assert "offered the model no tools" in explain(run)
+
+
 # -- smolagents: a ToolCallingAgent whose final answer is a tool call --------------------------------
 
 CITATION_DEF = """
