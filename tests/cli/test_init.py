@@ -255,3 +255,23 @@ def test_the_listing_of_log_lines_shows_escapes_and_never_sends_them(tmp_path: P
     for raw in ("\x1b]", "\x07", "\x9b"):
         assert raw not in result.output, result.output
     assert "PWNED" in result.output  # the line is listed, its escapes visible
+
+
+def test_tool_governance_refusals_propose_the_tool_templates(tmp_path: Path) -> None:
+    lines = [
+        "2026-11-30T10:00:00Z WARNING governance UrlAllowlist: refused fetch_url url=http://x.example.org/a",
+        "2026-11-30T10:00:01Z WARNING governance Sandbox: refused write_file path=/etc/x outside /srv/box",
+        "2026-11-30T10:00:02Z WARNING governance ShellPolicy: refused run_shell command='curl x' program=curl",
+        "2026-11-30T10:00:03Z WARNING governance StepPolicy: refused write_file during step=research",
+        "2026-11-30T10:00:04Z INFO agent task finished id=t1",
+    ]
+    log = tmp_path / "agent.log"
+    log.write_text("\n".join(lines * 3) + "\n", encoding="utf-8")
+    scan = scan_logs([str(log)], tmp_path)
+    found = {p.name: (p.match, [f.name for f in p.template_files]) for p in scan.proposals if p.strong}
+    assert found == {
+        "tool-fetch": ("UrlAllowlist: refused", ["tool_fetch.toml"]),
+        "tool-write": ("Sandbox: refused", ["tool_write.toml"]),
+        "tool-shell": ("ShellPolicy: refused", ["tool_shell.toml"]),
+        "tool-step": ("StepPolicy: refused", ["tool_step.toml"]),
+    }

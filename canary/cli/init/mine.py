@@ -55,10 +55,10 @@ _REJECT = re.compile(
     r"|\b(?:guard|grounding|citation)\w*\b.*?\b(?:fail(?:ed|s|ure)?|blocked|violations?|denied)\b",
     re.I,
 )
-_CHECKER = r"(?:Guard|Grounding|Check|Checker|Validator|Denial|Filter|Rail|Policy|Contract)"
+_CHECKER = r"(?:Guard|Grounding|Check|Checker|Validator|Denial|Filter|Rail|Policy|Contract|Allowlist)"
 _STRONG = re.compile(
-    rf"\b(?P<id>[A-Z][A-Za-z0-9]*{_CHECKER}|[A-Za-z][\w.-]*[Gg]uard)\b\s*[:\]]?\s*"
-    r"(?:rejected|rejects|rejection|bounced|blocked|failed|fired|violation)\b"
+    rf"\b(?P<id>[A-Z][A-Za-z0-9]*{_CHECKER}|[A-Za-z][\w.-]*[Gg]uard|Sandbox)\b\s*[:\]]?\s*"
+    r"(?:rejected|rejects|rejection|bounced|blocked|failed|fired|violation|refused)\b"
 )
 _GUARD_FIELD = re.compile(r"\b(?:guard|check|validator|rule)\s*[=:]\s*\"?(?P<id>[A-Za-z][\w.-]*)")
 _ACTIVITY = re.compile(

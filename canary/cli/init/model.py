@@ -17,6 +17,12 @@ EXAMPLES = 5
 MAX_TEMPLATES = 50_000
 #: Guard kinds the bundled templates cover: how a guard's line names it, and its template files.
 KINDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    # tool governance first: their guards' names (UrlAllowlist, ShellPolicy) would read as others
+    ("tool-fetch", r"allow-?list|egress|fetch_url", ("tool_fetch.toml",)),
+    ("tool-write", r"sandbox|write_file", ("tool_write.toml",)),
+    ("tool-shell", r"shell|run_shell", ("tool_shell.toml",)),
+    ("tool-step", r"step ?polic|step=", ("tool_step.toml",)),
+    ("conversation", r"conversation|earlier turn|previous turn", ("conversation.toml",)),
     ("provenance", r"provenance|never opened|not opened|unopened|snippet", ("provenance.toml",)),
     ("citation", r"citation|cite|\burl|\blink", ("citation.toml",)),
     ("quote", r"quote|verbatim", ("quote.toml", "quote_fused.toml")),
