@@ -10,9 +10,8 @@ import textwrap
 from pathlib import Path
 
 from canary.store.engine import Store
-from tests.collectors.test_tailer import Clock, append, hits, make_tailer, store
-
-__all__ = ["store"]  # the fixture
+from tests.collectors.fakes import Clock
+from tests.collectors.test_tailer import append, hits, make_tailer
 
 
 def test_directory_moved_away_and_back_is_not_read_again(tmp_path: Path, store: Store) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,13 +28,6 @@ def stamp(hours_ago: float) -> bytes:
 
 def parse(line: bytes) -> datetime | None:
     return PARSER.parse(line.rstrip(b"\n"))
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'canary.db'}")
-    yield s
-    s.close()
 
 
 def start_of(path: Path, hours: float, block: int) -> int:

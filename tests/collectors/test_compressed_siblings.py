@@ -11,7 +11,6 @@ import gzip
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,21 +20,7 @@ from canary.store.engine import Store
 from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.tailer import Tailer
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'canary.db'}")
-    yield s
-    s.close()
+from tests.collectors.fakes import Clock
 
 
 def lines(first: int, n: int) -> bytes:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC
 from pathlib import Path
 
@@ -22,21 +21,7 @@ from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.tailer import Tailer
 from collectors.timestamps import TimestampParser
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'canary.db'}")
-    yield s
-    s.close()
+from tests.collectors.fakes import Clock
 
 
 def tailer(store: Store, pattern: Path, clock: Clock) -> Tailer:

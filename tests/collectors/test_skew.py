@@ -10,9 +10,8 @@ from sqlalchemy import text
 from canary.config.settings import load_config
 from canary.logs.audit import audit
 from canary.store.engine import Store
-from tests.collectors.test_tailer import Clock, append, make_tailer, store
-
-__all__ = ["store"]  # the fixture
+from tests.collectors.fakes import Clock
+from tests.collectors.test_tailer import append, make_tailer
 
 
 def test_a_future_stamp_counts_at_read_time_and_is_reported_once(tmp_path: Path, store: Store) -> None:

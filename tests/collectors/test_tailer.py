@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
@@ -15,21 +14,7 @@ from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.tailer import Batch, Tailer
 from collectors.timestamps import TimestampParser
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'canary.db'}")
-    yield s
-    s.close()
+from tests.collectors.fakes import Clock
 
 
 def make_tailer(store: Store, pattern: str, clock: Clock | None = None, **kw: object) -> Tailer:

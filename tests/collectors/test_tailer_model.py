@@ -97,6 +97,7 @@ from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.tailer import Batch, FileState, Tailer
 from collectors.timestamps import TimestampParser
+from tests.collectors.fakes import Clock
 
 ROTATE_WAIT = 5.0
 KEEP = 3
@@ -119,14 +120,6 @@ def guard_text(seq: int) -> str:
 
 class Killed(BaseException):
     """The process died: nothing after this point of the poll happens."""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class DyingStore:

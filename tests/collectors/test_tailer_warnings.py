@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,6 @@ from canary.store.engine import Store
 from collectors.rules import Rule
 from collectors.scan import MAX_LINE, Matcher
 from collectors.tailer import Tailer
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'canary.db'}")
-    yield s
-    s.close()
 
 
 def test_a_line_cut_at_max_line_is_told_with_its_file_and_offset(tmp_path: Path, store: Store) -> None:
