@@ -32,6 +32,20 @@ def test_a_line_cut_at_max_line_is_told_with_its_file_and_offset(tmp_path: Path,
     assert f"longer than {MAX_LINE} bytes" in message
 
 
+def hit_tailer(log: Path, store: Store, told: list[str] | None = None) -> Tailer:
+    """A tailer of ``log`` counting ``HIT`` lines, its warnings' messages into ``told``."""
+    return Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+                  on_error=lambda _p, message: (told if told is not None else []).append(message))
+
+
+def poll_once(log: Path, store: Store, told: list[str] | None = None) -> None:
+    t = hit_tailer(log, store, told)
+    try:
+        t.poll()
+    finally:
+        t.close()
+
+
 def copytruncate(log: Path) -> None:
     (log.parent / (log.name + ".1")).write_bytes(log.read_bytes())
     os.truncate(log, 0)
@@ -42,8 +56,7 @@ def test_copytruncate_under_an_appending_writer_is_told_as_a_possible_loss(
 ) -> None:
     log = tmp_path / "agent.log"
     told: list[str] = []
-    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
-               on_error=lambda _p, message: told.append(message))
+    t = hit_tailer(log, store, told)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, b"a HIT 1\n")
@@ -64,8 +77,7 @@ def test_copytruncate_under_a_writer_without_append_tells_the_bytes_lost(
 ) -> None:
     log = tmp_path / "agent.log"
     told: list[str] = []
-    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
-               on_error=lambda _p, message: told.append(message))
+    t = hit_tailer(log, store, told)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         os.write(fd, b"a HIT 1\n")
@@ -87,21 +99,12 @@ def test_a_file_truncated_while_stopped_is_told_as_a_possible_loss(
 ) -> None:
     log = tmp_path / "agent.log"
     log.write_bytes(b"a HIT 1\nnoise\n")
-    first = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store)
-    try:
-        first.poll()
-    finally:
-        first.close()
+    poll_once(log, store)
     with log.open("r+b") as handle:  # truncated in place while nothing followed it
         handle.truncate(0)
         handle.write(rewrite)
     told: list[str] = []
-    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
-               on_error=lambda _p, message: told.append(message))
-    try:
-        t.poll()
-    finally:
-        t.close()
+    poll_once(log, store, told)
     assert store.count_firings() == 1 + bool(rewrite)
     assert len(told) == 1, told
     assert str(log) in told[0] and "the 14 bytes read of it are no longer there" in told[0]
