@@ -75,8 +75,6 @@ def run_init(
     """``canary init``: ask for what is missing, scan, propose, write, check, audit; the exit code."""
     from canary.cli.printers import audit_table
     from canary.cli.templates import copy_templates, refuse_the_bundled_folder
-    from canary.config.settings import load_config, summarize
-    from canary.errors import ConfigError
     from canary.logs.audit import audit
 
     ask = not yes
@@ -143,30 +141,20 @@ def run_init(
         click.echo(f"No definition in {guards_dir} yet: copy a template with `canary init --template NAME` "
                    "(`canary templates` lists them) and set its match to your guard's line.")
 
-    click.echo("\n$ canary check")
-    try:
-        config = load_config(path=result.config_path)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            click.echo(problem.render(), err=True)
-        click.echo(f"{len(exc.problems)} problem(s) in the files above; fix them and run `canary check`.")
+    config = _checked(result.config_path)
+    if config is None:
         return EXIT_USAGE
-    click.echo(summarize(config))
     click.echo("\n$ canary audit")
     click.echo(audit_table(audit(config, now=datetime.now(UTC))))
     click.echo("\n" + _next_steps(config, settings, unmatched))
     return EXIT_OK
 
 
-def _templates_added(config_path: Path) -> int:
-    """Templates copied into a project ``canary init`` already wrote: its ``defs`` now reads them."""
+def _checked(config_path: Path) -> Config | None:
+    """``canary check`` of the project written, shown; its config, or None (told) if broken."""
     from canary.config.settings import load_config, summarize
     from canary.errors import ConfigError
 
-    text = config_path.read_text(encoding="utf-8")
-    if NO_DEFS_YET in text:
-        config_path.write_text(text.replace(NO_DEFS_YET, 'defs = ["canaries_defs/*.toml"]'), encoding="utf-8")
-        click.echo(f"updated   {config_path}  (defs reads canaries_defs/*.toml)")
     click.echo("\n$ canary check")
     try:
         config = load_config(path=config_path)
@@ -174,8 +162,19 @@ def _templates_added(config_path: Path) -> int:
         for problem in exc.problems:
             click.echo(problem.render(), err=True)
         click.echo(f"{len(exc.problems)} problem(s) in the files above; fix them and run `canary check`.")
-        return EXIT_USAGE
+        return None
     click.echo(summarize(config))
+    return config
+
+
+def _templates_added(config_path: Path) -> int:
+    """Templates copied into a project ``canary init`` already wrote: its ``defs`` now reads them."""
+    text = config_path.read_text(encoding="utf-8")
+    if NO_DEFS_YET in text:
+        config_path.write_text(text.replace(NO_DEFS_YET, 'defs = ["canaries_defs/*.toml"]'), encoding="utf-8")
+        click.echo(f"updated   {config_path}  (defs reads canaries_defs/*.toml)")
+    if _checked(config_path) is None:
+        return EXIT_USAGE
     click.echo("\nNext: set each copied guard's match to the line your guard writes, then `canary run`.")
     return EXIT_OK
 
