@@ -21,8 +21,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from canary.runs.inflight import ActiveRun
 from canary.runs.record import RunRecord
-from canary.runs.registry import ActiveRun, Registry
+from canary.runs.registry import Registry
 from canary.store.queries import RunProgress
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage, Verdict

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from canary.config.settings import Config
 from canary.daemon.reload import fingerprint
 from canary.errors import UnavailableError
+from canary.runs.attribution import Attribution
 
 if TYPE_CHECKING:
     from canary.daemon.first import FirstServers
@@ -89,6 +90,8 @@ class Daemon:
         self.tick = tick
         self.grace = grace  # None: the runner's DEFAULT_GRACE
         self.clock = clock
+        #: Ties firings to the runs the proxy sees in flight; the store is built with it.
+        self.attribution = Attribution.of(config)
         self._store: Store | None = None
         self.stop_event = threading.Event()
         self.started = clock()
@@ -116,7 +119,7 @@ class Daemon:
         if self._store is None:
             from canary.store.engine import Store
 
-            self._store = Store(self.config.store.url)
+            self._store = Store(self.config.store.url, attribution=self.attribution)
         return self._store
 
     # control API ------------------------------------------------------------
@@ -327,7 +330,8 @@ class Daemon:
         self.managed = bool(listeners) and self._predecessor is None
         # The sockets the service manager holds are served before anything else loads: the
         # agent's connections wait in their queue for as long as the daemon takes to start.
-        first = serve_first(self.config, listeners, drain=DRAIN, held=MANAGER if self.managed else HANDED)
+        first = serve_first(self.config, listeners, self.attribution.runs, drain=DRAIN,
+                            held=MANAGER if self.managed else HANDED)
         try:
             return self._run(listeners, first)
         finally:

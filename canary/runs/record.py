@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from canary.vocabulary import STAGES, Verdict, as_utc, iso
+from canary.vocabulary import ATTRIBUTION_RULES, STAGES, AttributionRule, Verdict, as_utc, iso
 
-Attribution = Literal["nonce", "task", "value", "time"]
 #: What an ``ambiguous`` run asks of the user.
 AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"
 
@@ -28,7 +27,7 @@ class RunRecord:
     trace: dict[str, float | None]
     leaked: bool
     firings: int
-    attribution: Attribution | None
+    attribution: AttributionRule | None
     foreign_calls: int
     evidence: str | None
     answer: str | None
@@ -81,13 +80,17 @@ class RunRecord:
             duration_s=float(doc.get("duration_s") or 0.0),
             trace={stage: _seconds(trace.get(stage)) for stage in STAGES},
             leaked=bool(doc.get("leaked")), firings=int(doc.get("firings") or 0),
-            attribution=attribution if attribution in ("nonce", "task", "value", "time") else None,
+            attribution=_rule(attribution),
             foreign_calls=int(doc.get("foreign_calls") or 0),
             evidence=_text(doc.get("evidence")), answer=_text(doc.get("answer")),
             error=_text(doc.get("error")), model_calls=int(doc.get("model_calls") or 0),
             unmatched_line=_text(doc.get("unmatched_line")), nearest_guard=_text(doc.get("nearest_guard")),
             turns=_count(doc.get("turns")) or 1, leaked_turn=_count(doc.get("leaked_turn")),
         )
+
+
+def _rule(value: object) -> AttributionRule | None:
+    return next((rule for rule in ATTRIBUTION_RULES if rule == value), None)
 
 
 def _seconds(value: object) -> float | None:

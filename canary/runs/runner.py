@@ -23,14 +23,16 @@ from canary.config.placeholders import fill
 from canary.config.settings import Config
 from canary.proxy.toolcalls import ToolCall
 from canary.runs.agent import AgentDriver
-from canary.runs.attribution import run_marks
+from canary.runs.attribution import Attributed, attributed
 from canary.runs.conversation import converse, first_turn_with
+from canary.runs.inflight import ActiveRun
+from canary.runs.marks import run_marks
 from canary.runs.observations import describe, observe
 from canary.runs.record import RunRecord
-from canary.runs.registry import ActiveRun, Registry
+from canary.runs.registry import Registry
 from canary.runs.unmatched import NearMiss, near_miss, nonce_lines
 from canary.runs.values import draw
-from canary.runs.verdicts import Attributed, Observed, attributed, decide
+from canary.runs.verdicts import Observed, decide
 from canary.store.engine import Store
 from canary.store.queries import run_count
 from canary.store.runlog import RunLog

@@ -18,6 +18,7 @@ from canary.store.tables import Heartbeat
 from canary.vocabulary import Status
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
+from tests.helpers_store import TiedBy
 
 NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -129,8 +130,7 @@ def file_state(path: str, key: str, offset: int, size: int) -> FileState:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
-    store.attribute = lambda guard, hit: 1 if "nonce" in hit.text else None
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW, attribution=TiedBy(1, lambda t: "nonce" in t))
     earlier = NOW - timedelta(days=3)
     store.commit(Batch(
         file_state("/logs/a.log", "1:2", 300, 1000),
