@@ -1,10 +1,13 @@
-"""An in-process attributor for store tests that need canary firings without runs in flight."""
+"""Store test helpers: an in-process attributor, and finished runs' records."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
+from canary.runs.record import RunRecord
 from canary.store.attributing import Sighting, StoredRun
+from canary.vocabulary import Stage, Verdict
 
 
 class TiedBy:
@@ -21,3 +24,13 @@ class TiedBy:
         """``run_id`` for a line ``test`` accepts."""
         return self.run_id if self.test(sighting.text) else None
 
+
+def record(verdict: str, *, evidence: str | None = None, trace: Mapping[str, float | None] | None = None,
+           duration_s: float = 0.0, leaked_turn: int | None = None) -> RunRecord:
+    """A finished run's record for ``RunLog.finish``, with what a test sets (finish stores no names)."""
+    return RunRecord(
+        guard="", canary="", variant=0, expect="reject", verdict=Verdict(verdict), nonce="",
+        started=datetime(2026, 1, 1, tzinfo=UTC), duration_s=duration_s,
+        trace={Stage(k): v for k, v in (trace or {}).items()}, leaked=False, firings=0, attribution=None,
+        foreign_calls=0, evidence=evidence, answer=None, error=None, leaked_turn=leaked_turn,
+    )

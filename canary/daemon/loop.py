@@ -345,8 +345,8 @@ class Daemon:
         from canary.daemon.storewatch import StoreWatch
         from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
         from canary.runs.holders import naming_the_key
+        from canary.runs.runlog import RunLog
         from canary.runs.runner import DEFAULT_GRACE
-        from canary.store.runlog import RunLog
 
         # A daemon taking over waits while the one that started it drains and lets the lock go.
         with store_lock(self.store, successor_of=self._predecessor, wait=DRAIN + STOP_WAIT + 30.0):
@@ -408,7 +408,7 @@ class Daemon:
 
     def _shutdown(self) -> None:
         from canary.daemon.steps import beat
-        from canary.store.runlog import RunLog
+        from canary.runs.runlog import RunLog
 
         log.info("stopping")
         if self.scheduler is not None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from canary.vocabulary import ATTRIBUTION_RULES, STAGES, AttributionRule, Verdict, as_utc, iso
+from canary.vocabulary import ATTRIBUTION_RULES, AttributionRule, Stage, Verdict, as_utc, iso
 
 #: What an ``ambiguous`` run asks of the user.
 AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"
@@ -24,7 +24,7 @@ class RunRecord:
     nonce: str
     started: datetime
     duration_s: float
-    trace: dict[str, float | None]
+    trace: dict[Stage, float | None]  # seconds after ``sent``; None for a stage that never happened
     leaked: bool
     firings: int
     attribution: AttributionRule | None
@@ -38,6 +38,7 @@ class RunRecord:
     nearest_guard: str | None = None  # the guard whose match comes closest to ``unmatched_line``
     turns: int = 1  # how many turns the canary asks in one conversation
     leaked_turn: int | None = None  # multi-turn: the first turn (from 1) whose answer held the leak
+    toolless_calls: int = 0  # a tool canary's calls not injected: their request offered the model no tools
 
     def to_json(self) -> dict[str, Any]:
         """The contract's ``canary run --json`` entry; a multi-turn run adds ``turns`` and ``leaked_turn``."""
@@ -50,7 +51,7 @@ class RunRecord:
             "nonce": self.nonce,
             "started": iso(self.started),
             "duration_s": round(self.duration_s, 3),
-            "trace": {stage: self.trace.get(stage) for stage in STAGES},
+            "trace": {stage.value: self.trace.get(stage) for stage in Stage},
             "leaked": self.leaked,
             "firings": self.firings,
             "attribution": self.attribution,
@@ -78,7 +79,7 @@ class RunRecord:
             expect=expect, verdict=Verdict(doc["verdict"]), nonce=str(doc.get("nonce", "")),
             started=as_utc(datetime.fromisoformat(str(doc["started"]).replace("Z", "+00:00"))),
             duration_s=float(doc.get("duration_s") or 0.0),
-            trace={stage: _seconds(trace.get(stage)) for stage in STAGES},
+            trace={stage: _seconds(trace.get(stage.value)) for stage in Stage},
             leaked=bool(doc.get("leaked")), firings=int(doc.get("firings") or 0),
             attribution=_rule(attribution),
             foreign_calls=int(doc.get("foreign_calls") or 0),

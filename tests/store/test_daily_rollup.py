@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from canary.runs.runlog import RunLog
 from canary.store.engine import Store
 from canary.store.rollup import TABLES
-from canary.store.runlog import RunLog
 from collectors.matcher import Hit
 from collectors.positions import Batch, FileState
 from dashboard.model import WINDOWS, WindowSpec, window_series

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from canary.runs.attribution import Attribution
 from canary.runs.registry import Registry
+from canary.runs.runlog import RunLog
 from canary.runs.values import new_nonce
 from canary.store.engine import Store
 from canary.store.queries import window_counts
-from canary.store.runlog import RunLog
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
+from tests.helpers_store import record
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -21,7 +22,7 @@ def a_finished_run(store: Store, nonce: str) -> int:
     runs = RunLog(store)
     rid = runs.start(guard="citation", canary="fake-url", variant=0, expect="reject", nonce=nonce,
                      started=T0 - timedelta(hours=1), injected_text="x", leak_text=None)
-    runs.finish(rid, verdict="caught", finished=T0 - timedelta(minutes=59))
+    runs.finish(rid, record("caught"), finished=T0 - timedelta(minutes=59))
     return rid
 
 
