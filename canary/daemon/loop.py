@@ -176,17 +176,13 @@ class Daemon:
         }
 
     def _run_slot(self, slot: Slot) -> None:
-        from canary.runs.runner import select_canaries
-
         if self.stop_event.is_set():
             return
-        pairs = select_canaries(self.config, [slot.key])
         session = self.session
         if session is None or session.runner is None:
             return
-        for guard, canary in pairs:
-            result = session.runner.run(guard, canary)
-            log.info("%s/%s: %s", guard.name, canary.name, result.verdict)
+        result = session.runner.run(slot.guard, slot.canary)
+        log.info("%s: %s", slot.key, result.verdict)
 
     def step(self) -> None:
         """One tick: the store checked, heartbeat, statuses and transitions, alerts, retention."""
@@ -397,9 +393,9 @@ class Daemon:
 
     def schedule(self) -> list[Slot]:
         """Schedule the config's canaries (none without an agent); the slots."""
-        from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
+        from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, slots_of
 
-        slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
+        slots = slots_of(self.config)
         if self.config.agent is not None and slots:
             spread = STARTUP_SPREAD if self.spread is None else self.spread
             self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=spread)
