@@ -101,7 +101,8 @@ def attributed(run: ActiveRun) -> Attributed:
 
     An unmarked firing of the run's guard in its span belongs to the run only when the
     agent did no other work since the run started; with other work it makes the run
-    ambiguous, unless it names a value of the run's kind that is not the run's.
+    ambiguous, unless it names a value of the run's kind that is not the run's. One that
+    carries another task's id or another trace's is never the run's.
     """
     own = [c for c in run.claims if c.guard == run.guard]
     if own:
