@@ -54,7 +54,7 @@ class Key:
     check: str = ""
     required: bool = False
     hint: str = ""  # what a missing required key should hold
-    shown: str = ""  # the default in words, when the program computes it (None in ``default``)
+    shown: str = ""  # the default as the reference shows it (markdown), when not the TOML value
 
     @property
     def value(self) -> Any:

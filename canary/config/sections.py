@@ -42,7 +42,7 @@ __all__ = [
 
 _REMOTE = "allow a listen address that is not loopback, reachable from other machines"
 _LOOPBACK = "host:port; a non-loopback host needs allow_remote = true; no two listeners share a port"
-_NAME = "[a-z0-9][a-z0-9_-]*"
+_NAME = "`[a-z0-9][a-z0-9_-]*`"
 
 # -- canary.toml ---------------------------------------------------------------------------------
 
@@ -50,12 +50,12 @@ AGENT = Section("agent", "How a canary reaches the real agent: an HTTP request (
                 "The prompt must reach the agent: {prompt} in the body, url or headers, or in the "
                 "command.", (
     Key("url", STRING, None, "the agent's HTTP endpoint; placeholders are filled in it",
-        "an http:// or https:// URL; url or command, not both"),
+        "an http:// or https:// URL; exactly one of url and command"),
     Key("method", WORD, "POST", "the HTTP method of the request",
         "GET, POST, PUT, PATCH or DELETE, in any case; only with url"),
     Key("body", raw("JSON value"), {"prompt": "{prompt}"},
         "the JSON body; placeholders are filled inside its string values",
-        "no dates; known placeholders only; only with url", shown='{ prompt = "{prompt}" } with url'),
+        "no dates; known placeholders only; only with url", shown='`{ prompt = "{prompt}" }` with url'),
     Key("headers", TABLE, {}, "HTTP headers of the request; placeholders are filled in them",
         "string values; only with url"),
     Key("answer", STRING, "answer", 'dotted path to the final answer in the JSON reply; "" = the '
@@ -105,7 +105,7 @@ LOGS = Section("logs", "The agent's log files and how to read their lines.", (
 STORE = Section("store", "Where runs, firings and statuses are kept.", (
     Key("url", STRING, None, "the database, as an SQLAlchemy URL (sqlite:///..., "
         "postgresql+psycopg://...)", "a database URL",
-        shown="<platform state dir>/projects/<folder>-<hash>/canary.db"),
+        shown="`<platform state dir>/projects/<folder>-<hash>/canary.db`"),
     Key("retention", DURATION, "30d", "raw firing rows older than this are pruned"),
 ))
 
@@ -127,8 +127,7 @@ DAEMON = Section("daemon", "The daemon's control API.", (
     Key("allow_remote", BOOLEAN, False, _REMOTE),
 ))
 
-CONFIG = Section("", "canary.toml: found at --config PATH, else $CANARY_CONFIG, else ./canary.toml, "
-                 "else the platform config dir. Unknown keys are errors.", (
+CONFIG = Section("", "Keys before any table header.", (
     Key("defs", GLOBS, ["canaries_defs/*.toml"], "globs of the definition files, relative to this "
         "file", "each glob matches at least one file"),
 ), (AGENT, MODEL, FIXTURES, LOGS, STORE, ALERTS, DAEMON))
@@ -152,7 +151,8 @@ _PROMPT = Key("prompt", STRING, None, "what the agent is asked", "carries {nonce
               "{fixture_url}; known placeholders only", required=True,
               hint="the prompt that leads the agent to the guarded step")
 _INJECT = Key("inject", raw("string or list of strings"), None, "the fabricated answer: one string, "
-              "or variants tried in turn", "no empty variant; known placeholders only",
+              "or variants tried in turn", "inject or inject_tool (or both); no empty variant; known "
+              "placeholders only",
               hint="the fabricated answer: one string, or a list of variants (or inject_tool = "
               "{ name = '...', arguments = { ... } } for a tool call)")
 _INJECT_TOOL = Key("inject_tool", raw("table or list of tables"), None, "a fabricated tool call "
@@ -173,7 +173,7 @@ TURN = Section("canary.turn", "One turn of a multi-turn canary, in order; exactl
 CANARY = Section("canary", "A canary: a fabricated answer aimed at the guard.", (
     Key("name", STRING, None, "the canary's name", f"{_NAME}; unique in its file", required=True,
         hint="the canary's name, like 'fake-url'"),
-    Key("every", DURATION, None, "how often it runs", "every or cron, not both"),
+    Key("every", DURATION, None, "how often it runs", "exactly one of every and cron"),
     Key("cron", STRING, None, "when it runs, as a cron expression", "five fields (minute hour day "
         "month weekday)"),
     Key("expect", WORD, "reject", "'reject', or 'accept' for a control", "'reject' or 'accept'"),
@@ -187,7 +187,8 @@ CANARY = Section("canary", "A canary: a fabricated answer aimed at the guard.", 
         "required with expect = 'reject'; not empty; known placeholders only",
         hint="the text that must not reach the answer, like '{nonce}.example.org'"),
     Key("grounded", STRING, None, "for a control: text that must reach the answer",
-        "required with expect = 'accept' unless leak names an observation"),
+        "required with expect = 'accept' unless leak names an observation; refused "
+        "otherwise"),
     _INJECT_AT,
     Key("repair", STRING, None, "the answer to model calls after the injection when there is no "
         "upstream", "known placeholders only"),
@@ -195,5 +196,4 @@ CANARY = Section("canary", "A canary: a fabricated answer aimed at the guard.", 
         "together; nothing is injected after it"),
 ), (TURN,), array=True)
 
-DEFINITION = Section("", "A definition file (canaries_defs/*.toml): one guard and its canaries.",
-                     (), (GUARD, CANARY))
+DEFINITION = Section("", "Keys before any table header.", (), (GUARD, CANARY))

@@ -19,7 +19,7 @@ from canary.cli.init.model import (
     LogScan,
 )
 from canary.cli.init.project import init_project, mark_covered
-from canary.cli.init.render import NO_DEFS_YET, comment, match_value
+from canary.cli.init.render import NO_DEFS_YET, WITH_DEFS, comment, match_value
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
@@ -183,7 +183,7 @@ def _templates_added(config_path: Path) -> int:
     """Templates copied into a project ``canary init`` already wrote: its ``defs`` now reads them."""
     text = config_path.read_text(encoding="utf-8")
     if NO_DEFS_YET in text:
-        config_path.write_text(text.replace(NO_DEFS_YET, 'defs = ["canaries_defs/*.toml"]'), encoding="utf-8")
+        config_path.write_text(text.replace(NO_DEFS_YET, WITH_DEFS), encoding="utf-8")
         click.echo(f"updated   {config_path}  (defs reads canaries_defs/*.toml)")
     if _checked(config_path) is None:
         return EXIT_USAGE
