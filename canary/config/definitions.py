@@ -304,7 +304,7 @@ def _schedule(t: Fields) -> tuple[timedelta | None, str | None]:
 def _prompt(t: Fields, turns: Turns | None) -> tuple[str | None, Injection]:
     """The first prompt and the injection: of the canary itself, or of its ``[[canary.turn]]``s."""
     if turns is not None:
-        return turns.prompts[0], turns.injection or Injection(None, None, None)
+        return turns.prompts[0], turns.injection or Injection(inject=None, inject_tool=None, inject_at=None)
     prompt: str | None = t.read("prompt")
     if prompt is not None:
         check_prompt(t.sink, (*t.keys, "prompt"), prompt)

@@ -83,7 +83,7 @@ def parse_injection(t: Table) -> Injection:
         if not variant.strip():
             sink.error((*keys, "inject", i), "an empty variant: nothing would be injected")
         check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
-    return Injection(inject, inject_tool, parse_inject_at(t))
+    return Injection(inject=inject, inject_tool=inject_tool, inject_at=parse_inject_at(t))
 
 
 def parse_turns(t: Table) -> Turns | None:
@@ -95,10 +95,10 @@ def parse_turns(t: Table) -> Turns | None:
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         sink.error(keys, "expected [[canary.turn]] tables (double brackets), one per turn, got "
                    f"{type_name(raw)}")
-        return Turns((None,), None, None)
+        return Turns(prompts=(None,), inject_turn=None, injection=None)
     if not raw:
         sink.error(keys, "no turns: give one [[canary.turn]] table per turn, each with a prompt")
-        return Turns((None,), None, None)
+        return Turns(prompts=(None,), inject_turn=None, injection=None)
     for key in ("prompt", *INJECTION_KEYS):
         if t.has(key):
             sink.error((*t.keys, key), f"with [[canary.turn]] tables, {key} belongs on "
@@ -126,7 +126,7 @@ def parse_turns(t: Table) -> Turns | None:
     if inject_turn is None and not any("inject" in str(k) for k in _misspelled(raw)):
         sink.error(keys, "no turn carries the fabrication: put inject (or inject_tool) on the "
                    "turn where it goes in")
-    return Turns(tuple(prompts), inject_turn, injection)
+    return Turns(prompts=tuple(prompts), inject_turn=inject_turn, injection=injection)
 
 
 def _misspelled(raw: list[dict[str, object]]) -> list[str]:
@@ -172,6 +172,6 @@ def parse_inject_at(t: Table) -> InjectAt | None:
         if shape is not None:
             t.sink.error((*keys, "match"), shape)
             return None
-        return MatchAt(compiled)
+        return MatchAt(pattern=compiled)
     t.sink.error(keys, f"{expected}, got {type_name(value)}")
     return None
