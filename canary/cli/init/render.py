@@ -18,8 +18,8 @@ from canary.config.schema import Section, toml_string, toml_value
 from canary.config.sections import AGENT, CONFIG, FIXTURES, LOGS, MODEL
 from canary.locations import bundled_defs_dir
 
-__all__ = ["NO_DEFS_YET", "WITH_DEFS", "comment", "match_value", "render_config", "render_definition",
-           "toml_string"]
+__all__ = ["NO_DEFS_YET", "WITH_DEFS", "comment", "key_line", "match_value", "render_config",
+           "render_definition"]
 
 _DEFAULT: object = object()
 
