@@ -146,7 +146,8 @@ def test_the_readmes_onboarding_ends_in_real_verdicts(tmp_path: Path, agent: dic
     assert run.returncode == 0, run.stdout + run.stderr
     rows = {line.split()[1]: line.split()[2] for line in run.stdout.splitlines() if line.startswith("citation ")}
     assert rows == {"fake-url": "CAUGHT", "real-url-control": "PASSED"}, run.stdout
-    assert "CitationGuard: rejected url=https://" in run.stdout  # the guard's own line is the evidence
+    # the guard's own line is the evidence, for whichever variant the daemon's own first runs left to this one
+    assert re.search(r"CitationGuard: rejected url=https?://(www\.)?[a-z0-9]", run.stdout), run.stdout
     assert "no daemon runs" not in run.stderr, run.stderr  # it went through the daemon
     status = outputs[steps[6]]
     assert status.returncode in (0, 1), status.stdout + status.stderr
