@@ -41,8 +41,7 @@ from canary.demo.live import free_port
 from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
 from canary.runs.record import RunRecord
-from canary.runs.session import Session
-from canary.store.engine import Store
+from canary.runs.session import Session, open_store
 
 REFUSAL = "I could not verify an answer."
 CORRECTION = "Your answer was rejected: {reason}. Answer again from the page only."
@@ -139,7 +138,7 @@ url = "sqlite:///{world.root / 'canary.db'}"
 """
     )
     config = load_config(str(world.root / "canary.toml"))
-    store = Store(config.store.url)
+    store = open_store(config)
     servers.append(BackgroundServer(make_app(f"http://127.0.0.1:{proxy}"), "127.0.0.1", port).start())
     results: dict[str, list[RunRecord]] = {}
     try:
