@@ -59,13 +59,15 @@ class ModelCall:
     through never needs it.
     """
 
-    __slots__ = ("_stream", "body", "dialect", "path")
+    __slots__ = ("_stream", "body", "dialect", "path", "traceparent")
 
-    def __init__(self, path: str, dialect: Dialect, body: bytes, stream: bool | None = None) -> None:
+    def __init__(self, path: str, dialect: Dialect, body: bytes, stream: bool | None = None,
+                 traceparent: str | None = None) -> None:
         self.path = path  # request path as received, e.g. "/v1/chat/completions" or "/api/chat"
         self.dialect: Dialect = dialect
         self.body = body  # the raw request body
         self._stream = stream
+        self.traceparent = traceparent  # the W3C trace context header the agent sent, if any
 
     @property
     def stream(self) -> bool:
@@ -239,7 +241,7 @@ class ProxyApp:
                 return
             body = read
             if self.interceptor is not None:
-                call = ModelCall(path, dialect, body)
+                call = ModelCall(path, dialect, body, traceparent=_header(scope, b"traceparent") or None)
                 text = self._intercept(call)
                 if text is not None:
                     await _send_scripted(send, call.dialect, body, text)

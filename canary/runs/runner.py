@@ -177,7 +177,8 @@ class Runner:
             fitted.append(logs.activity_pattern)
         claimed = {c.line for c in run.claims}
         lines = [line for line in nonce_lines(logs.paths, run.nonce) if line not in claimed]
-        return near_miss(lines, {g.name: g.match for g in self.config.guards}, own=guard.name, fitted=fitted)
+        matches = {g.name: g.match for g in self.config.guards if g.match is not None}
+        return near_miss(lines, matches, own=guard.name, fitted=fitted)
 
     def _await_firings(self, run: ActiveRun, *, wait: bool) -> None:
         """Read the logs until a marked firing of the run's guard arrives or the grace is over.
