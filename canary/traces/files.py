@@ -37,7 +37,7 @@ class OtlpFile:
 _SKIPPED = (b'"resourceMetrics"', b'"resourceProfiles"')
 
 
-def _kind(line: bytes) -> Signals | None | bool:
+def _kind(line: bytes) -> Signals | bool | None:
     """The line's signal; False for metrics or profiles (skipped); None when it is none of them."""
     head = line[:200]
     if any(key in head for key in _SKIPPED):

@@ -46,7 +46,7 @@ def evaluation_line() -> str:
         logger.emit(LogRecord(event_name="gen_ai.evaluation.result",
                               attributes={"gen_ai.evaluation.name": "Groundedness",
                                           "gen_ai.evaluation.score.label": label}))
-    return encode_logs([r for r in memory.get_finished_logs()]).to_json()  # type: ignore[arg-type]
+    return encode_logs(list(memory.get_finished_logs())).to_json()  # type: ignore[arg-type]
 
 
 def audit_json(root: Path, *args: str) -> tuple[int, dict[str, Any]]:
@@ -75,5 +75,5 @@ def test_spans_and_log_records_of_export_files_are_counted_once_each(tmp_path: P
 
 
 def test_a_guard_that_fires_only_through_spans_is_unread_without_an_export_file(tmp_path: Path) -> None:
-    code, doc = audit_json(tmp_path)
+    _, doc = audit_json(tmp_path)
     assert {g["guard"]: g["flag"] for g in doc["guards"]} == {"grounding": "unread", "evaluation": "unread"}
