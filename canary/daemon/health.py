@@ -60,4 +60,4 @@ def traces_step(store: Store, server: Any) -> None:
         return
     from canary.status import receiver
 
-    receiver.record(store, server.app.counts.to_json())
+    receiver.record(store, server.app.counts.to_json(), server.app.shapes.to_json())

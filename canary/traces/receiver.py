@@ -35,6 +35,7 @@ from canary.proxy.serving import host_allowed
 from canary.store.signals import SignalHit
 from canary.traces.matching import SignalRules
 from canary.traces.otlp import Encoding, OtlpError, Signals, decode, signals
+from canary.traces.shapes import ShapeBook
 
 __all__ = ["MAX_INFLIGHT", "ReceiverCounts", "create_receiver"]
 
@@ -195,6 +196,7 @@ class Receiver:
         self.max_body = max_body
         self.allowed_hosts = allowed_hosts
         self.counts = counts
+        self.shapes = ShapeBook()  # the guard-shaped spans seen, for ``canary init --traces``
         self._inflight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -263,6 +265,7 @@ class Receiver:
         except OtlpError as exc:
             raise _Refused(400, str(exc)) from None
         del raw
+        self.shapes.note(batch.signals)
         firings = self.rules.firings(batch.signals) if self.rules else []
         hits = [SignalHit(f.guard, f.key, f.trace_id, f.ts, f.evidence, f.context) for f in firings]
         try:
