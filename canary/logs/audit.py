@@ -28,8 +28,6 @@ from canary.config.settings import Config
 from canary.logs.matching import build_matcher
 from canary.store.nonces import carried, read_only_nonces
 from canary.store.reads import sqlite_path
-from canary.traces.files import OtlpFile, read_export_file
-from canary.traces.matching import SignalRules
 from canary.vocabulary import iso
 from collectors.files import expand, open_log, rotated_siblings
 from collectors.scan import Hit, LineScanner
@@ -202,6 +200,11 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], *
                    by_name: dict[str, GuardAudit], since: datetime | None, until: datetime,
                    nonces: frozenset[str]) -> None:
     """Count the firings in OTLP JSON export files; a span in two files is counted once."""
+    if not paths:
+        return
+    from canary.traces.files import OtlpFile, read_export_file
+    from canary.traces.matching import SignalRules
+
     rules = SignalRules(config.guards)
     seen: set[tuple[str, str]] = set()
     for path in paths:

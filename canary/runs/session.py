@@ -104,7 +104,7 @@ class Session:
             )
             self.collection.start()
             if self.config.traces is not None:
-                from canary.traces import start_receiver
+                from canary.traces.service import start_receiver
 
                 with naming_the_key("[traces] listen", split_listen(self.config.traces.listen)[1],
                                     self.store.path):

@@ -19,7 +19,7 @@ from canary.config.settings import load_config
 from canary.daemon.health import traces_step
 from canary.proxy.serving import BackgroundServer
 from canary.store.engine import Store
-from canary.traces import receiver_app
+from canary.traces.service import receiver_app
 from tests.traces.conftest import Served
 
 

@@ -164,3 +164,24 @@ def test_a_dead_guardrail_leaks_and_no_organic_span_is_credited_to_the_run(tmp_p
     assert busy.organic > 0 and result.foreign_calls > 0
     assert [f for f in firings if f.run_id is not None] == []
     assert len(firings) > 0
+
+
+@pytest.mark.slow
+def test_a_receiver_that_is_down_never_breaks_the_agent(tmp_path: Path) -> None:
+    agent, nothing = free_port(), free_port()  # nothing listens on the exporter's port
+    with BackgroundServer(model_server(), "127.0.0.1", 0, name="model") as model:
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{nothing}",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        process = subprocess.Popen([sys.executable, str(AGENT), str(agent), model.url, "alive"], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+            with httpx.Client(timeout=5) as client:  # far below the exporter's own 10 s timeout
+                replies = [client.post(f"http://127.0.0.1:{agent}/ask", json={"prompt": f"Q: {n}"})
+                           for n in range(20)]
+        finally:
+            process.send_signal(signal.SIGKILL)
+            _, stderr = process.communicate(timeout=10)
+    assert [r.status_code for r in replies] == [200] * 20
+    assert all(r.json()["answer"] == "I could not verify that source." for r in replies)
+    assert "Connection refused" in stderr  # the exporter said it could not send, and went on
