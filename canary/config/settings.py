@@ -191,6 +191,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     alerts = _alerts(_section(top, ALERTS))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
+    _unreceived(sink, traces, guards)
     check_conversations(sink, agent, [(c.key, c.path, c.inject_turn) for g in guards for c in g.canaries
                                       if c.multi_turn], has_upstream=bool(model.upstream))
     defs_line = locate(sink.text, ("defs",))
@@ -199,7 +200,6 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     ]
     if any(p.severity == "error" for p in problems):
         raise ConfigError(problems)
-    _unreceived(sink, traces, guards)
     return Config(path=path, defs=tuple(defs), agent=agent, model=model, fixtures=fixtures, traces=traces,
                   logs=logs,
                   store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),

@@ -12,8 +12,8 @@ import pytest
 from canary.config.settings import Config, load_config
 from canary.proxy.serving import BackgroundServer
 from canary.store.engine import Store
-from canary.traces.service import receiver_app
 from canary.traces.receiver import Receiver
+from canary.traces.service import receiver_app
 
 GUARDRAIL = """
 [guard]
