@@ -321,8 +321,8 @@ def _content_length(raw: list[tuple[bytes, bytes]]) -> int | None:
 async def send_error(
     send: Send, path: str, status: int, kind: str, message: str, *, close: bool = False
 ) -> None:
-    """An error answer in the dialect the path speaks (OpenAI style, or Ollama's under ``/api/``)."""
-    body = dialects.error_body(message, kind, ollama=path.startswith("/api/"))
+    """An error answer in the dialect the path speaks (OpenAI style where it speaks none)."""
+    body = dialects.error_body(path, status, kind, message)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
