@@ -205,6 +205,12 @@ def not_injected(r: RunView, proxy: str | None) -> str:
         return (f"{toolless} of the {r.model_calls} model call(s) carrying the run's nonce offered the "
                 "model no tools (no `tools` in the request), so the fabricated tool call was never sent: "
                 "a tool canary needs an agent that gives its model tools through the API's `tools` field.")
+    thinking = r.trace.get("thinking_calls")
+    if thinking:
+        return (f"{thinking} model call(s) carrying the run's nonce asked the model for extended thinking, "
+                "so the fabricated tool call was not sent: the call that follows it would reach the model "
+                "server without the signed thinking block it requires, and be rejected. Give the canary a "
+                "`repair` answer: the run then answers every later model call of its span itself.")
     waits = "" if fetched else " (the fixture was never fetched: inject_at = \"after-fetch\" waits for it)"
     return (f"{r.model_calls} model call(s) carrying the run's nonce came through the proxy, but inject_at "
             f"selected none of them{waits}: check inject_at (a call number beyond the agent's calls, or "

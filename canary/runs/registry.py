@@ -81,6 +81,10 @@ class ActiveRun:
     task_id: str | None = None
     foreign_calls: int = 0
     toolless_calls: int = 0  # a tool canary's calls not injected: their chat request offered no tools
+    # A tool canary whose calls asked for extended thinking: the upstream would reject the turn that
+    # carries the fabricated call (it has no signed thinking block), so the run answers later calls.
+    thinking: bool = False
+    thinking_calls: int = 0  # calls not injected for it: the canary has no ``repair`` to answer with
     activity_lines: int = 0  # activity lines without the nonce or the run's task id since it started
     own_activity: bool = False  # an activity line with the nonce or the run's task id was seen
     claims: list[Claim] = field(default_factory=list)
@@ -191,23 +195,30 @@ class Registry:
                    and run.inject_at.pattern.search(call.body.decode("utf-8", "replace")) is not None)
         toolless = (run.inject_tool is not None and run.injected is None
                     and not offers_tools(call.dialect, call.body))
+        thinking = run.inject_tool is not None and self.has_upstream and call.asks_thinking
         with self._lock:
             if now > run.deadline or run.nonce not in self._runs or not run.armed:
                 return None
             run.calls += 1
+            run.thinking = run.thinking or thinking
             if run.injected is None:
                 if toolless:
                     # An agent that gave its model no tools cannot take a tool call: sent one, it
                     # would ignore it, and the run would look as if something had stopped the call.
                     run.toolless_calls += 1
                     return None
-                if self._selected(run, matched):
-                    run.injected = now
-                    return run.fabrication
-                return None
+                if not self._selected(run, matched):
+                    return None
+                if run.thinking and run.repair_text is None:
+                    # Injected, the call would come back to the upstream without a thinking block
+                    # of its own, and be rejected: the agent would fail, not the guard.
+                    run.thinking_calls += 1
+                    return None
+                run.injected = now
+                return run.fabrication
             if run.repair_requested is None and run.carries_injection(call.body):
                 run.repair_requested = now
-            if not self.has_upstream and run.repair_text is not None:
+            if (run.thinking or not self.has_upstream) and run.repair_text is not None:
                 return run.repair_text
             return None
 

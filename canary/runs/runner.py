@@ -182,6 +182,8 @@ class Runner:
         }
         if active.toolless_calls:
             trace["toolless_calls"] = active.toolless_calls
+        if active.thinking_calls:
+            trace["thinking_calls"] = active.thinking_calls
         duration = time.time() - started
         result = RunRecord(
             guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
