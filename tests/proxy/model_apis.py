@@ -122,7 +122,7 @@ class ModelAPIs:
                             f"`default_api:{part['functionCall'].get('name')}` , position {index + 1}.")
         part: dict[str, Any] = {"text": UPSTREAM_TEXT}
         if signed:
-            part["thoughtSignature"] = "CiQBjz1rX3signed=="
+            part["thoughtSignature"] = "CiQBjz1rX3NpZ25lZGJ5dGVz"
         usage = {"promptTokenCount": 8, "candidatesTokenCount": 7, "totalTokenCount": 15,
                  "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 8}]}
         if method == "generateContent":
