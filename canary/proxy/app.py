@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from canary.proxy import dialects
 from canary.proxy.dialects import HOOK_PATH, MODEL_PATHS, Dialect, Family, requested_stream
 from canary.proxy.health import Recorder
-from canary.proxy.pool import UpstreamTransport
+from canary.proxy.pool import UpstreamTransport, tls_context
 from canary.proxy.relay import Relay, send_error
 from canary.proxy.serving import host_allowed
 from canary.proxy.toolcalls import ToolCall
@@ -106,17 +106,19 @@ def create_proxy(
     max_body: int = DEFAULT_MAX_BODY,
     allowed_hosts: Collection[str] = (),
     recorder: Recorder | None = None,
+    ca_file: str | None = None,
 ) -> ProxyApp:
     """The proxy as an ASGI app; with no ``client``, it makes one and closes it on shutdown.
 
     ``upstream`` is the model server's base URL (``http://127.0.0.1:11434``); None answers 503
     to everything the interceptor does not script. ``allowed_hosts`` adds Host names accepted
-    beside loopback ones (the names of a listener allowed beyond loopback).
+    beside loopback ones (the names of a listener allowed beyond loopback). ``ca_file`` adds CAs
+    to the system's for an https upstream.
     """
     owned = client is None
     transport = None
     if client is None:
-        transport = UpstreamTransport()
+        transport = UpstreamTransport(ssl_context=tls_context(ca_file) if ca_file else None)
         client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=60.0, pool=30.0)
     relay = Relay(upstream, client, timeout, transport, recorder=recorder) if upstream else None

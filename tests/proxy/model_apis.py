@@ -32,6 +32,7 @@ class Seen:
     query: str
     headers: dict[str, str]
     body: bytes
+    peer: tuple[str, int] | None = None  # the client's address: one per connection
 
     @property
     def json(self) -> Any:
@@ -48,8 +49,9 @@ class ModelAPIs:
 
     def record(self, request: Request, body: bytes) -> Seen:
         """Record one request."""
+        peer = (request.client.host, request.client.port) if request.client else None
         seen = Seen(request.url.path, request.url.query, {k.lower(): v for k, v in request.headers.items()},
-                    body)
+                    body, peer)
         with self.lock:
             self.seen.append(seen)
         return seen
