@@ -18,6 +18,7 @@ from canary.proxy.dialects.base import (
     Family,
     Scripted,
     ToolCall,
+    chat_messages,
     dump,
     estimate_tokens,
     json_answer,
@@ -101,6 +102,11 @@ class Anthropic(Family):
 
     name = "anthropic"
     paths = ("/v1/messages",)
+
+    def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
+        """``system`` (a string or text blocks) and ``messages``."""
+        data = parse_object(body)
+        return chat_messages(data.get("messages"), system=data.get("system"))
 
     def asks_thinking(self, path: str, body: bytes) -> bool:
         """Whether ``thinking`` is on (enabled or adaptive): the API then checks each tool turn's block."""

@@ -17,8 +17,8 @@ from typing import Any
 
 __all__ = [
     "JSON_HEADERS", "NDJSON_HEADERS", "SSE_HEADERS", "AnswerRequest", "Family", "Headers", "Scripted",
-    "ToolCall", "dump", "estimate_tokens", "json_answer", "ndjson", "new_token", "parse_object",
-    "requested_stream", "sse", "tools_listed", "typed_sse",
+    "ToolCall", "chat_messages", "dump", "estimate_tokens", "json_answer", "ndjson", "new_token",
+    "parse_object", "requested_stream", "sse", "text_of", "tools_listed", "typed_sse",
 ]
 
 Headers = tuple[tuple[bytes, bytes], ...]
@@ -121,6 +121,10 @@ class Family:
             return True
         return tools_listed(body, b'"tools"', lambda data: data.get("tools"))
 
+    def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
+        """The conversation the call carries, as ``{"role", "content"}`` text messages."""
+        return chat_messages(parse_object(body).get("messages"))
+
     def asks_thinking(self, path: str, body: bytes) -> bool:
         """Whether the call asked for extended thinking, whose turns the upstream checks."""
         return False
@@ -136,6 +140,33 @@ class Family:
     def error(self, status: int, kind: str, message: str) -> bytes:
         """An error body the family's SDK reads its message from (OpenAI style by default)."""
         return dump({"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's content: a string, or the text of its parts (nested tool results too)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return ""
+    pieces = []
+    for part in content:
+        if isinstance(part, str):
+            pieces.append(part)
+        elif isinstance(part, dict):
+            value = part.get("text", part.get("content"))
+            pieces.append(text_of(value) if value is not None else "")
+    return "\n".join(p for p in pieces if p)
+
+
+def chat_messages(messages: Any, *, system: Any = None) -> list[dict[str, str]]:
+    """Chat-style messages (``role``, ``content``) as text, ``system`` first when given."""
+    found = [{"role": "system", "content": text_of(system)}] if system else []
+    if isinstance(messages, list):
+        found += [{"role": str(m.get("role") or "user"), "content": text_of(m.get("content"))}
+                  for m in messages if isinstance(m, dict)]
+    return found
 
 
 def new_token() -> str:

@@ -23,6 +23,7 @@ from canary.proxy.dialects.base import (
     json_answer,
     parse_object,
     sse,
+    text_of,
     tools_listed,
 )
 
@@ -90,6 +91,19 @@ class Gemini(Family):
         stream = self.stream(path, body)
         return AnswerRequest(model=model_of(path), stream=stream, prompt_tokens=estimate_tokens(len(body)),
                              array=stream and b"alt=sse" not in query)
+
+    def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
+        """``systemInstruction`` and ``contents``, the ``model`` role as ``assistant``."""
+        data = parse_object(body)
+        found: list[dict[str, str]] = []
+        system = data.get("systemInstruction", data.get("system_instruction"))
+        if isinstance(system, dict):
+            found.append({"role": "system", "content": text_of(system.get("parts"))})
+        for turn in data.get("contents") or []:
+            if isinstance(turn, dict):
+                role = "assistant" if turn.get("role") == "model" else "user"
+                found.append({"role": role, "content": text_of(turn.get("parts"))})
+        return found
 
     def offers_tools(self, body: bytes) -> bool:
         """A ``tools`` entry with ``functionDeclarations`` (search or code tools take no call)."""

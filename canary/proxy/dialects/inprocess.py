@@ -7,7 +7,16 @@ the call is the injection point. Any other call gets ``204``: the agent asks its
 
 from __future__ import annotations
 
-from canary.proxy.dialects.base import AnswerRequest, Family, Scripted, ToolCall, dump, json_answer
+from canary.proxy.dialects.base import (
+    AnswerRequest,
+    Family,
+    Scripted,
+    ToolCall,
+    chat_messages,
+    dump,
+    json_answer,
+    parse_object,
+)
 
 __all__ = ["HOOK_PATH", "INPROCESS", "NO_ANSWER"]
 
@@ -21,6 +30,13 @@ class InProcess(Family):
 
     name = "inprocess"
     paths = (HOOK_PATH,)
+
+    def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
+        """``messages``, or the ``prompt`` as one user message."""
+        data = parse_object(body)
+        if "messages" in data:
+            return chat_messages(data.get("messages"))
+        return chat_messages([{"role": "user", "content": data.get("prompt")}])
 
     def stream(self, path: str, body: bytes) -> bool:
         """The hook answers whole."""

@@ -15,10 +15,12 @@ from canary.proxy.dialects.base import (
     Family,
     Scripted,
     ToolCall,
+    chat_messages,
     dump,
     estimate_tokens,
     json_answer,
     ndjson,
+    parse_object,
 )
 
 __all__ = [
@@ -156,6 +158,11 @@ class OllamaGenerate(_Ollama):
     name = "ollama-generate"
     paths = ("/api/generate",)
     has_tools = False
+
+    def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
+        """``system`` and ``prompt``."""
+        data = parse_object(body)
+        return chat_messages([{"role": "user", "content": data.get("prompt")}], system=data.get("system"))
 
     def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The text as one ``/api/generate`` object, or NDJSON objects."""

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from canary.proxy.dialects.base import AnswerRequest, Family, Scripted, estimate_tokens, json_answer, sse
+from canary.proxy.dialects.base import (
+    AnswerRequest,
+    Family,
+    Scripted,
+    estimate_tokens,
+    json_answer,
+    parse_object,
+    sse,
+    text_of,
+)
 
 __all__ = ["COMPLETIONS", "completion_body", "completion_stream"]
 
@@ -51,6 +60,10 @@ class Completions(Family):
     name = "completions"
     paths = ("/v1/completions", "/completions")
     has_tools = False
+
+    def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
+        """The ``prompt``, as one user message."""
+        return [{"role": "user", "content": text_of(parse_object(body).get("prompt"))}]
 
     def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The text as a ``text_completion``, or its chunks ending in ``[DONE]``."""

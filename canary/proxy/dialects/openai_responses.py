@@ -14,8 +14,10 @@ from canary.proxy.dialects.base import (
     Family,
     Scripted,
     ToolCall,
+    chat_messages,
     estimate_tokens,
     json_answer,
+    parse_object,
     typed_sse,
 )
 
@@ -154,6 +156,13 @@ class Responses(Family):
 
     name = "responses"
     paths = ("/v1/responses", "/responses")
+
+    def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
+        """``instructions`` and ``input`` (a string, or input items)."""
+        data = parse_object(body)
+        given = data.get("input")
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+        return chat_messages(items, system=data.get("instructions"))
 
     def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The text as a completed ``response``, or its typed events."""
