@@ -51,3 +51,13 @@ def test_the_demo_agent_on_every_dialect_gives_the_same_verdicts(dialect: str) -
     assert result.exit_code == 1, result.output
     runs = json.loads(result.stdout)["runs"]
     assert {(r["guard"], r["canary"]): r["verdict"] for r in runs} == EXPECTED
+
+
+def test_a_dialect_whose_client_is_missing_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "anthropic" else real(name, *a))
+    result = CliRunner().invoke(main, ["demo", "--headless", "--dialect", "anthropic"])
+    assert result.exit_code == 2
+    assert "pip install anthropic" in result.output

@@ -158,6 +158,12 @@ def test_the_helper_reads_both_answers_and_organic_calls_get_none(
         assert r.status_code == 204 and r.content == b""
 
 
+def test_the_helper_finds_the_proxy_in_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    with serve_proxy(None, _Script("The amount is 7 euros.")) as proxy:
+        monkeypatch.setenv("CANARY_HOOK_URL", f"{proxy.url}/canary/v1/answer")
+        assert hook.ask(prompt="run k3v9") == hook.Answer(text="The amount is 7 euros.")
+
+
 def test_the_helper_never_stops_the_agent() -> None:
     """No proxy listening: the agent asks its own model."""
     assert hook.ask(prompt="x", url=f"http://127.0.0.1:{free_port()}/canary/v1/answer", timeout=1.0) is None
