@@ -8,6 +8,7 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -62,6 +63,7 @@ class ModelConfig:
     upstream: str | None = None
     allow_remote: bool = False
     max_body: int = 64 * 1024 * 1024  # the largest model-call body the proxy reads (413 beyond)
+    ca_file: str | None = None  # extra CAs (PEM) for an https upstream, beside the system's
 
 
 @dataclass(frozen=True)
@@ -166,12 +168,12 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     defs = DEFAULT_DEFS if listed is None else listed
     agent = read_agent(top)
     model_t, fixtures_t, daemon_t = (_section(top, name, keys) for name, keys in (
-        ("model", ("listen", "upstream", "allow_remote", "max_body")),
+        ("model", ("listen", "upstream", "allow_remote", "max_body", "ca_file")),
         ("fixtures", ("listen", "allow_remote")),
         ("daemon", ("control", "allow_remote"))))
     model = ModelConfig(model_t.listen("listen", ModelConfig.listen),
                         model_t.http_url("upstream"), model_t.boolean("allow_remote", False),
-                        _size(model_t, "max_body", ModelConfig.max_body))
+                        _size(model_t, "max_body", ModelConfig.max_body), _ca_file(model_t, path.parent))
     fixtures = FixturesConfig(fixtures_t.listen("listen", FixturesConfig.listen),
                               fixtures_t.boolean("allow_remote", False))
     daemon = DaemonConfig(daemon_t.listen("control", _project_control(path, model, fixtures)),
@@ -219,6 +221,23 @@ def _size(t: Table, name: str, default: int) -> int:
         t.sink.error((*t.keys, name), f"expected a size of at least one byte, got {value!r}")
         return default
     return int(size)
+
+
+def _ca_file(t: Table, base: Path) -> str | None:
+    """``ca_file``: a PEM file of CA certificates (``~`` and paths relative to the config work)."""
+    value = t.string("ca_file", hint="the path of a PEM file of CA certificates")
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else base / path
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=str(path))
+    except FileNotFoundError:
+        t.sink.error((*t.keys, "ca_file"), f"no such file: {str(path)!r}")
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        t.sink.error((*t.keys, "ca_file"), f"{str(path)!r} holds no CA certificate the proxy can read "
+                     f"(PEM expected): {exc}")
+    return str(path)
 
 
 def _section(top: Table, name: str, keys: tuple[str, ...]) -> Table:
