@@ -180,10 +180,7 @@ class Runner:
             "repair_requested": _since(active.repair_requested, started),
             "answered": _since(reply.answered, started),
         }
-        if active.toolless_calls:
-            trace["toolless_calls"] = active.toolless_calls
-        if active.thinking_calls:
-            trace["thinking_calls"] = active.thinking_calls
+        trace.update(_skipped(active))
         duration = time.time() - started
         result = RunRecord(
             guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
@@ -226,6 +223,12 @@ class Runner:
             if any(c.guard == run.guard for c in run.claims) or time.monotonic() >= deadline:
                 return
             time.sleep(0.05)
+
+
+def _skipped(active: ActiveRun) -> dict[str, int]:
+    """Calls not injected, and why: they offered no tools, or asked for thinking with no repair."""
+    counts = {"toolless_calls": active.toolless_calls, "thinking_calls": active.thinking_calls}
+    return {key: count for key, count in counts.items() if count}
 
 
 def _error(error: str | None, active: ActiveRun) -> str | None:

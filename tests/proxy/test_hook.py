@@ -125,6 +125,7 @@ def project(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
 
 
+@pytest.mark.slow
 def test_an_agent_with_no_model_server_gets_true_verdicts(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project)
     result = CliRunner().invoke(main, ["run", "--json"])
