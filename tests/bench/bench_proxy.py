@@ -639,6 +639,10 @@ def bench_check(size: int = 100 * 1024) -> dict[str, Any]:
         parse = per_100k(body, lambda body=body: json.loads(body), number=100)
         out[label] = {"body_bytes": len(body), "route_and_stream_flag": route, "three_nonce_scan": scan,
                       "one_nonce_scan": one, "total": total, "json_loads_reference": parse}
+    body = _big_body(size, stream=True)
+    # The same decision for each dialect's path: which family speaks it, and the runs' nonces.
+    out["per_dialect"] = {dialect: per_100k(body, lambda path=whole: interceptor.intercept(model_call("POST", path, body)))
+                          for dialect, (whole, _) in DIALECT_PATHS.items()}
     return out
 
 
@@ -762,7 +766,13 @@ def report(results: dict[str, Any]) -> None:
         print(f"in-process hook, organic call (204): p50 {hook['hook_p50']:.3f} ms round trip, against "
               f"{hook['direct_p50']:.3f} ms for a whole direct model call "
               f"({hook['hook_p50'] / hook['direct_p50']:.2f}x); target < 1 ms: {_mark(hook['hook_p50'] < 1)}")
-    for label, row in results.get("check", {}).items():
+    check = dict(results.get("check", {}))
+    per_dialect = check.pop("per_dialect", None)
+    if per_dialect:
+        chat = per_dialect["chat"]
+        print("check per 100 KiB, route + 3 nonce scans, by dialect: " + ", ".join(
+            f"{d} {ms:.4f} ms ({ms / chat:.2f}x chat's)" for d, ms in per_dialect.items()))
+    for label, row in check.items():
         print(f"check per 100 KiB ({label}, {row['body_bytes']} B): route+stream flag "
               f"{row['route_and_stream_flag']:.4f} ms, registry with 3 runs {row['three_nonce_scan']:.4f} ms "
               f"(one nonce {row['one_nonce_scan']:.4f}), total {row['total']:.4f} ms "
