@@ -196,8 +196,8 @@ def not_injected(r: RunView, proxy: str | None) -> str:
                 f"{address}: openai SDK OpenAI(base_url=\"{address}/v1\") or OPENAI_BASE_URL={address}/v1; "
                 f"ollama OLLAMA_HOST={address} or Client(host=\"{address}\"); LangChain "
                 f"ChatOpenAI(base_url=\"{address}/v1\") or ChatOllama(base_url=\"{address}\"); anthropic "
-                f"ANTHROPIC_BASE_URL={address}; google-genai GOOGLE_GEMINI_BASE_URL={address}; a model in "
-                f"the agent's own process: POST {address}/canary/v1/answer before each call.")
+                f"ANTHROPIC_BASE_URL={address}; google-genai GOOGLE_GEMINI_BASE_URL={address}; a model "
+                f"that runs inside the agent: POST {address}/canary/v1/answer before each call.")
     if r.model_calls == 0:
         return (f"{r.foreign_calls} model call(s) came through the proxy, none carrying the run's nonce: "
                 "the agent's model base URL points at the proxy, but the prompt did not reach the model "
