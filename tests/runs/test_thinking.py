@@ -90,8 +90,8 @@ def test_without_a_repair_it_does_not_inject_and_says_why(apis: tuple[ModelAPIs,
     assert [b.type for b in replies[-1].content] == ["thinking", "text"]  # the agent worked, on its model
     assert replies[-1].content[1].text == UPSTREAM_TEXT  # type: ignore[union-attr]
     assert run.injected is None and run.thinking_calls == 1 and len(fake.seen) == 1
-    view = type("View", (), {"model_calls": run.calls, "foreign_calls": 0,
-                             "trace": {"fixture_fetched": None, "thinking_calls": run.thinking_calls}})()
+    view = type("View", (), {"model_calls": run.calls, "foreign_calls": 0, "toolless_calls": 0,
+                             "thinking_calls": run.thinking_calls, "trace": {}})()
     reason = not_injected(view, "http://127.0.0.1:11435")  # type: ignore[arg-type]
     assert "extended thinking" in reason and "`repair`" in reason
 
