@@ -23,71 +23,87 @@ __all__ = ["FORGOTTEN_KEPT", "LettingGo"]
 #: Marks of deleted files kept in memory, for copies of them found later.
 FORGOTTEN_KEPT = 64
 
+#: Reads what a compressed sibling kept of files lost: (keys finished, plain siblings to follow).
+FinishLost = Callable[[Sequence[FileState]], tuple[set[str], list[str]]]
+
 
 class LettingGo:
-    """The tailer's part that closes, drops and forgets files (mixed into ``Tailer``)."""
+    """Closes, drops and forgets the tailer's files, and keeps what is known of those let go.
 
-    store: PositionStore
-    rotate_wait: float
-    idle_close: float
-    _clock: Callable[[], float]
-    _files: dict[str, Followed]
-    _gone: set[str]
-    _settled: dict[str, int]
-    _deleted: list[Source]
-    _also: list[str]
-    _errors: Reporter
-    _fds: Descriptors
+    It shares the tailer's followed files and descriptors; what it needs done by the tailer
+    itself (reading a rotated sibling that is a copy, following a plain sibling on the next
+    poll) it asks through the callables it is given.
+    """
 
-    def _positions(self) -> dict[str, FileState]:
-        raise NotImplementedError
+    def __init__(
+        self,
+        store: PositionStore,
+        files: dict[str, Followed],
+        fds: Descriptors,
+        errors: Reporter,
+        *,
+        positions: Callable[[], dict[str, FileState]],
+        finish_lost: FinishLost,
+        read_copy: Callable[[str, float], bool],
+        follow: Callable[[list[str]], None],
+        clock: Callable[[], float],
+        rotate_wait: float,
+        idle_close: float,
+    ) -> None:
+        self._store = store
+        self._files = files
+        self._fds = fds
+        self._errors = errors
+        self._positions = positions
+        self._finish_lost = finish_lost
+        self._read_copy = read_copy  # reads a sibling if it is a copy of what was read: whether it was
+        self._follow = follow
+        self._clock = clock
+        self._rotate_wait = rotate_wait
+        self._idle_close = idle_close
+        self.gone: set[str] = set()  # files a rescan found gone: forgotten at the end of the poll
+        self.settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
+        self.deleted: list[Source] = []  # marks of files forgotten once deleted, newest last
 
-    def _open(
-        self, name: str, now: float, *, rotated: bool = False, only_copies: bool = False
-    ) -> Followed | None:
-        raise NotImplementedError
+    def clear(self) -> None:
+        """Forget the sizes and marks kept of files let go (the store was replaced)."""
+        self.settled.clear()
+        self.deleted.clear()
 
-    def _drain(self, f: Followed, now: float) -> int:
-        raise NotImplementedError
-
-    def _finish_lost(self, lost: Sequence[FileState]) -> tuple[set[str], list[str]]:
-        raise NotImplementedError
-
-    def _probe_copies(self, now: float) -> None:
+    def probe_copies(self, now: float) -> None:
         """Finish a copytruncate copy outside the globs: a sibling holding what a truncated file held."""
         for f in list(self._files.values()):
-            if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
+            if f.prior is None or f.rotated or now - f.prior_at > 12 * self._rotate_wait:
                 continue
             found = False
             for sibling in copy_candidates(f.path, self._files):  # each copy of a mark kept
-                copy = self._open(sibling, now, rotated=True, only_copies=True)
-                if copy is not None:
+                if self._read_copy(sibling, now):
                     found = True
-                    self._drain(copy, now)
-                    self._fds.trim(copy)
             if found:
                 f.prior_at = -1e18  # look no further
 
-    def _forget_gone(self) -> None:
-        for key in sorted(self._gone):
+    def forget_gone(self) -> None:
+        """Forget the positions of the files the rescan found gone and nothing follows now."""
+        for key in sorted(self.gone):
             if key not in self._files:
                 self._forget(key, self._positions()[key].path if key in self._positions() else key)
-        self._gone.clear()
+        self.gone.clear()
 
-    def _close_quiet(self, now: float) -> None:
+    def close_quiet(self, now: float) -> None:
+        """Close idle files, and let go of rotated ones quiet for ``rotate_wait`` and read to their end."""
         for key, f in list(self._files.items()):
             quiet = now - f.last_change
             if f.fd is None:
                 if f.rotated:
                     del self._files[key]  # its position stays: found again by inode if it grows
-                    self._settled[key] = f.size
+                    self.settled[key] = f.size
                     self._drop_if_gone(key)
                 continue
             if not f.rotated:
-                if quiet >= self.idle_close and at_end(f) and not f.fresh:
+                if quiet >= self._idle_close and at_end(f) and not f.fresh:
                     self._fds.close(f)
                 continue
-            if quiet < self.rotate_wait or not at_end(f):
+            if quiet < self._rotate_wait or not at_end(f):
                 continue
             try:
                 deleted = os.fstat(f.fd).st_nlink == 0
@@ -95,7 +111,7 @@ class LettingGo:
                 deleted = False
             self._fds.close(f)
             del self._files[key]
-            self._settled[key] = f.size
+            self.settled[key] = f.size
             if deleted:
                 self._forget(key, f.path)
 
@@ -106,13 +122,13 @@ class LettingGo:
         if stored is None or not locate([stored]).get(key, Found(None)).gone:
             return
         finished, plain = self._finish_lost([stored])
-        self._also += plain
+        self._follow(plain)
         for gone in sorted(finished):
             self._forget(gone, stored.path)
 
     def _forget(self, key: str, path: str) -> None:
         try:
-            self.store.forget(key)
+            self._store.forget(key)
         except Exception as exc:
             self._errors.report(path, f"cannot forget {path}: {exc}")
             return
@@ -121,7 +137,7 @@ class LettingGo:
             # A copy of the deleted file may yet be found (a copytruncate copy made before the
             # delete): what was read of it stays known, as a settled source, while this runs.
             marks = [m for m in (state.mark, state.prior, *state.earlier) if m is not None and m.offset]
-            self._deleted = (self._deleted + [Source(key, m, True) for m in marks])[-FORGOTTEN_KEPT:]
+            self.deleted = (self.deleted + [Source(key, m, True) for m in marks])[-FORGOTTEN_KEPT:]
             if marks:
                 self._adopt_copies(live_path(state.path))
 
@@ -130,7 +146,4 @@ class LettingGo:
         their own positions (stored) say how far they were read, across restarts too."""
         now = self._clock()
         for sibling in copy_candidates(live, self._files):
-            copy = self._open(sibling, now, rotated=True, only_copies=True)
-            if copy is not None:
-                self._drain(copy, now)
-                self._fds.trim(copy)
+            self._read_copy(sibling, now)
