@@ -9,8 +9,6 @@ from typing import Any, Literal
 from canary.vocabulary import STAGES, Verdict, as_utc, iso
 
 Attribution = Literal["nonce", "task", "value", "time"]
-#: What an ``ambiguous`` run asks of the user.
-AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"
 
 
 @dataclass(frozen=True)
