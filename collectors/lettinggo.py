@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import Followed, at_end
@@ -27,6 +28,7 @@ FORGOTTEN_KEPT = 64
 FinishLost = Callable[[Sequence[FileState]], tuple[set[str], list[str]]]
 
 
+@dataclass(eq=False, kw_only=True)
 class LettingGo:
     """Closes, drops and forgets the tailer's files, and keeps what is known of those let go.
 
@@ -35,35 +37,23 @@ class LettingGo:
     poll) it asks through the callables it is given.
     """
 
-    def __init__(
-        self,
-        store: PositionStore,
-        files: dict[str, Followed],
-        fds: Descriptors,
-        errors: Reporter,
-        *,
-        positions: Callable[[], dict[str, FileState]],
-        finish_lost: FinishLost,
-        read_copy: Callable[[str, float], bool],
-        follow: Callable[[list[str]], None],
-        clock: Callable[[], float],
-        rotate_wait: float,
-        idle_close: float,
-    ) -> None:
-        self._store = store
-        self._files = files
-        self._fds = fds
-        self._errors = errors
-        self._positions = positions
-        self._finish_lost = finish_lost
-        self._read_copy = read_copy  # reads a sibling if it is a copy of what was read: whether it was
-        self._follow = follow
-        self._clock = clock
-        self._rotate_wait = rotate_wait
-        self._idle_close = idle_close
-        self.gone: set[str] = set()  # files a rescan found gone: forgotten at the end of the poll
-        self.settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
-        self.deleted: list[Source] = []  # marks of files forgotten once deleted, newest last
+    store: PositionStore
+    files: dict[str, Followed]
+    fds: Descriptors
+    errors: Reporter
+    positions: Callable[[], dict[str, FileState]]
+    finish_lost: FinishLost
+    read_copy: Callable[[str, float], bool]  # reads a sibling if it is a copy of what was read
+    follow: Callable[[list[str]], None]  # plain siblings to open on the next poll
+    clock: Callable[[], float]
+    rotate_wait: float
+    idle_close: float
+    #: Files a rescan found gone: forgotten at the end of the poll, unless followed again.
+    gone: set[str] = field(default_factory=set, init=False)
+    #: The size of each rotated file closed when it went quiet.
+    settled: dict[str, int] = field(default_factory=dict, init=False)
+    #: Marks of files forgotten once deleted, newest last.
+    deleted: list[Source] = field(default_factory=list, init=False)
 
     def clear(self) -> None:
         """Forget the sizes and marks kept of files let go (the store was replaced)."""
@@ -72,12 +62,12 @@ class LettingGo:
 
     def probe_copies(self, now: float) -> None:
         """Finish a copytruncate copy outside the globs: a sibling holding what a truncated file held."""
-        for f in list(self._files.values()):
-            if f.prior is None or f.rotated or now - f.prior_at > 12 * self._rotate_wait:
+        for f in list(self.files.values()):
+            if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
                 continue
             found = False
-            for sibling in copy_candidates(f.path, self._files):  # each copy of a mark kept
-                if self._read_copy(sibling, now):
+            for sibling in copy_candidates(f.path, self.files):  # each copy of a mark kept
+                if self.read_copy(sibling, now):
                     found = True
             if found:
                 f.prior_at = -1e18  # look no further
@@ -85,32 +75,32 @@ class LettingGo:
     def forget_gone(self) -> None:
         """Forget the positions of the files the rescan found gone and nothing follows now."""
         for key in sorted(self.gone):
-            if key not in self._files:
-                self._forget(key, self._positions()[key].path if key in self._positions() else key)
+            if key not in self.files:
+                self._forget(key, self.positions()[key].path if key in self.positions() else key)
         self.gone.clear()
 
     def close_quiet(self, now: float) -> None:
         """Close idle files, and let go of rotated ones quiet for ``rotate_wait`` and read to their end."""
-        for key, f in list(self._files.items()):
+        for key, f in list(self.files.items()):
             quiet = now - f.last_change
             if f.fd is None:
                 if f.rotated:
-                    del self._files[key]  # its position stays: found again by inode if it grows
+                    del self.files[key]  # its position stays: found again by inode if it grows
                     self.settled[key] = f.size
                     self._drop_if_gone(key)
                 continue
             if not f.rotated:
-                if quiet >= self._idle_close and at_end(f) and not f.fresh:
-                    self._fds.close(f)
+                if quiet >= self.idle_close and at_end(f) and not f.fresh:
+                    self.fds.close(f)
                 continue
-            if quiet < self._rotate_wait or not at_end(f):
+            if quiet < self.rotate_wait or not at_end(f):
                 continue
             try:
                 deleted = os.fstat(f.fd).st_nlink == 0
             except OSError:
                 deleted = False
-            self._fds.close(f)
-            del self._files[key]
+            self.fds.close(f)
+            del self.files[key]
             self.settled[key] = f.size
             if deleted:
                 self._forget(key, f.path)
@@ -118,21 +108,21 @@ class LettingGo:
     def _drop_if_gone(self, key: str) -> None:
         """Forget an idle file let go of once no sibling holds its inode (what a compressed
         sibling kept of it is read first), as a rescan would on the next poll."""
-        stored = self._positions().get(key)
+        stored = self.positions().get(key)
         if stored is None or not locate([stored]).get(key, Found(None)).gone:
             return
-        finished, plain = self._finish_lost([stored])
-        self._follow(plain)
+        finished, plain = self.finish_lost([stored])
+        self.follow(plain)
         for gone in sorted(finished):
             self._forget(gone, stored.path)
 
     def _forget(self, key: str, path: str) -> None:
         try:
-            self._store.forget(key)
+            self.store.forget(key)
         except Exception as exc:
-            self._errors.report(path, f"cannot forget {path}: {exc}")
+            self.errors.report(path, f"cannot forget {path}: {exc}")
             return
-        state = self._positions().pop(key, None)
+        state = self.positions().pop(key, None)
         if state is not None:
             # A copy of the deleted file may yet be found (a copytruncate copy made before the
             # delete): what was read of it stays known, as a settled source, while this runs.
@@ -144,6 +134,6 @@ class LettingGo:
     def _adopt_copies(self, live: str) -> None:
         """Open the copies among ``live``'s rotated siblings of what was read of its files, so
         their own positions (stored) say how far they were read, across restarts too."""
-        now = self._clock()
-        for sibling in copy_candidates(live, self._files):
-            self._read_copy(sibling, now)
+        now = self.clock()
+        for sibling in copy_candidates(live, self.files):
+            self.read_copy(sibling, now)

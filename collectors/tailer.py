@@ -89,7 +89,7 @@ class Tailer:
         self._errors = Reporter(on_error)
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._letting = LettingGo(
-            store, self._files, self._fds, self._errors, positions=self._positions,
+            store=store, files=self._files, fds=self._fds, errors=self._errors, positions=self._positions,
             finish_lost=self._finish_lost, read_copy=self._read_copy, follow=self._also.extend,
             clock=clock, rotate_wait=rotate_wait, idle_close=idle_close,
         )
