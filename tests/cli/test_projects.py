@@ -101,6 +101,7 @@ def daemon_of_alpha(tmp_path: Path) -> Iterator[Path]:
         yield running
 
 
+@pytest.mark.slow
 def test_status_in_a_second_project_never_reads_the_first_projects_daemon(
     daemon_of_alpha: Path, tmp_path: Path
 ) -> None:

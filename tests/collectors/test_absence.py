@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from canary.store.engine import Store
 from tests.collectors.fakes import Clock
 from tests.collectors.test_tailer import append, hits, make_tailer
@@ -113,6 +115,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_three_hundred_files_under_a_limit_of_256(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()

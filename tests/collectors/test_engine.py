@@ -12,6 +12,7 @@ from collectors import engine as native
 from collectors.rules import Rule
 from collectors.scan import Matcher
 from collectors.timestamps import TimestampParser
+from tests.profiles import examples
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="hyperscan is not installed")
 
@@ -20,7 +21,7 @@ K = native.LINES_PER_REPORT
 BIG = 70 << 10  # over the size from which the native counter runs
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=60),
     bounds=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20)),

@@ -174,6 +174,8 @@ def test_oversize_line_hit_keeps_its_start_offset() -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.profiles import examples  # noqa: E402
+
 RULES = [
     Rule.regex("citation", "CitationGuard: rejected url"),
     Rule.regex("quote", "QuoteGuard: rejected quote"),
@@ -209,7 +211,7 @@ def reference(data: bytes, max_line: int) -> list[tuple[int, tuple[str, ...], bo
         pos = end + 1
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     lines=st.lists(st.lists(st.sampled_from(PIECES), max_size=6).map(b"".join), max_size=40),
     cuts=st.lists(st.integers(min_value=1, max_value=64), max_size=30),

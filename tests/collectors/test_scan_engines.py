@@ -14,6 +14,7 @@ from collectors.patterns import FOLDS_TO_ASCII, catastrophic, prefilter
 from collectors.rules import Rule
 from collectors.scan import LineScanner, Matcher
 from collectors.timestamps import TimestampParser
+from tests.profiles import examples
 
 ENGINES = ["python", *(["hyperscan"] if native.available() else [])]
 
@@ -84,7 +85,7 @@ def _scan(matcher: Matcher, data: bytes, cuts: list[int]) -> list[tuple[int, tup
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pats=st.lists(patterns(), min_size=1, max_size=4),
     lines=lines_st,
@@ -193,7 +194,7 @@ def test_a_line_over_budget_is_skipped_with_a_warning_and_counting_goes_on() -> 
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pats=st.lists(patterns(), min_size=2, max_size=4),
     lines=lines_st,

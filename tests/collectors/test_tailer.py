@@ -216,6 +216,7 @@ def test_unreadable_file_warns_once_and_catches_up(
     assert store.count_firings() == 3
 
 
+@pytest.mark.slow
 def test_two_hundred_files_in_several_directories(tmp_path: Path, store: Store) -> None:
     for d in range(8):
         (tmp_path / f"d{d}").mkdir()

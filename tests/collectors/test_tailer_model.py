@@ -98,6 +98,7 @@ from collectors.scan import Matcher
 from collectors.tailer import Batch, FileState, Tailer
 from collectors.timestamps import TimestampParser
 from tests.collectors.fakes import Clock
+from tests.profiles import examples
 
 ROTATE_WAIT = 5.0
 KEEP = 3
@@ -769,7 +770,7 @@ class RotatedNamesToo(TailerModel):
 
 
 SETTINGS = settings(
-    max_examples=80,
+    max_examples=examples(80),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collectors.timestamps import TimestampParser
+from tests.profiles import examples
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 MINUS5 = timezone(timedelta(hours=-5))
@@ -351,7 +352,7 @@ _PREFIXES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=_PREFIXES, rest=st.binary(max_size=64))
 def test_parse_never_raises(prefix: bytes, rest: bytes) -> None:
     parsed = TimestampParser(default_tz=UTC).parse(prefix + rest, now=NOW)

@@ -89,6 +89,7 @@ def test_a_token_path_that_is_not_a_regular_file_is_a_clear_error(
     assert str(path) in str(raised.value) and "remove it" in str(raised.value)
 
 
+@pytest.mark.slow
 def test_the_daemon_on_a_bad_token_path_says_so_without_a_traceback_and_exits_3(tmp_path: Path) -> None:
     token_path(tmp_path / "canary.toml").mkdir(parents=True)  # the project's token path
     (tmp_path / "canary.toml").write_text(

@@ -30,6 +30,7 @@ from openai.types.responses import Response
 from canary.proxy import dialects
 from canary.proxy.app import MODEL_PATHS, ModelCall, create_proxy, model_call, requested_stream
 from canary.proxy.serving import BackgroundServer
+from tests.profiles import examples
 
 MARKER = b"CANARY-MARK-7q2x"
 SCRIPTED = "SCRIPTED ANSWER with a nonce k3v9q2x.example.org"
@@ -797,7 +798,7 @@ def _fetch(client: httpx.Client, method: str, url: str, **kwargs: Any) -> tuple[
         return response, b"".join(response.iter_raw())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plan=response_plans(), path=st.sampled_from([*MODEL_PATHS, "/v1/models", "/api/tags", "/x/y"]),
        stream=st.sampled_from([b"true", b"false", None]))
 def test_responses_are_byte_identical_through_the_proxy(
@@ -818,7 +819,7 @@ def test_responses_are_byte_identical_through_the_proxy(
         assert proxied.headers["content-encoding"] == "gzip"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     body=st.binary(max_size=5000) | _json_value.map(lambda v: json.dumps(v).encode()),
     method=st.sampled_from(["POST", "PUT", "PATCH", "DELETE"]),
@@ -905,7 +906,8 @@ def test_chunk_timing_is_preserved(
     direct_gaps = [(b - a) * 1000 for a, b in itertools.pairwise(direct)]
     assert all(25 < gap < 100 for gap in gaps), gaps  # none bunched up; loose against a busy machine
     assert abs(statistics.median(gaps) - 50) < 5, gaps
-    assert abs(statistics.median(gaps) - statistics.median(direct_gaps)) < 3, (gaps, direct_gaps)
+    # Beside the direct stream of the same moment: a relay that held chunks back would stretch it.
+    assert abs(statistics.median(gaps) - statistics.median(direct_gaps)) < 10, (gaps, direct_gaps)
 
 
 def test_slow_first_byte_does_not_time_out(

@@ -83,6 +83,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
             proc.wait()
 
 
+@pytest.mark.slow
 def test_a_port_held_by_a_canary_daemon_says_so_with_its_pid(
     daemon: tuple[subprocess.Popen[bytes], int], tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
 from canary.vocabulary import Status
+from tests.profiles import examples
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -215,7 +216,7 @@ INCONCLUSIVE_VERDICTS = ("error", "not_injected", "ambiguous")
 VARIANT = st.integers(0, 3)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     finals=st.lists(st.sampled_from(("caught", *FAILED_VERDICTS)), min_size=1, max_size=4),
     history=st.lists(st.tuples(VARIANT, st.sampled_from(("caught", *FAILED_VERDICTS, *INCONCLUSIVE_VERDICTS)))),

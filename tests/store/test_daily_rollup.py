@@ -20,6 +20,7 @@ from canary.store.runlog import RunLog
 from collectors.matcher import Hit
 from collectors.positions import Batch, FileState
 from dashboard.model import WINDOWS, WindowSpec, window_series
+from tests.profiles import examples
 
 NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
 GUARDS = ("alpha", "beta", "gamma")
@@ -61,7 +62,7 @@ near_window = st.tuples(st.sampled_from(GUARDS), st.one_of(st.integers(-31 * 24 
                         st.booleans(), st.booleans())
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.lists(firing, min_size=1, max_size=30), min_size=1, max_size=4),
        claim=st.integers(0, 5), recount_minutes=st.integers(0, 40 * 24 * 60))
 def test_the_rollup_equals_the_firing_rows_after_every_kind_of_write(
@@ -122,7 +123,7 @@ def expected_series(db: Path, now: datetime, spec: WindowSpec) -> dict[str, tupl
 
 
 @pytest.mark.parametrize("spec", LONG, ids=lambda w: w.label)
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(near_window, min_size=1, max_size=60), hour=st.integers(0, 23), minute=st.integers(0, 59))
 def test_a_long_window_counts_what_the_firing_rows_count(
     spec: WindowSpec, batch: list[tuple[str, int, bool, bool]], hour: int, minute: int
