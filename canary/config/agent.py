@@ -16,6 +16,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from canary.config.placeholders import AGENT_PLACEHOLDERS, fill, placeholders_in
+from canary.config.schema import Fields
+from canary.config.sections import AGENT
 from canary.config.tomlcheck import (
     KeyPath,
     Sink,
@@ -26,24 +28,22 @@ from canary.config.tomlcheck import (
 )
 from canary.config.urls import redact_url
 
-AGENT_KEYS = ("url", "method", "body", "headers", "answer", "timeout", "command", "conversation")
-#: The JSON body sent when [agent] has a url and no body.
-DEFAULT_BODY = {"prompt": "{prompt}"}
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_URL_ONLY = ("method", "body", "headers", "answer", "conversation")
 
 
 @dataclass(frozen=True)
 class AgentConfig:
     """How a canary reaches the real agent: an HTTP request (``url``) or a ``command``."""
 
-    url: str | None = None
-    method: str = "POST"
-    body: object | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    answer: str = "answer"
-    timeout: timedelta = timedelta(seconds=180)
-    command: tuple[str, ...] | None = None
-    conversation: str | None = None  # dotted path to the conversation id in the JSON reply
+    url: str | None = AGENT.defaults.url
+    method: str = AGENT.defaults.method
+    body: object | None = None  # with a url and no body written, the section's default body
+    headers: dict[str, str] = field(default_factory=lambda: AGENT.default("headers"))
+    answer: str = AGENT.defaults.answer
+    timeout: timedelta = AGENT.defaults.timeout
+    command: tuple[str, ...] | None = AGENT.defaults.command
+    conversation: str | None = AGENT.defaults.conversation  # dotted path to the id in the JSON reply
 
     @property
     def inject_mode(self) -> bool:
@@ -84,67 +84,85 @@ def _check_body(sink: Sink, keys: KeyPath, value: object) -> None:
 
 
 def read_agent(top: Table) -> AgentConfig | None:
+    """The ``[agent]`` table, every problem reported; None when there is none."""
     raw = top.table("agent")
     if raw is None:
         return None
-    t = Table(top.sink, ("agent",), raw, AGENT_KEYS)
-    sink, keys = t.sink, t.keys
-    url = t.string("url")
-    command = t.strings("command", hint="")
-    method = (t.string("method") or "POST").upper()
+    t = AGENT.open(top.sink, ("agent",), raw)
+    agent = AgentConfig(url=t.read("url"), command=t.read("command"), method=t.read("method").upper(),
+                        headers=_headers(t), body=_body(t), answer=t.read("answer"),
+                        conversation=_conversation(t), timeout=t.read("timeout"))
+    _check_target(t, agent)
+    if agent.conversation and agent.url is not None and "conversation" not in _agent_placeholders(agent):
+        t.sink.error(("agent", "body"), "{conversation} is in neither the body, the url nor the "
+                     "headers: put it where the agent reads the conversation id, like "
+                     "body = { prompt = '{prompt}', conversation = '{conversation}' }")
+    _check_prompt_reaches(t, agent)
+    return agent
+
+
+def _headers(t: Fields) -> dict[str, str]:
     headers: dict[str, str] = {}
-    for name, value in (t.table("headers") or {}).items():
+    for name, value in t.read("headers").items():
         if isinstance(value, str):
             headers[name] = value
-            check_placeholders(sink, (*keys, "headers", name), value, AGENT_PLACEHOLDERS)
+            check_placeholders(t.sink, (*t.keys, "headers", name), value, AGENT_PLACEHOLDERS)
         else:
-            sink.error((*keys, "headers", name), f"expected a string, got {type_name(value)}")
-    body = t.get("body")
-    _check_body(sink, (*keys, "body"), body)
-    if body is None and t.has("url") and not t.has("command"):
-        body = dict(DEFAULT_BODY)  # the contract's example body, when none is written
-    answer = t.string("answer")
-    conversation = t.string("conversation")
-    if conversation is not None and not conversation.strip():
-        sink.error((*keys, "conversation"), "an empty path: name where the reply carries the "
-                   "conversation id, like 'conversation' or 'session.id'")
-    timeout = t.duration("timeout", AgentConfig.timeout) or AgentConfig.timeout
+            t.sink.error((*t.keys, "headers", name), f"expected a string, got {type_name(value)}")
+    return headers
 
+
+def _body(t: Fields) -> object | None:
+    body: object | None = t.get("body")
+    _check_body(t.sink, (*t.keys, "body"), body)
+    if body is None and t.has("url") and not t.has("command"):
+        body = t.read("body")  # the section's default body, when none is written
+    return body
+
+
+def _conversation(t: Fields) -> str | None:
+    conversation: str | None = t.read("conversation")
+    if conversation is not None and not conversation.strip():
+        t.sink.error((*t.keys, "conversation"), "an empty path: name where the reply carries the "
+                     "conversation id, like 'conversation' or 'session.id'")
+    return conversation
+
+
+def _check_target(t: Fields, agent: AgentConfig) -> None:
+    """One of url and command; what only a url uses is refused beside a command."""
+    sink, keys = t.sink, t.keys
     if t.has("url") and t.has("command"):
         sink.error((*keys, "command"), "both url and command are set; keep one of them")
     elif not t.has("url") and not t.has("command"):
         t.missing("url", "url = 'http://127.0.0.1:8700/ask' or command = ['my-agent', '{prompt}']")
     if t.has("command"):
-        for key in ("method", "body", "headers", "answer", "conversation"):
+        for key in _URL_ONLY:
             if t.has(key):
                 sink.error((*keys, key), f"{key} is only used with url; with command the answer "
                            "is the command's stdout")
-        if command is not None and not command:
+        if agent.command is not None and not agent.command:
             sink.error((*keys, "command"), "an empty command: give the program and its arguments")
-        for i, arg in enumerate(command or ()):
+        for i, arg in enumerate(agent.command or ()):
             check_placeholders(sink, (*keys, "command", i), arg, AGENT_PLACEHOLDERS)
+    url = agent.url
     if url is not None:
         check_placeholders(sink, (*keys, "url"), url, AGENT_PLACEHOLDERS)
         if not is_http_url(fill(url, dict.fromkeys(placeholders_in(url), "x"))):
             sink.error((*keys, "url"), f"expected an http:// or https:// URL, got {redact_url(url)!r}")
-    if t.has("method") and method not in HTTP_METHODS:
+    if t.has("method") and agent.method not in HTTP_METHODS:
         sink.error((*keys, "method"), f"expected one of {', '.join(HTTP_METHODS)}, got "
-                   f"{t.get('method')!r}", suggestion=t.closest(method, HTTP_METHODS))
-    agent = AgentConfig(url, method, body, headers, answer if answer is not None else "answer",
-                        timeout, command, conversation)
-    if conversation and url is not None and "conversation" not in _agent_placeholders(agent):
-        sink.error((*keys, "body"), "{conversation} is in neither the body, the url nor the headers: "
-                   "put it where the agent reads the conversation id, like "
-                   "body = { prompt = '{prompt}', conversation = '{conversation}' }")
-    # A misspelled {prompt} counts: it is already reported as an unknown placeholder.
+                   f"{t.get('method')!r}", suggestion=t.closest(agent.method, HTTP_METHODS))
+
+
+def _check_prompt_reaches(t: Fields, agent: AgentConfig) -> None:
+    """``{prompt}`` somewhere the agent reads it; a misspelled one counts (already reported)."""
     others = AGENT_PLACEHOLDERS - {"prompt"}
-    if (url is not None or command) and not any(
+    if (agent.url is not None or agent.command) and not any(
         t.closest(name, ("prompt",)) for name in _agent_placeholders(agent) - others
     ):
-        where = "command" if command else "body"
-        sink.error((*keys, where), "the prompt never reaches the agent: put '{prompt}' in the "
-                   + ("command" if command else "body, url or headers"))
-    return agent
+        where = "command" if agent.command else "body"
+        t.sink.error((*t.keys, where), "the prompt never reaches the agent: put '{prompt}' in the "
+                     + ("command" if agent.command else "body, url or headers"))
 
 
 def check_conversations(sink: Sink, agent: AgentConfig | None, canaries: Sequence[tuple[str, Path, int]],

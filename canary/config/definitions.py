@@ -21,11 +21,14 @@ from canary.config.injection import (
     InjectAt,
     Injection,
     MatchAt,
+    Turns,
     check_prompt,
     parse_injection,
     parse_turns,
 )
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
+from canary.config.schema import Fields
+from canary.config.sections import CANARY, DEFINITION, GUARD
 from canary.config.tomlcheck import (
     KeyPath,
     Sink,
@@ -48,28 +51,10 @@ __all__ = [
 ]
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
-TOP_KEYS = ("guard", "canary")
-GUARD_KEYS = ("name", "description", "match", "window", "grace")
-CANARY_KEYS = (
-    "name",
-    "every",
-    "cron",
-    "expect",
-    "prompt",
-    "fixture",
-    "inject",
-    "inject_tool",
-    "leak",
-    "grounded",
-    "inject_at",
-    "repair",
-    "timeout",
-    "turn",
-)
 _TEXT_KEYS = ("fixture", "leak", "grounded", "repair")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CanaryDef:
     """One canary: a fabricated answer (or several variants) aimed at its guard."""
 
@@ -113,7 +98,7 @@ class CanaryDef:
         return f"{self.guard}/{self.name}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GuardDef:
     """One guard: the log line that proves it fired, and its canaries."""
 
@@ -186,56 +171,79 @@ def _name_rule(name: str) -> str:
     return "use only a-z, 0-9, '_' and '-'"
 
 
-def _parse_file(
-    data: dict[str, object], sink: Sink, log_format: str
-) -> tuple[str | None, GuardDef | None]:
-    """Parse one file's tables; returns the guard's name (when valid) and the guard (when clean)."""
-    top = Table(sink, (), data, TOP_KEYS)
-    raw_guard = data.get("guard")
-    raw_canaries = data.get("canary", [])
-    canary_tables: list[dict[str, object]] = []
-    if isinstance(raw_canaries, list) and all(isinstance(c, dict) for c in raw_canaries):
-        canary_tables = list(raw_canaries)
-    else:
-        sink.error(("canary",), "expected [[canary]] tables (double brackets), got "
-                   f"{type_name(raw_canaries)}")
+def _check_name(sink: Sink, keys: KeyPath, name: str) -> bool:
+    """Whether ``name`` is a valid name; reported when it is not."""
+    if NAME_RE.fullmatch(name):
+        return True
+    sink.error(keys, f"{name!r} is not a valid name: {_name_rule(name)}")
+    return False
 
+
+def _canary_tables(sink: Sink, data: dict[str, object]) -> list[dict[str, object]]:
+    """The file's ``[[canary]]`` tables; none (reported) when ``canary`` is not an array of tables."""
+    raw_canaries = data.get("canary", [])
+    if isinstance(raw_canaries, list) and all(isinstance(c, dict) for c in raw_canaries):
+        return list(raw_canaries)
+    sink.error(("canary",), "expected [[canary]] tables (double brackets), got "
+               f"{type_name(raw_canaries)}")
+    return []
+
+
+def _guard_table(top: Table, data: dict[str, object], has_canaries: bool) -> dict[str, object] | None:
+    """The file's ``[guard]`` table; None (reported) when it is missing or not one table."""
+    sink, raw_guard = top.sink, data.get("guard")
     if raw_guard is None:
         if "guard" in top.misspelled:
             pass  # already reported as an unknown key with "did you mean 'guard'?"
-        elif canary_tables:
+        elif has_canaries:
             sink.error(("canary",), "a canary without a guard: add a [guard] table with "
                        "name and match to this file")
         else:
             sink.error(("guard",), "missing [guard] table: each file defines one guard "
                        "with a name and a match")
-        return None, None
+        return None
     if not isinstance(raw_guard, dict):
         hint = "one guard per file: write [guard], not [[guard]]" if isinstance(
             raw_guard, list) else f"expected a [guard] table, got {type_name(raw_guard)}"
         sink.error(("guard",), hint)
-        return None, None
+        return None
+    return raw_guard
 
-    g = Table(sink, ("guard",), raw_guard, GUARD_KEYS)
-    name = g.string("name", required=True, hint="the guard's name, like 'citation'")
-    if name is not None and not NAME_RE.fullmatch(name):
-        sink.error(("guard", "name"), f"{name!r} is not a valid name: {_name_rule(name)}")
+
+def _parse_file(
+    data: dict[str, object], sink: Sink, log_format: str
+) -> tuple[str | None, GuardDef | None]:
+    """Parse one file's tables; returns the guard's name (when valid) and the guard (when clean)."""
+    top = DEFINITION.open(sink, (), data)
+    canary_tables = _canary_tables(sink, data)
+    raw_guard = _guard_table(top, data, bool(canary_tables))
+    if raw_guard is None:
+        return None, None
+    g = GUARD.open(sink, ("guard",), raw_guard)
+    name: str | None = g.read("name")
+    if name is not None and not _check_name(sink, ("guard", "name"), name):
         name = None
-    description = g.string("description") or ""
-    raw_match = g.get("match")
+    description = g.read("description")
     match: str | dict[str, object] | None = None
     pattern: re.Pattern[str] | None = None
-    if raw_match is None:
-        g.missing("match", "the regex (text logs) or fields (jsonl logs) of the guard's log line")
+    if g.has("match"):
+        match, pattern = check_matcher(sink, ("guard", "match"), g.get("match"), log_format)
     else:
-        match, pattern = check_matcher(sink, ("guard", "match"), raw_match, log_format)
-    window = g.duration("window", timedelta(hours=24))
-    grace = g.duration("grace", timedelta(hours=1))
+        g.missing("match", GUARD.key("match").hint)
+    window, grace = g.read("window"), g.read("grace")
+    canaries = _parse_canaries(sink, canary_tables, name or "")
+    if sink.errors or name is None or match is None:
+        return name, None
+    return name, GuardDef(name=name, description=description, path=sink.path_or_empty, match=match,
+                          pattern=pattern, window=window, grace=grace, canaries=tuple(canaries))
 
+
+def _parse_canaries(sink: Sink, tables: list[dict[str, object]], guard: str) -> list[CanaryDef]:
+    """Every ``[[canary]]`` of a guard; names must be unique in the file."""
     canaries: list[CanaryDef] = []
     seen: dict[str, int] = {}
-    for index, table in enumerate(canary_tables):
-        canary = _parse_canary(sink, index, table, name or "")
+    for index, table in enumerate(tables):
+        canary = _parse_canary(sink, index, table, guard)
         cname = table.get("name")
         if isinstance(cname, str) and NAME_RE.fullmatch(cname):
             if cname in seen:
@@ -244,61 +252,81 @@ def _parse_file(
             seen.setdefault(cname, index)
         if canary is not None:
             canaries.append(canary)
-
-    if sink.errors or name is None or match is None or window is None or grace is None:
-        return name, None
-    return name, GuardDef(name, description, sink.path_or_empty, match, pattern, window, grace,
-                          tuple(canaries))
+    return canaries
 
 
 def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -> CanaryDef | None:
     """Parse one ``[[canary]]`` table; None when it has any error (all of them reported)."""
     keys: KeyPath = ("canary", index)
     errors_before = sink.errors
-    t = Table(sink, keys, data, CANARY_KEYS)
-
-    name = t.string("name", required=True, hint="the canary's name, like 'fake-url'")
-    if name is not None and not NAME_RE.fullmatch(name):
-        sink.error((*keys, "name"), f"{name!r} is not a valid name: {_name_rule(name)}")
-    every = t.duration("every", None)
-    cron = t.string("cron")
-    if t.has("every") and t.has("cron"):
-        sink.error((*keys, "cron"), "both every and cron are set; keep one of them")
-    elif not (t.has("every") or t.has("cron") or t.misspelled & {"every", "cron"}):
-        t.missing("every", "a schedule: every = '6h' or cron = '17 */6 * * *'")
-    if cron is not None:
-        _check_cron(sink, (*keys, "cron"), cron)
-
-    expect = t.string("expect") or "reject"
+    t = CANARY.open(sink, keys, data)
+    name: str | None = t.read("name")
+    if name is not None:
+        _check_name(sink, (*keys, "name"), name)
+    every, cron = _schedule(t)
+    expect: str = t.read("expect")
     if expect not in ("reject", "accept"):
         sink.error((*keys, "expect"), f"expected 'reject' or 'accept' (a control), got {expect!r}",
                    suggestion=t.closest(expect, ("reject", "accept")))
     turns = parse_turns(t)
-    if turns is None:
-        prompt = t.string("prompt", required=True,
-                          hint="the prompt that leads the agent to the guarded step")
-        if prompt is not None:
-            check_prompt(sink, (*keys, "prompt"), prompt)
-        injection = parse_injection(t)
-    else:
-        prompt = turns.prompts[0]
-        injection = turns.injection or Injection(None, None, None)
-    fixture = t.string("fixture") or ""
-    inject, inject_tool, inject_at = injection.inject, injection.inject_tool, injection.inject_at
-    raw_leak = t.get("leak")
-    observe = parse_observation(t, raw_leak) if isinstance(raw_leak, dict) else None
-    leak = None if isinstance(raw_leak, dict) else t.string(
-        "leak", required=expect == "reject",
-        hint="the text that must not reach the answer, like '{nonce}.example.org'")
+    prompt, injection = _prompt(t, turns)
+    fixture: str = t.read("fixture")
+    observe, leak = _leak(t, expect)
     grounded = _grounded(t, expect, name or f"canary[{index}]", observed=observe is not None)
-    repair = t.string("repair")
-    timeout = t.duration("timeout", timedelta(seconds=120))
+    repair, timeout = t.read("repair"), t.read("timeout")
+    _check_texts(t, expect, {"fixture": fixture, "leak": leak, "grounded": grounded, "repair": repair})
+    if sink.errors > errors_before or name is None or prompt is None or injection.inject_at is None:
+        return None
+    if injection.inject is None and injection.inject_tool is None:
+        return None
+    return CanaryDef(
+        guard=guard, name=name, path=sink.path_or_empty, every=every, cron=cron,
+        expect="accept" if expect == "accept" else "reject", prompt=prompt, fixture=fixture,
+        inject=injection.inject or (), leak=leak, inject_at=injection.inject_at, repair=repair,
+        timeout=timeout, inject_tool=injection.inject_tool or (), observe=observe, grounded=grounded,
+        turn_prompts=() if turns is None else tuple(p for p in turns.prompts if p is not None),
+        inject_turn=0 if turns is None else turns.inject_turn or 0)
 
-    texts = {"fixture": fixture, "leak": leak, "grounded": grounded, "repair": repair}
+
+def _schedule(t: Fields) -> tuple[timedelta | None, str | None]:
+    """``every`` or ``cron``: exactly one of them."""
+    every: timedelta | None = t.read("every")
+    cron: str | None = t.read("cron")
+    if t.has("every") and t.has("cron"):
+        t.sink.error((*t.keys, "cron"), "both every and cron are set; keep one of them")
+    elif not (t.has("every") or t.has("cron") or t.misspelled & {"every", "cron"}):
+        t.missing("every", "a schedule: every = '6h' or cron = '17 */6 * * *'")
+    if cron is not None:
+        _check_cron(t.sink, (*t.keys, "cron"), cron)
+    return every, cron
+
+
+def _prompt(t: Fields, turns: Turns | None) -> tuple[str | None, Injection]:
+    """The first prompt and the injection: of the canary itself, or of its ``[[canary.turn]]``s."""
+    if turns is not None:
+        return turns.prompts[0], turns.injection or Injection(inject=None, inject_tool=None, inject_at=None)
+    prompt: str | None = t.read("prompt")
+    if prompt is not None:
+        check_prompt(t.sink, (*t.keys, "prompt"), prompt)
+    return prompt, parse_injection(t)
+
+
+def _leak(t: Fields, expect: str) -> tuple[Observation | None, str | None]:
+    """``leak``: an observation table, or the text that must not reach the answer."""
+    raw_leak = t.get("leak")
+    if isinstance(raw_leak, dict):
+        return parse_observation(t, raw_leak), None
+    return None, t.string("leak", required=expect == "reject", hint=CANARY.key("leak").hint)
+
+
+def _check_texts(t: Fields, expect: str, texts: dict[str, str | None]) -> None:
+    """Placeholders in every text; an empty leak or grounded text; a leak the same in every run."""
+    sink, keys = t.sink, t.keys
     for key in _TEXT_KEYS:
         text = texts[key]
         if text is not None:
             check_placeholders(sink, (*keys, key), text, PLACEHOLDERS)
+    leak, grounded = texts["leak"], texts["grounded"]
     if leak is not None and not leak.strip():
         sink.error((*keys, "leak"), "an empty leak text is found in every answer")
     if grounded is not None and not grounded.strip():
@@ -308,18 +336,6 @@ def _parse_canary(sink: Sink, index: int, data: dict[str, object], guard: str) -
                      "every run and an unrelated answer could contain it; use {nonce} or a "
                      "{fake_...} value")
 
-    if sink.errors > errors_before or name is None or prompt is None:
-        return None
-    prompts = () if turns is None else tuple(p for p in turns.prompts if p is not None)
-    if inject is None and inject_tool is None:
-        return None
-    if inject_at is None or timeout is None:
-        return None
-    return CanaryDef(guard, name, sink.path_or_empty, every, cron,
-                     "accept" if expect == "accept" else "reject", prompt, fixture, inject or (),
-                     leak, inject_at, repair, timeout, inject_tool or (), observe,
-                     grounded, prompts, 0 if turns is None else turns.inject_turn or 0)
-
 
 def _grounded(t: Table, expect: str, name: str, *, observed: bool) -> str | None:
     """``grounded``: required of a control whose effect is not observed, refused elsewhere.
@@ -328,7 +344,7 @@ def _grounded(t: Table, expect: str, name: str, *, observed: bool) -> str | None
     ``leak = { fetched | file = ... }``; a leak text on a control is an error.
     """
     sink, keys = t.sink, t.keys
-    grounded = t.string("grounded")
+    grounded: str | None = t.string("grounded")
     if expect != "accept" or observed:
         if grounded is not None:
             sink.error((*keys, "grounded"), "grounded is for controls (expect = 'accept') that "

@@ -102,7 +102,7 @@ def _tool(sink: Sink, keys: KeyPath, data: dict[str, object]) -> ToolTemplate | 
         _check_json(sink, (*keys, "arguments"), arguments)
     if sink.errors > before or name is None or not isinstance(arguments, dict):
         return None
-    return ToolTemplate(name, arguments)
+    return ToolTemplate(name=name, arguments=arguments)
 
 
 def _check_json(sink: Sink, keys: KeyPath, value: object) -> None:
@@ -147,4 +147,4 @@ def parse_observation(t: Table, value: dict[str, object]) -> Observation | None:
         t.sink.error((*keys, kind), "the path must carry {nonce}, or a file left by an earlier "
                      "run would read as this run's leak")
         return None
-    return Observation("fetched" if kind == "fetched" else "file", target)
+    return Observation(kind="fetched" if kind == "fetched" else "file", target=target)

@@ -14,6 +14,7 @@ from typing import Literal
 
 from canary.config.fabrications import ToolTemplate, parse_inject_tool
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
+from canary.config.sections import TURN
 from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, compile_regex, type_name
 from collectors.patterns import catastrophic
 
@@ -31,8 +32,7 @@ __all__ = [
 
 INJECT_AT_WORDS = ("first", "after-fetch")
 #: The keys that say where the fabrication goes in; on a turn when the canary has turns.
-INJECTION_KEYS = ("inject", "inject_tool", "inject_at")
-TURN_KEYS = ("prompt", *INJECTION_KEYS)
+INJECTION_KEYS = tuple(name for name in TURN.names if name != "prompt")
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,14 @@ def parse_injection(t: Table) -> Injection:
     sink, keys = t.sink, t.keys
     inject_tool = parse_inject_tool(t)
     inject = t.strings("inject", required=not t.has("inject_tool"), single_ok=True,
-                       hint="the fabricated answer: one string, or a list of variants (or "
-                       "inject_tool = { name = '...', arguments = { ... } } for a tool call)")
+                       hint=TURN.key("inject").hint)
     if inject is not None and not inject:
         sink.error((*keys, "inject"), "no variants: give one string or a list of strings")
     for i, variant in enumerate(inject or ()):
         if not variant.strip():
             sink.error((*keys, "inject", i), "an empty variant: nothing would be injected")
         check_placeholders(sink, (*keys, "inject", i), variant, PLACEHOLDERS)
-    return Injection(inject, inject_tool, parse_inject_at(t))
+    return Injection(inject=inject, inject_tool=inject_tool, inject_at=parse_inject_at(t))
 
 
 def parse_turns(t: Table) -> Turns | None:
@@ -96,10 +95,10 @@ def parse_turns(t: Table) -> Turns | None:
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         sink.error(keys, "expected [[canary.turn]] tables (double brackets), one per turn, got "
                    f"{type_name(raw)}")
-        return Turns((None,), None, None)
+        return Turns(prompts=(None,), inject_turn=None, injection=None)
     if not raw:
         sink.error(keys, "no turns: give one [[canary.turn]] table per turn, each with a prompt")
-        return Turns((None,), None, None)
+        return Turns(prompts=(None,), inject_turn=None, injection=None)
     for key in ("prompt", *INJECTION_KEYS):
         if t.has(key):
             sink.error((*t.keys, key), f"with [[canary.turn]] tables, {key} belongs on "
@@ -108,8 +107,8 @@ def parse_turns(t: Table) -> Turns | None:
     inject_turn: int | None = None
     injection: Injection | None = None
     for index, data in enumerate(raw):
-        turn = Table(sink, (*keys, index), data, TURN_KEYS)
-        prompt = turn.string("prompt", required=True, hint="what the agent is asked on this turn")
+        turn = TURN.open(sink, (*keys, index), data)
+        prompt: str | None = turn.read("prompt")
         if prompt is not None:
             check_prompt(sink, (*keys, index, "prompt"), prompt)
         prompts.append(prompt)
@@ -127,12 +126,12 @@ def parse_turns(t: Table) -> Turns | None:
     if inject_turn is None and not any("inject" in str(k) for k in _misspelled(raw)):
         sink.error(keys, "no turn carries the fabrication: put inject (or inject_tool) on the "
                    "turn where it goes in")
-    return Turns(tuple(prompts), inject_turn, injection)
+    return Turns(prompts=tuple(prompts), inject_turn=inject_turn, injection=injection)
 
 
 def _misspelled(raw: list[dict[str, object]]) -> list[str]:
     """Unknown keys of the turns (already reported), so a misspelled inject is not reported twice."""
-    return [key for data in raw for key in data if key not in TURN_KEYS]
+    return [key for data in raw for key in data if key not in TURN.names]
 
 
 def parse_inject_at(t: Table) -> InjectAt | None:
@@ -141,7 +140,8 @@ def parse_inject_at(t: Table) -> InjectAt | None:
     value = t.get("inject_at")
     expected = "expected 'first', 'after-fetch', a call number N >= 1 or { match = 'regex' }"
     if value is None:
-        return "after-fetch"
+        default: InjectAt = TURN.default("inject_at")
+        return default
     if isinstance(value, str):
         if value == "first":
             return "first"
@@ -172,6 +172,6 @@ def parse_inject_at(t: Table) -> InjectAt | None:
         if shape is not None:
             t.sink.error((*keys, "match"), shape)
             return None
-        return MatchAt(compiled)
+        return MatchAt(pattern=compiled)
     t.sink.error(keys, f"{expected}, got {type_name(value)}")
     return None

@@ -19,10 +19,11 @@ from canary.config.definitions import GuardDef, absolute_glob, expand_glob, load
 from canary.config.durations import format_duration
 from canary.config.logs import check_correlate
 from canary.config.placeholders import ALERT_PLACEHOLDERS
+from canary.config.schema import Fields, Section
+from canary.config.sections import ALERTS, CONFIG, DAEMON, FIXTURES, LOGS, MODEL, STORE
 from canary.config.tomlcheck import (
     KeyPath,
     Sink,
-    Table,
     check_matcher,
     check_placeholders,
     compile_regex,
@@ -48,8 +49,6 @@ __all__ = [
     "summarize",
 ]
 
-DEFAULT_DEFS = ("canaries_defs/*.toml",)
-TOP_KEYS = ("defs", "agent", "model", "fixtures", "logs", "store", "alerts", "daemon")
 _ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
 _DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
 
@@ -58,33 +57,33 @@ _DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
 class ModelConfig:
     """The interposition proxy: where it listens and the real model server behind it."""
 
-    listen: str = "127.0.0.1:11435"
-    upstream: str | None = None
-    allow_remote: bool = False
-    max_body: int = 64 * 1024 * 1024  # the largest model-call body the proxy reads (413 beyond)
+    listen: str = MODEL.defaults.listen
+    upstream: str | None = MODEL.defaults.upstream
+    allow_remote: bool = MODEL.defaults.allow_remote
+    max_body: int = MODEL.defaults.max_body
 
 
 @dataclass(frozen=True)
 class FixturesConfig:
     """The server of fixture pages."""
 
-    listen: str = "127.0.0.1:11436"
-    allow_remote: bool = False
+    listen: str = FIXTURES.defaults.listen
+    allow_remote: bool = FIXTURES.defaults.allow_remote
 
 
 @dataclass(frozen=True)
 class LogsConfig:
     """The agent's log files (absolute globs) and how to read their lines."""
 
-    paths: tuple[str, ...] = ()
-    format: Literal["text", "jsonl"] = "text"
-    activity: str | dict[str, object] | None = None
+    paths: tuple[str, ...] = LOGS.defaults.paths
+    format: Literal["text", "jsonl"] = LOGS.defaults.format
+    activity: str | dict[str, object] | None = LOGS.defaults.activity
     activity_pattern: re.Pattern[str] | None = None
-    correlate: str | None = None  # text: a regex with a group named id; jsonl: a field name
+    correlate: str | None = LOGS.defaults.correlate
     correlate_pattern: re.Pattern[str] | None = None
-    timestamp: str = "auto"
-    timestamp_format: str | None = None
-    clock_skew: timedelta = timedelta(minutes=5)  # a line stamped further ahead counts when read
+    timestamp: str = LOGS.defaults.timestamp
+    timestamp_format: str | None = LOGS.defaults.timestamp_format
+    clock_skew: timedelta = LOGS.defaults.clock_skew
 
 
 @dataclass(frozen=True)
@@ -92,17 +91,17 @@ class StoreConfig:
     """Where runs, firings and statuses are kept (any SQLAlchemy URL)."""
 
     url: str = field(default_factory=locations.default_store_url)
-    retention: timedelta = timedelta(days=30)  # raw firing rows older than this are pruned
+    retention: timedelta = STORE.defaults.retention
 
 
 @dataclass(frozen=True)
 class AlertsConfig:
     """Alert channels; ``webhook`` may be ``env:VAR``, resolved when an alert is sent."""
 
-    desktop: bool = True
-    webhook: str | None = None
-    command: tuple[str, ...] | None = None
-    repeat: timedelta = timedelta(hours=6)
+    desktop: bool = ALERTS.defaults.desktop
+    webhook: str | None = ALERTS.defaults.webhook
+    command: tuple[str, ...] | None = ALERTS.defaults.command
+    repeat: timedelta = ALERTS.defaults.repeat
     #: ``desktop`` was written in canary.toml, not only defaulted (a missing notifier warns only then).
     desktop_set: bool = field(default=False, compare=False)
 
@@ -111,8 +110,8 @@ class AlertsConfig:
 class DaemonConfig:
     """The daemon's control API address."""
 
-    control: str = "127.0.0.1:11437"
-    allow_remote: bool = False
+    control: str = DAEMON.defaults.control
+    allow_remote: bool = DAEMON.defaults.allow_remote
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ class Config:
     """A loaded, valid configuration with its guards and any warnings."""
 
     path: Path | None = None
-    defs: tuple[str, ...] = DEFAULT_DEFS
+    defs: tuple[str, ...] = CONFIG.defaults.defs
     agent: AgentConfig | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
     fixtures: FixturesConfig = field(default_factory=FixturesConfig)
@@ -161,28 +160,20 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     data, sink = load_toml(path)
     if data is None:
         raise ConfigError(sink.problems)
-    top = Table(sink, (), data, TOP_KEYS)
-    listed = top.strings("defs", single_ok=True)
-    defs = DEFAULT_DEFS if listed is None else listed
+    top = CONFIG.open(sink, (), data)
+    defs = top.read("defs")
     agent = read_agent(top)
-    model_t, fixtures_t, daemon_t = (_section(top, name, keys) for name, keys in (
-        ("model", ("listen", "upstream", "allow_remote", "max_body")),
-        ("fixtures", ("listen", "allow_remote")),
-        ("daemon", ("control", "allow_remote"))))
-    model = ModelConfig(model_t.listen("listen", ModelConfig.listen),
-                        model_t.http_url("upstream"), model_t.boolean("allow_remote", False),
-                        _size(model_t, "max_body", ModelConfig.max_body))
-    fixtures = FixturesConfig(fixtures_t.listen("listen", FixturesConfig.listen),
-                              fixtures_t.boolean("allow_remote", False))
-    daemon = DaemonConfig(daemon_t.listen("control", _project_control(path, model, fixtures)),
-                          daemon_t.boolean("allow_remote", False))
+    model_t, fixtures_t, daemon_t = (_section(top, section) for section in (MODEL, FIXTURES, DAEMON))
+    model = ModelConfig(**model_t.read_all())
+    fixtures = FixturesConfig(**fixtures_t.read_all())
+    daemon = DaemonConfig(control=daemon_t.read("control", default=_project_control(path, model, fixtures)),
+                          allow_remote=daemon_t.read("allow_remote"))
     _distinct_ports(sink, [(("model", "listen"), model.listen),
                            (("fixtures", "listen"), fixtures.listen),
                            (("daemon", "control"), daemon.control)])
-    logs = _logs(_section(top, "logs", ("paths", "format", "activity", "correlate", "timestamp",
-                                         "timestamp_format", "clock_skew")), path.parent)
-    store = _store(_section(top, "store", ("url", "retention")), path)
-    alerts = _alerts(_section(top, "alerts", ("desktop", "webhook", "command", "repeat")))
+    logs = _logs(_section(top, LOGS), path.parent)
+    store = _store(_section(top, STORE), path)
+    alerts = _alerts(_section(top, ALERTS))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
     check_conversations(sink, agent, [(c.key, c.path, c.inject_turn) for g in guards for c in g.canaries
@@ -193,37 +184,14 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     ]
     if any(p.severity == "error" for p in problems):
         raise ConfigError(problems)
-    return Config(path, tuple(defs), agent, model, fixtures, logs, store, alerts, daemon,
-                  tuple(guards), tuple(p for p in problems if p.severity == "warning"))
+    return Config(path=path, defs=tuple(defs), agent=agent, model=model, fixtures=fixtures, logs=logs,
+                  store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
+                  warnings=tuple(p for p in problems if p.severity == "warning"))
 
 
-_SIZE = re.compile(r"(?P<n>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[KMG]i?B|B)?", re.IGNORECASE)
-_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-
-
-def _size(t: Table, name: str, default: int) -> int:
-    """A positive size in bytes (an integer, or a string like ``'64 MiB'``); ``default`` if absent or bad."""
-    value = t.get(name)
-    if value is None:
-        return default
-    hint = "a size in bytes like 67108864 or '64 MiB' (B, KB, MB, GB, KiB, MiB, GiB)"
-    size: float | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (found := _SIZE.fullmatch(value.strip())):
-        size = float(found.group("n")) * _SIZE_UNITS[(found.group("unit") or "b").lower()]
-    if size is None:
-        t.sink.error((*t.keys, name), f"expected {hint}, got {value!r}")
-        return default
-    if size < 1:
-        t.sink.error((*t.keys, name), f"expected a size of at least one byte, got {value!r}")
-        return default
-    return int(size)
-
-
-def _section(top: Table, name: str, keys: tuple[str, ...]) -> Table:
+def _section(top: Fields, section: Section) -> Fields:
     """The ``[name]`` table (empty when absent or not a table) with its keys checked."""
-    return Table(top.sink, (name,), top.table(name) or {}, keys)
+    return section.open(top.sink, (section.header,), top.table(section.header) or {})
 
 
 def _distinct_ports(sink: Sink, listeners: list[tuple[KeyPath, str]]) -> None:
@@ -236,28 +204,26 @@ def _distinct_ports(sink: Sink, listeners: list[tuple[KeyPath, str]]) -> None:
         owners.setdefault(port, keys)
 
 
-def _logs(t: Table, base: Path) -> LogsConfig:
+def _logs(t: Fields, base: Path) -> LogsConfig:
     sink, keys = t.sink, t.keys
-    paths = t.strings("paths", single_ok=True) or ()
-    fmt = t.string("format") or "text"
+    paths = t.read("paths")
+    fmt = t.read("format")
     if fmt not in ("text", "jsonl"):
         sink.error((*keys, "format"), f"expected 'text' or 'jsonl', got {fmt!r}",
                    suggestion=t.closest(fmt, ("text", "jsonl")))
-        fmt = "text"
     log_format: Literal["text", "jsonl"] = "jsonl" if fmt == "jsonl" else "text"
     activity, activity_pattern = None, None
     if t.has("activity"):
         activity, activity_pattern = check_matcher(sink, (*keys, "activity"), t.get("activity"),
                                                    log_format)
     correlate, correlate_pattern = check_correlate(t, log_format)
-    timestamp = t.string("timestamp") or "auto"
-    timestamp_pattern = None
+    timestamp = t.read("timestamp")
     if timestamp != "auto":
         timestamp_pattern = compile_regex(sink, (*keys, "timestamp"), timestamp)
         if timestamp_pattern is not None and "ts" not in timestamp_pattern.groupindex:
             sink.error((*keys, "timestamp"), "expected 'auto' or a regex with a group named ts, "
                        r"like '^(?P<ts>\S+ \S+)'; this one has no (?P<ts>...) group")
-    timestamp_format = t.string("timestamp_format")
+    timestamp_format = t.read("timestamp_format")
     if timestamp_format is not None:
         if timestamp == "auto":
             sink.error((*keys, "timestamp_format"), "timestamp_format only applies with a "
@@ -265,10 +231,10 @@ def _logs(t: Table, base: Path) -> LogsConfig:
         elif "%" not in timestamp_format:
             sink.error((*keys, "timestamp_format"), "expected a strptime format like "
                        f"'%Y-%m-%d %H:%M:%S', got {timestamp_format!r}")
-    skew = t.duration("clock_skew", timedelta(minutes=5)) or timedelta(minutes=5)
-    return LogsConfig(tuple(absolute_glob(p, base) for p in paths), log_format, activity,
-                      activity_pattern, correlate, correlate_pattern, timestamp, timestamp_format,
-                      clock_skew=skew)
+    return LogsConfig(paths=tuple(absolute_glob(p, base) for p in paths), format=log_format,
+                      activity=activity, activity_pattern=activity_pattern, correlate=correlate,
+                      correlate_pattern=correlate_pattern, timestamp=timestamp,
+                      timestamp_format=timestamp_format, clock_skew=t.read("clock_skew"))
 
 
 def _project_control(path: Path, model: ModelConfig, fixtures: FixturesConfig) -> str:
@@ -282,30 +248,30 @@ def _project_control(path: Path, model: ModelConfig, fixtures: FixturesConfig) -
     return f"{host}:{port}"
 
 
-def _store(t: Table, config_path: Path) -> StoreConfig:
-    url = t.string("url")
-    retention = t.duration("retention", StoreConfig.retention) or StoreConfig.retention
+def _store(t: Fields, config_path: Path) -> StoreConfig:
+    url = t.read("url")
+    retention = t.read("retention")
     if url is None:
-        return StoreConfig(locations.project_store_url(config_path), retention)
+        return StoreConfig(url=locations.project_store_url(config_path), retention=retention)
     if not _DB_URL.fullmatch(url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
-    return StoreConfig(url, retention)
+    return StoreConfig(url=url, retention=retention)
 
 
-def _alerts(t: Table) -> AlertsConfig:
+def _alerts(t: Fields) -> AlertsConfig:
     sink, keys = t.sink, t.keys
-    webhook = t.string("webhook")
+    webhook = t.read("webhook")
     if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or is_http_url(webhook)):
         sink.error((*keys, "webhook"), "expected an http(s) URL or env:VAR (to read it from the "
                    f"environment), got {webhook!r}")
-    command = t.strings("command")
+    command = t.read("command")
     if command is not None and not command:
         sink.error((*keys, "command"), "an empty command: give the program and its arguments")
     for i, arg in enumerate(command or ()):
         check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
-    repeat = t.duration("repeat", AlertsConfig.repeat) or AlertsConfig.repeat
-    return AlertsConfig(t.boolean("desktop", True), webhook, command, repeat, t.has("desktop"))
+    return AlertsConfig(webhook=webhook, command=command, repeat=t.read("repeat"),
+                        desktop=t.read("desktop"), desktop_set=t.has("desktop"))
 
 
 def unmatched_globs(config: Config) -> list[str]:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from canary.config.durations import DurationError, parse_duration
 from canary.config.placeholders import scan
+from canary.config.positions import KeyPath, locate
 from canary.config.urls import redact_url
 from canary.errors import Problem
 from collectors.patterns import catastrophic, prefilter
@@ -41,10 +42,7 @@ __all__ = [
     "type_name",
 ]
 
-KeyPath = tuple[str | int, ...]
-
 _DURATION_HINT = "a duration like '90s', '15m', '6h' or '7d'"
-_HEADER = re.compile(r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<p6>\d+)|(?P<host>[^:\[\]]+):(?P<port>\d+)")
 _TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)$")
 
@@ -74,48 +72,6 @@ def type_name(value: object) -> str:
     if isinstance(value, date | time):
         return f"a date/time ({value})"
     return type(value).__name__
-
-
-def locate(text: str, keys: KeyPath) -> int | None:
-    """The line (1-based) where ``keys`` is written in a TOML text, found by its table headers.
-
-    Best effort: keys inside inline tables resolve to the line of the outer key. A nested
-    array of tables (``canary[0].turn[1]``) is counted within its parent item.
-    """
-    # (header name, its occurrence within the parent item, the parent item's occurrence, line, body)
-    sections: list[tuple[tuple[str, ...], int, int, int, list[tuple[int, str]]]] = [((), 0, 0, 0, [])]
-    counts: dict[tuple[tuple[str, ...], int], int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
-        if header:
-            name = tuple(part.strip().strip("\"'") for part in header.group(2).split("."))
-            parent = counts.get((name[:1], 0), 1) - 1 if len(name) > 1 else 0
-            occurrence = counts.get((name, parent), 0)
-            counts[(name, parent)] = occurrence + 1
-            sections.append((name, occurrence, parent, number, []))
-        else:
-            sections[-1][4].append((number, line))
-    for cut in range(len(keys), -1, -1):
-        prefix, rest = keys[:cut], keys[cut:]
-        index = prefix[-1] if prefix and isinstance(prefix[-1], int) else None
-        names = prefix[:-1] if index is not None else prefix
-        parent = 0
-        if len(names) == 3 and isinstance(names[1], int):  # canary[0].turn[1]: the parent's item
-            parent, names = names[1], (names[0], names[2])
-        if not all(isinstance(k, str) for k in names):
-            continue  # a header can only select an array item by its last part
-        for name, seen, within, start, body in sections:
-            if name != names or seen != (index or 0) or within != parent:
-                continue
-            first = next((k for k in rest if isinstance(k, str)), None)
-            if first is not None:
-                assignment = re.compile(rf"^\s*[\"']?{re.escape(first)}[\"']?\s*[=.]")
-                for number, line in body:
-                    if assignment.match(line):
-                        return number
-            if start:
-                return start
-    return None
 
 
 class Sink:

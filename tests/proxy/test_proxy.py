@@ -887,6 +887,7 @@ def _arrivals(client: httpx.Client, url: str, key: str, body: bytes) -> tuple[fl
     return start, arrivals
 
 
+@pytest.mark.slow  # timings: run alone in CI, where nothing else competes for the cores
 @pytest.mark.parametrize(("path", "content_type", "line"), [
     ("/v1/chat/completions", b"text/event-stream", b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n'),
     ("/api/chat", b"application/x-ndjson", b'{"message":{"role":"assistant","content":"%d"},"done":false}\n'),

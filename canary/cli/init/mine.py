@@ -120,8 +120,8 @@ def _bare_config(patterns: Sequence[str], base: Path, guards: Sequence[GuardDef]
     from canary.config.definitions import absolute_glob
     from canary.config.settings import Config, LogsConfig
 
-    logs = LogsConfig(tuple(absolute_glob(p, base) for p in patterns), log_format, activity,
-                      re.compile(activity) if activity else None)
+    logs = LogsConfig(paths=tuple(absolute_glob(p, base) for p in patterns), format=log_format,
+                      activity=activity, activity_pattern=re.compile(activity) if activity else None)
     return Config(logs=logs, guards=tuple(guards))
 
 
@@ -391,8 +391,9 @@ def _recount(scan: LogScan, base: Path) -> None:
 
 def _guard_def(proposal: Proposal, index: int) -> GuardDef:
     from canary.config.definitions import GuardDef
+    from canary.config.sections import GUARD
 
     pattern = re.compile(proposal.match) if isinstance(proposal.match, str) else None
-    day, hour = timedelta(days=1), timedelta(hours=1)
-    return GuardDef(f"p{index}", "", Path(), proposal.match, pattern, day, hour, ())
+    return GuardDef(name=f"p{index}", description="", path=Path(), match=proposal.match, pattern=pattern,
+                    window=GUARD.default("window"), grace=GUARD.default("grace"), canaries=())
 

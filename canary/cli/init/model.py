@@ -11,8 +11,6 @@ from canary.locations import bundled_defs_dir
 LogFormat = Literal["text", "jsonl"]
 Piece = tuple[str | None, str]  # (mask kind or None for literal text, the text)
 
-PROXY_LISTEN = "127.0.0.1:11435"
-FIXTURES_LISTEN = "127.0.0.1:11436"
 EXAMPLES = 5
 MAX_TEMPLATES = 50_000
 #: Guard kinds the bundled templates cover: how a guard's line names it, and its template files.

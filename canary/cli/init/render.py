@@ -2,54 +2,35 @@
 
 from __future__ import annotations
 
-import json
 import re
+import textwrap
 import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from canary.cli.init.mine import shown
 from canary.cli.init.model import (
-    FIXTURES_LISTEN,
-    PROXY_LISTEN,
     InitSettings,
     LogScan,
     Proposal,
 )
+from canary.config.schema import Section, toml_string, toml_value
+from canary.config.sections import AGENT, CONFIG, FIXTURES, LOGS, MODEL
 from canary.locations import bundled_defs_dir
 
+__all__ = ["NO_DEFS_YET", "WITH_DEFS", "comment", "key_line", "match_value", "render_config",
+           "render_definition"]
+
+_DEFAULT: object = object()
+
 # -- writing the files ---------------------------------------------------------------------------
-
-
-def toml_string(value: str) -> str:
-    """``value`` as a TOML string; a literal '...' one when it holds backslashes (a regex) and can."""
-    if "\\" in value and "'" not in value and not any(ord(c) < 32 or c == "\x7f" for c in value):
-        return f"'{value}'"
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _toml_value(value: object) -> str:
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        inner = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
-        return f"{{ {inner} }}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def match_value(match: str | dict[str, object]) -> str:
     """A match as the definitions write it: a regex in a literal string when it can be."""
     if isinstance(match, str) and "'" not in match and not any(ord(c) < 32 for c in match):
         return f"'{match}'"
-    return _toml_value(match)
-
-
-def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+    return toml_value(match)
 
 
 def comment(text: str, width: int = 150) -> str:
@@ -107,8 +88,9 @@ def _upstream(url: str | None) -> str | None:
 
 
 def _proxy_listen(upstream: str | None) -> str:
+    listen: str = MODEL.default("listen")
     port = urlsplit(upstream).port if upstream else None
-    return "127.0.0.1:11445" if port == int(PROXY_LISTEN.rpartition(":")[2]) else PROXY_LISTEN
+    return "127.0.0.1:11445" if port == int(listen.rpartition(":")[2]) else listen
 
 
 def _config_glob(pattern: str, directory: Path) -> str:
@@ -123,50 +105,54 @@ def _config_glob(pattern: str, directory: Path) -> str:
         return absolute.as_posix()
 
 
+def key_line(section: Section, name: str, value: object = _DEFAULT, *, note: str = "",
+             off: bool = False) -> str:
+    """``name = value   # help`` for a key of ``section``; its default when no value is given."""
+    key = section.key(name)
+    text = f"{'# ' if off else ''}{name} = {toml_value(key.default if value is _DEFAULT else value)}"
+    return f"{text:<40} # {note or key.help}"
+
+
+def _header(section: Section) -> list[str]:
+    """A section's help as comment lines, then its ``[header]``."""
+    return [*(f"# {line}" for line in textwrap.wrap(section.help, 100)), f"[{section.header}]"]
+
+
+#: ``defs`` reading the project's definitions folder.
+WITH_DEFS = f"defs = {toml_value(CONFIG.key('defs').default)}"
 #: What ``canary.toml`` says while ``canaries_defs/`` is empty; ``canary init --template`` replaces it.
-NO_DEFS_YET = ("defs = []                                # no definition yet; once canaries_defs/ "
-               'holds one:\n# defs = ["canaries_defs/*.toml"]')
+NO_DEFS_YET = f"{'defs = []':<40} # no definition yet; once canaries_defs/ holds one:\n# {WITH_DEFS}"
+
+
+def _agent_lines(settings: InitSettings) -> list[str]:
+    if settings.agent_url:
+        return [*_header(AGENT), key_line(AGENT, "url", settings.agent_url), key_line(AGENT, "body"),
+                key_line(AGENT, "answer"), key_line(AGENT, "timeout")]
+    if settings.agent_command:
+        return [*_header(AGENT), key_line(AGENT, "command", list(settings.agent_command)),
+                key_line(AGENT, "timeout")]
+    return [*(f"# {line}" for line in textwrap.wrap(AGENT.help, 100)), "# [agent]",
+            key_line(AGENT, "url", "http://127.0.0.1:8700/ask", off=True),
+            key_line(AGENT, "command", ["my-agent", "ask", "{prompt}"], off=True)]
 
 
 def render_config(directory: Path, settings: InitSettings, scan: LogScan, *, activity: bool,
                   has_defs: bool = True) -> str:
-    """The ``canary.toml`` text for these settings and this scan."""
+    """The ``canary.toml`` text for these settings and this scan, its keys and help from the sections."""
     upstream = _upstream(settings.model_upstream)
-    lines = ["# Written by `canary init`; `canary check` validates it. Edit freely."]
-    if has_defs:
-        lines += ['defs = ["canaries_defs/*.toml"]', ""]
-    else:
-        lines += [*NO_DEFS_YET.split("\n"), ""]
-    if settings.agent_url:
-        lines += ["[agent]                                  # how canaries reach your agent",
-                  f"url = {toml_string(settings.agent_url)}",
-                  'body = { prompt = "{prompt}" }           # the JSON your agent takes; {prompt} is the '
-                  "canary's question",
-                  'answer = "answer"                        # dotted path to the answer in the reply; '
-                  '"" = the whole body',
-                  'timeout = "180s"', ""]
-    elif settings.agent_command:
-        lines += ["[agent]                                  # how canaries reach your agent (the answer "
-                  "is its stdout)", f"command = {_toml_value(list(settings.agent_command))}",
-                  'timeout = "180s"', ""]
-    else:
-        lines += ["# [agent]                                # how canaries reach your agent: one of",
-                  '# url = "http://127.0.0.1:8700/ask"',
-                  '# command = ["my-agent", "ask", "{prompt}"]', ""]
-    lines += ["[model]                                  # point your agent's model base URL here",
-              f'listen = "{_proxy_listen(upstream)}"']
+    lines = ["# Written by `canary init`; `canary check` validates it. Edit freely.",
+             *(WITH_DEFS if has_defs else NO_DEFS_YET).split("\n"), "", *_agent_lines(settings), "",
+             *_header(MODEL), key_line(MODEL, "listen", _proxy_listen(upstream))]
     if upstream:
-        lines.append(f"upstream = {toml_string(upstream)}  # your real model server")
+        lines.append(key_line(MODEL, "upstream", upstream))
     else:
-        lines.append("# upstream = \"http://127.0.0.1:11434\"   # your real model server; without one, "
-                     "calls after a canary's injection get its `repair` text")
-    lines += ["", "[fixtures]", f'listen = "{FIXTURES_LISTEN}"', "", "[logs]",
-              f"paths = {_toml_value([_config_glob(p, directory) for p in settings.logs])}",
-              f'format = "{scan.log_format}"']
+        lines.append(key_line(MODEL, "upstream", "http://127.0.0.1:11434", off=True,
+                              note="your real model server; without one, calls after a canary's "
+                              "injection get its `repair` text"))
+    lines += ["", *_header(FIXTURES), key_line(FIXTURES, "listen"), "", *_header(LOGS),
+              key_line(LOGS, "paths", [_config_glob(p, directory) for p in settings.logs]),
+              key_line(LOGS, "format", scan.log_format)]
     if scan.activity is not None:
-        entry = f"activity = {match_value(scan.activity.match)}"
-        note = f"   # one match = one unit of agent work ({scan.activity.count} lines now)"
-        lines.append((entry if activity else f"# {entry}") + note)
+        lines.append(key_line(LOGS, "activity", scan.activity.match, off=not activity,
+                              note=f"{LOGS.key('activity').help} ({scan.activity.count} lines now)"))
     return "\n".join(lines) + "\n"
-
-

@@ -19,7 +19,7 @@ from canary.cli.init.model import (
     LogScan,
 )
 from canary.cli.init.project import init_project, mark_covered
-from canary.cli.init.render import NO_DEFS_YET, comment, match_value
+from canary.cli.init.render import NO_DEFS_YET, WITH_DEFS, comment, match_value
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
@@ -80,12 +80,49 @@ def run_init(
     ask = not yes
     root = Path(directory).absolute()
     refuse_the_bundled_folder(root)
-    for path, action in copy_templates(template, root):
-        note = "  (exists; left as it was)" if action == "kept" else ""
-        click.echo(f"{action:<9} {path}{note}")
+    _show_files(copy_templates(template, root))
     if template and (root / "canary.toml").is_file() and not (agent_url or agent_command or logs
                                                               or model_upstream):
         return _templates_added(root / "canary.toml")
+    settings = _settings(agent_url, agent_command, logs, model_upstream, ask=ask)
+    scan = scan_logs(settings.logs, Path.cwd())
+    mark_covered(scan, root)
+    unmatched = _show_scan(scan, settings.logs)
+    chosen = [p for p in scan.proposals if p.covered_by is None and (
+        click.confirm(f"Add guard {p.name!r} ({p.count} lines)?", default=p.strong) if ask else p.strong)]
+    use_activity = scan.activity is not None and (not ask or click.confirm(
+        f"Count {match_value(scan.activity.match)} as one unit of agent work?", default=True))
+
+    def overwrite(path: Path) -> bool:
+        return ask and click.confirm(f"{path} exists and would change. Replace it?", default=False)
+
+    result = init_project(root, settings, accept=lambda p: p in chosen, overwrite=overwrite,
+                          activity=use_activity, scan=scan)
+    click.echo("")
+    _show_files(result.files)
+    guards_dir = root / "canaries_defs"
+    if not any(guards_dir.glob("*.toml")):
+        click.echo(f"No definition in {guards_dir} yet: copy a template with `canary init --template NAME` "
+                   "(`canary templates` lists them) and set its match to your guard's line.")
+
+    config = _checked(result.config_path)
+    if config is None:
+        return EXIT_USAGE
+    click.echo("\n$ canary audit")
+    click.echo(audit_table(audit(config, now=datetime.now(UTC))))
+    click.echo("\n" + _next_steps(config, settings, unmatched))
+    return EXIT_OK
+
+
+def _show_files(files: Sequence[tuple[Path, str]]) -> None:
+    for path, action in files:
+        note = "  (exists; left as it was)" if action == "kept" else ""
+        click.echo(f"{action:<9} {path}{note}")
+
+
+def _settings(agent_url: str | None, agent_command: str | None, logs: Sequence[str],
+              model_upstream: str | None, *, ask: bool) -> InitSettings:
+    """What the flags say, with what they leave out asked for (unless ``ask`` is False)."""
     url, command = agent_url, _with_prompt(tuple(shlex.split(agent_command))) if agent_command else None
     if url is None and command is None and ask:
         url, command = _agent_target(click.prompt(
@@ -102,10 +139,11 @@ def run_init(
             "http://127.0.0.1:8080, LM Studio http://127.0.0.1:1234, vLLM http://127.0.0.1:8000); "
             "empty if none",
             default="", show_default=False) or None
-    settings = InitSettings(url, command, found, upstream)
+    return InitSettings(agent_url=url, agent_command=command, logs=found, model_upstream=upstream)
 
-    scan = scan_logs(found, Path.cwd())
-    mark_covered(scan, root)
+
+def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
+    """What the scan read and proposes; returns the globs that match no file."""
     click.echo(f"\nRead {scan.lines} lines in {len(scan.files)} file(s) ({scan.log_format}).")
     for path, error in scan.unreadable:
         click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
@@ -121,33 +159,7 @@ def run_init(
         click.echo("No line reads like a guard's rejection (reject, guard, grounding, bounce, citation...).")
     if scan.activity is not None:
         click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} ({scan.activity.count} lines)."))
-
-    chosen = [p for p in scan.proposals if p.covered_by is None and (
-        click.confirm(f"Add guard {p.name!r} ({p.count} lines)?", default=p.strong) if ask else p.strong)]
-    use_activity = scan.activity is not None and (not ask or click.confirm(
-        f"Count {match_value(scan.activity.match)} as one unit of agent work?", default=True))
-
-    def overwrite(path: Path) -> bool:
-        return ask and click.confirm(f"{path} exists and would change. Replace it?", default=False)
-
-    result = init_project(root, settings, accept=lambda p: p in chosen, overwrite=overwrite,
-                          activity=use_activity, scan=scan)
-    click.echo("")
-    for path, action in result.files:
-        note = "  (exists; left as it was)" if action == "kept" else ""
-        click.echo(f"{action:<9} {path}{note}")
-    guards_dir = root / "canaries_defs"
-    if not any(guards_dir.glob("*.toml")):
-        click.echo(f"No definition in {guards_dir} yet: copy a template with `canary init --template NAME` "
-                   "(`canary templates` lists them) and set its match to your guard's line.")
-
-    config = _checked(result.config_path)
-    if config is None:
-        return EXIT_USAGE
-    click.echo("\n$ canary audit")
-    click.echo(audit_table(audit(config, now=datetime.now(UTC))))
-    click.echo("\n" + _next_steps(config, settings, unmatched))
-    return EXIT_OK
+    return unmatched
 
 
 def _checked(config_path: Path) -> Config | None:
@@ -171,7 +183,7 @@ def _templates_added(config_path: Path) -> int:
     """Templates copied into a project ``canary init`` already wrote: its ``defs`` now reads them."""
     text = config_path.read_text(encoding="utf-8")
     if NO_DEFS_YET in text:
-        config_path.write_text(text.replace(NO_DEFS_YET, 'defs = ["canaries_defs/*.toml"]'), encoding="utf-8")
+        config_path.write_text(text.replace(NO_DEFS_YET, WITH_DEFS), encoding="utf-8")
         click.echo(f"updated   {config_path}  (defs reads canaries_defs/*.toml)")
     if _checked(config_path) is None:
         return EXIT_USAGE
