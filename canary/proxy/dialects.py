@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
+
+from canary.proxy.framing import Scripted, dump, json_body, ndjson, sse, typed_sse
 
 if TYPE_CHECKING:
     from canary.proxy.toolcalls import ToolCall
 
 Dialect = Literal["chat", "completions", "responses", "ollama-chat", "ollama-generate"]
-Headers = tuple[tuple[bytes, bytes], ...]
+#: Builds an answer's body from the request and its stamps (``created`` and ``token``, or ``created_at``).
+Body = Callable[..., dict[str, Any]]
+#: Builds an answer's stream of events, likewise.
+Stream = Callable[..., Iterator[dict[str, Any]]]
 
 #: The stream mode each dialect uses when the request says nothing (Ollama's REST API streams).
 DEFAULT_STREAM: dict[Dialect, bool] = {
@@ -28,10 +34,6 @@ DEFAULT_STREAM: dict[Dialect, bool] = {
     "ollama-chat": True,
     "ollama-generate": True,
 }
-
-JSON_HEADERS: Headers = ((b"content-type", b"application/json"),)
-SSE_HEADERS: Headers = ((b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"))
-NDJSON_HEADERS: Headers = ((b"content-type", b"application/x-ndjson"),)
 
 # Ollama reports durations in integer nanoseconds; scripted answers claim a quick, plausible run.
 _OLLAMA_DURATIONS = {
@@ -51,20 +53,6 @@ class AnswerRequest:
     include_usage: bool = False
     prompt_tokens: int = 0
     raw: bool = False  # Ollama generate in raw mode has no ``context``
-
-
-@dataclass(frozen=True)
-class Scripted:
-    """A complete 200 answer: headers and the body pieces to send in order."""
-
-    headers: Headers
-    chunks: tuple[bytes, ...]
-    stream: bool
-
-    @property
-    def body(self) -> bytes:
-        """All pieces joined: the body as a client receives it."""
-        return b"".join(self.chunks)
 
 
 def new_token() -> str:
@@ -106,40 +94,41 @@ def script(
         from canary.proxy.toolcalls import script_tool
 
         return script_tool(dialect, text, request, now=now, token=token)
-    created = int(now)
-    if dialect == "chat":
-        if request.stream:
-            return _sse(chat_stream(text, request, created=created, token=token), done=True)
-        return _json(chat_body(text, request, created=created, token=token))
-    if dialect == "completions":
-        if request.stream:
-            return _sse(completion_stream(text, request, created=created, token=token), done=True)
-        return _json(completion_body(text, request, created=created, token=token))
+    body, stream = _TEXT[dialect]
+    return framed(dialect, request, partial(body, text), partial(stream, text), now=now, token=token)
+
+
+def framed(
+    dialect: Dialect, request: AnswerRequest, body: Body, stream: Stream, *, now: float, token: str
+) -> Scripted:
+    """The answer ``body`` builds (``stream``, for a streaming request), framed as ``dialect`` sends
+    it: one JSON body, SSE events ending in ``[DONE]``, Responses' typed events, or Ollama's NDJSON."""
+    ollama = dialect in ("ollama-chat", "ollama-generate")
+    stamps: dict[str, Any] = (
+        {"created_at": ollama_timestamp(now)} if ollama else {"created": int(now), "token": token}
+    )
+    if not request.stream:
+        return json_body(body(request, **stamps))
+    events = stream(request, **stamps)
+    if ollama:
+        return ndjson(events)
     if dialect == "responses":
-        if request.stream:
-            return _typed_sse(responses_stream(text, request, created=created, token=token))
-        return _json(responses_body(text, request, created=created, token=token))
-    stamp = ollama_timestamp(now)
-    if dialect == "ollama-chat":
-        if request.stream:
-            return _ndjson(ollama_chat_stream(text, request, created_at=stamp))
-        return _json(ollama_chat_body(text, request, created_at=stamp))
-    if request.stream:
-        return _ndjson(ollama_generate_stream(text, request, created_at=stamp))
-    return _json(ollama_generate_body(text, request, created_at=stamp))
+        return typed_sse(events)
+    return sse(events, done=True)
 
 
 def error_body(message: str, kind: str, *, ollama: bool) -> bytes:
     """An error body the client's SDK understands: OpenAI style, or Ollama's ``{"error": ...}``."""
     if ollama:
-        return _dump({"error": message})
-    return _dump({"error": {"message": message, "type": kind, "param": None, "code": None}})
+        return dump({"error": message})
+    return dump({"error": {"message": message, "type": kind, "param": None, "code": None}})
 
 
 # -- OpenAI chat completions (§2) --------------------------------------------------------------
 
 
 def _usage(text: str, request: AnswerRequest) -> dict[str, int]:
+    """Chat and legacy completions' usage: the prompt's tokens and ``text``'s."""
     completion = estimate_tokens(len(text.encode()))
     return {
         "prompt_tokens": request.prompt_tokens,
@@ -148,29 +137,25 @@ def _usage(text: str, request: AnswerRequest) -> dict[str, int]:
     }
 
 
-def chat_body(text: str, request: AnswerRequest, *, created: int, token: str) -> dict[str, Any]:
-    """A non-streaming ``chat.completion`` object (§2.2)."""
+def chat_completion(
+    request: AnswerRequest, *, created: int, token: str, message: dict[str, Any], finish: str, said: str
+) -> dict[str, Any]:
+    """A non-streaming ``chat.completion`` object (§2.2) with one ``message``; ``said`` is the text
+    its completion tokens are counted on."""
     return {
         "id": f"chatcmpl-{token}",
         "object": "chat.completion",
         "created": created,
         "model": request.model,
         "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "logprobs": None,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": text, "refusal": None},
-            }
-        ],
-        "usage": _usage(text, request),
+        "choices": [{"index": 0, "logprobs": None, "finish_reason": finish, "message": message}],
+        "usage": _usage(said, request),
     }
 
 
-def chat_stream(text: str, request: AnswerRequest, *, created: int, token: str) -> Iterator[dict[str, Any]]:
-    """``chat.completion.chunk`` objects: role, content, finish, then usage when asked for (§2.4)."""
-    head = {
+def chunk_head(request: AnswerRequest, *, created: int, token: str) -> dict[str, Any]:
+    """The fields every ``chat.completion.chunk`` of one stream repeats."""
+    return {
         "id": f"chatcmpl-{token}",
         "object": "chat.completion.chunk",
         "created": created,
@@ -178,13 +163,25 @@ def chat_stream(text: str, request: AnswerRequest, *, created: int, token: str) 
         "system_fingerprint": None,
     }
 
-    def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
-    yield chunk({"role": "assistant", "content": ""}, None)
+def chunk(head: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` carrying ``delta``."""
+    return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+
+def chat_body(text: str, request: AnswerRequest, *, created: int, token: str) -> dict[str, Any]:
+    """A non-streaming ``chat.completion`` object (§2.2)."""
+    message = {"role": "assistant", "content": text, "refusal": None}
+    return chat_completion(request, created=created, token=token, message=message, finish="stop", said=text)
+
+
+def chat_stream(text: str, request: AnswerRequest, *, created: int, token: str) -> Iterator[dict[str, Any]]:
+    """``chat.completion.chunk`` objects: role, content, finish, then usage when asked for (§2.4)."""
+    head = chunk_head(request, created=created, token=token)
+    yield chunk(head, {"role": "assistant", "content": ""}, None)
     if text:
-        yield chunk({"content": text}, None)
-    yield chunk({}, "stop")
+        yield chunk(head, {"content": text}, None)
+    yield chunk(head, {}, "stop")
     if request.include_usage:
         yield {**head, "choices": [], "usage": _usage(text, request)}
 
@@ -222,6 +219,7 @@ def completion_stream(
 
 
 def _responses_usage(text: str, request: AnswerRequest) -> dict[str, Any]:
+    """A Responses usage object: the prompt's tokens and ``text``'s."""
     output = estimate_tokens(len(text.encode()))
     return {
         "input_tokens": request.prompt_tokens,
@@ -367,29 +365,11 @@ def ollama_generate_stream(
     yield final
 
 
-# -- framing -----------------------------------------------------------------------------------
-
-
-def _dump(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _json(obj: Any) -> Scripted:
-    body = _dump(obj)
-    return Scripted((*JSON_HEADERS, (b"content-length", str(len(body)).encode())), (body,), stream=False)
-
-
-def _sse(events: Iterator[dict[str, Any]], *, done: bool) -> Scripted:
-    chunks = [b"data: " + _dump(event) + b"\n\n" for event in events]
-    if done:
-        chunks.append(b"data: [DONE]\n\n")
-    return Scripted(SSE_HEADERS, tuple(chunks), stream=True)
-
-
-def _typed_sse(events: Iterator[dict[str, Any]]) -> Scripted:
-    chunks = [f"event: {event['type']}\n".encode() + b"data: " + _dump(event) + b"\n\n" for event in events]
-    return Scripted(SSE_HEADERS, tuple(chunks), stream=True)
-
-
-def _ndjson(objects: Iterator[dict[str, Any]]) -> Scripted:
-    return Scripted(NDJSON_HEADERS, tuple(_dump(obj) + b"\n" for obj in objects), stream=True)
+#: Each dialect's text answer: its body, and its stream of events.
+_TEXT: dict[str, tuple[Body, Stream]] = {
+    "chat": (chat_body, chat_stream),
+    "completions": (completion_body, completion_stream),
+    "responses": (responses_body, responses_stream),
+    "ollama-chat": (ollama_chat_body, ollama_chat_stream),
+    "ollama-generate": (ollama_generate_body, ollama_generate_stream),
+}

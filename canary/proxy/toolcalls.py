@@ -12,25 +12,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from canary.proxy.dialects import (
     AnswerRequest,
+    Body,
     Dialect,
-    Scripted,
-    _json,
-    _ndjson,
+    Stream,
     _ollama_final,
     _response,
-    _sse,
-    _typed_sse,
-    completion_body,
-    completion_stream,
-    estimate_tokens,
-    ollama_generate_body,
-    ollama_generate_stream,
-    ollama_timestamp,
+    _responses_usage,
+    _usage,
+    chat_completion,
+    chunk,
+    chunk_head,
+    framed,
+    script,
 )
+from canary.proxy.framing import Scripted
 
 __all__ = ["ToolCall", "offers_tools", "script_tool"]
 
@@ -75,39 +75,14 @@ def script_tool(
     dialect: Dialect, call: ToolCall, request: AnswerRequest, *, now: float, token: str
 ) -> Scripted:
     """The fabricated ``call`` as ``dialect`` writes a tool call, in the request's stream mode."""
-    created = int(now)
-    if dialect == "chat":
-        if request.stream:
-            return _sse(chat_tool_stream(call, request, created=created, token=token), done=True)
-        return _json(chat_tool_body(call, request, created=created, token=token))
-    if dialect == "responses":
-        if request.stream:
-            return _typed_sse(responses_tool_stream(call, request, created=created, token=token))
-        return _json(responses_tool_body(call, request, created=created, token=token))
-    if dialect == "completions":
-        if request.stream:
-            return _sse(completion_stream(call.as_text, request, created=created, token=token), done=True)
-        return _json(completion_body(call.as_text, request, created=created, token=token))
-    stamp = ollama_timestamp(now)
-    if dialect == "ollama-chat":
-        if request.stream:
-            return _ndjson(ollama_chat_tool_stream(call, request, created_at=stamp))
-        return _json(ollama_chat_tool_body(call, request, created_at=stamp))
-    if request.stream:
-        return _ndjson(ollama_generate_stream(call.as_text, request, created_at=stamp))
-    return _json(ollama_generate_body(call.as_text, request, created_at=stamp))
+    tool = _TOOL.get(dialect)
+    if tool is None:  # the legacy completions and Ollama generate have no tool calls: the call as text
+        return script(dialect, call.as_text, request, now=now, token=token)
+    body, stream = tool
+    return framed(dialect, request, partial(body, call), partial(stream, call), now=now, token=token)
 
 
 # -- OpenAI chat completions -------------------------------------------------------------------
-
-
-def _usage(call: ToolCall, request: AnswerRequest) -> dict[str, int]:
-    completion = estimate_tokens(len(call.as_text.encode()))
-    return {
-        "prompt_tokens": request.prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": request.prompt_tokens + completion,
-    }
 
 
 def _function(call: ToolCall, arguments: str) -> dict[str, Any]:
@@ -116,48 +91,25 @@ def _function(call: ToolCall, arguments: str) -> dict[str, Any]:
 
 def chat_tool_body(call: ToolCall, request: AnswerRequest, *, created: int, token: str) -> dict[str, Any]:
     """A non-streaming ``chat.completion`` whose message is the tool call."""
-    return {
-        "id": f"chatcmpl-{token}",
-        "object": "chat.completion",
-        "created": created,
-        "model": request.model,
-        "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "logprobs": None,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant", "content": None, "refusal": None,
-                    "tool_calls": [_function(call, call.arguments_json)],
-                },
-            }
-        ],
-        "usage": _usage(call, request),
+    message = {
+        "role": "assistant", "content": None, "refusal": None,
+        "tool_calls": [_function(call, call.arguments_json)],
     }
+    return chat_completion(request, created=created, token=token, message=message, finish="tool_calls",
+                           said=call.as_text)
 
 
 def chat_tool_stream(
     call: ToolCall, request: AnswerRequest, *, created: int, token: str
 ) -> Iterator[dict[str, Any]]:
     """Chunks: the call's index, id and name, then its arguments, then ``tool_calls`` and usage."""
-    head = {
-        "id": f"chatcmpl-{token}",
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": request.model,
-        "system_fingerprint": None,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-
+    head = chunk_head(request, created=created, token=token)
     opening = {"index": 0, **_function(call, "")}
-    yield chunk({"role": "assistant", "content": None, "tool_calls": [opening]}, None)
-    yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": call.arguments_json}}]}, None)
-    yield chunk({}, "tool_calls")
+    yield chunk(head, {"role": "assistant", "content": None, "tool_calls": [opening]}, None)
+    yield chunk(head, {"tool_calls": [{"index": 0, "function": {"arguments": call.arguments_json}}]}, None)
+    yield chunk(head, {}, "tool_calls")
     if request.include_usage:
-        yield {**head, "choices": [], "usage": _usage(call, request)}
+        yield {**head, "choices": [], "usage": _usage(call.as_text, request)}
 
 
 # -- OpenAI Responses --------------------------------------------------------------------------
@@ -182,14 +134,7 @@ def responses_tool_body(
         request, created=created, token=token, status="completed",
         output=[_function_item(call, token, arguments=call.arguments_json, status="completed")],
     )
-    output = estimate_tokens(len(call.as_text.encode()))
-    body["usage"] = {
-        "input_tokens": request.prompt_tokens,
-        "output_tokens": output,
-        "total_tokens": request.prompt_tokens + output,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens_details": {"reasoning_tokens": 0},
-    }
+    body["usage"] = _responses_usage(call.as_text, request)
     return body
 
 
@@ -244,3 +189,11 @@ def ollama_chat_tool_stream(
     head = {"model": request.model, "created_at": created_at}
     yield {**head, "message": _ollama_message(call), "done": False}
     yield {**head, "message": {"role": "assistant", "content": ""}, **_ollama_final(call.as_text, request)}
+
+
+#: Each dialect that has tool calls: the call's body, and its stream of events.
+_TOOL: dict[str, tuple[Body, Stream]] = {
+    "chat": (chat_tool_body, chat_tool_stream),
+    "responses": (responses_tool_body, responses_tool_stream),
+    "ollama-chat": (ollama_chat_tool_body, ollama_chat_tool_stream),
+}
