@@ -17,6 +17,7 @@ from canary.cli.boundary import config_option, epilog, load, warn
 from canary.demo.clients import DIALECTS as DEMO_DIALECTS
 from canary.errors import UnavailableError, UsageError
 from canary.runs.record import RunRecord
+from canary.sentences import explain
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
@@ -38,7 +39,7 @@ def _report_runs(views: Sequence[RunRecord], as_json: bool, *, proxy: str | None
         if bad:
             click.echo("")
             for r in bad:
-                reason = fmt.explain(r, proxy=proxy, matches=matches)
+                reason = explain(r, proxy=proxy, matches=matches)
                 click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {reason}")
     if views and all(r.verdict == "error" for r in views):
         return EXIT_UNAVAILABLE

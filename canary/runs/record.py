@@ -8,9 +8,6 @@ from typing import Any, Literal
 
 from canary.vocabulary import ATTRIBUTION_RULES, AttributionRule, Stage, Verdict, as_utc, iso
 
-#: What an ``ambiguous`` run asks of the user.
-AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"
-
 
 @dataclass(frozen=True)
 class RunRecord:

@@ -17,10 +17,10 @@ import pytest
 from google import genai
 from google.genai import types
 
-from canary.cli.printers import not_injected
 from canary.proxy.serving import BackgroundServer
 from canary.proxy.toolcalls import ToolCall
 from canary.runs.registry import ActiveRun, Registry
+from canary.sentences import not_injected
 from tests.proxy.model_apis import UPSTREAM_TEXT, ModelAPIs
 from tests.proxy.test_proxy import serve_proxy
 

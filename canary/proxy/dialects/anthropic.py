@@ -21,7 +21,7 @@ from canary.proxy.dialects.base import (
     chat_messages,
     dump,
     estimate_tokens,
-    json_answer,
+    json_body,
     parse_object,
     tools_listed,
     typed_sse,
@@ -131,7 +131,7 @@ class Anthropic(Family):
     def _answer(answer: str | ToolCall, request: AnswerRequest, token: str) -> Scripted:
         if request.stream:
             return typed_sse(message_events(answer, request, token=token))
-        return json_answer(message_body(answer, request, token=token))
+        return json_body(message_body(answer, request, token=token))
 
     def error(self, status: int, kind: str, message: str) -> bytes:
         """Anthropic's error body: ``{"type": "error", "error": {"type": ..., "message": ...}}``."""

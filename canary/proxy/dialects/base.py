@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from canary.proxy.framing import (
+    JSON_HEADERS,
+    NDJSON_HEADERS,
+    SSE_HEADERS,
+    Headers,
+    Scripted,
+    dump,
+    json_body,
+    ndjson,
+    sse,
+    typed_sse,
+)
+
 __all__ = [
     "JSON_HEADERS", "NDJSON_HEADERS", "SSE_HEADERS", "AnswerRequest", "Family", "Headers", "Scripted",
-    "ToolCall", "chat_messages", "dump", "estimate_tokens", "json_answer", "ndjson", "new_token",
+    "ToolCall", "chat_messages", "dump", "estimate_tokens", "json_body", "ndjson", "new_token",
     "parse_object", "requested_stream", "sse", "text_of", "tools_listed", "typed_sse",
 ]
-
-Headers = tuple[tuple[bytes, bytes], ...]
-
-JSON_HEADERS: Headers = ((b"content-type", b"application/json"),)
-SSE_HEADERS: Headers = ((b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"))
-NDJSON_HEADERS: Headers = ((b"content-type", b"application/x-ndjson"),)
 
 _JSON_SPACE = b" \t\r\n"
 _STREAM_KEY = b'"stream'
@@ -41,20 +48,6 @@ class AnswerRequest:
     prompt_tokens: int = 0
     raw: bool = False  # Ollama generate in raw mode has no ``context``
     array: bool = False  # Gemini streamed without ``alt=sse``: one JSON array of responses
-
-
-@dataclass(frozen=True)
-class Scripted:
-    """A complete 200 answer: headers and the body pieces to send in order."""
-
-    headers: Headers
-    chunks: tuple[bytes, ...]
-    stream: bool
-
-    @property
-    def body(self) -> bytes:
-        """All pieces joined: the body as a client receives it."""
-        return b"".join(self.chunks)
 
 
 @dataclass(frozen=True)
@@ -234,36 +227,3 @@ def _flag_at(body: bytes, start: int) -> bool | None:
     if body.startswith(b"false", at):
         return False
     return None
-
-
-# -- framing -----------------------------------------------------------------------------------
-
-
-def dump(obj: Any) -> bytes:
-    """Compact JSON, UTF-8 as is."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def json_answer(obj: Any) -> Scripted:
-    """One JSON body with its exact length."""
-    body = dump(obj)
-    return Scripted((*JSON_HEADERS, (b"content-length", str(len(body)).encode())), (body,), stream=False)
-
-
-def sse(events: Iterator[dict[str, Any]], *, done: bool, end: bytes = b"\n\n") -> Scripted:
-    """``data:`` events, each ending in ``end``, then ``data: [DONE]`` if ``done``."""
-    chunks = [b"data: " + dump(event) + end for event in events]
-    if done:
-        chunks.append(b"data: [DONE]" + end)
-    return Scripted(SSE_HEADERS, tuple(chunks), stream=True)
-
-
-def typed_sse(events: Iterator[dict[str, Any]]) -> Scripted:
-    """Events with an ``event:`` line naming each one's ``type``, as Responses and Anthropic send them."""
-    chunks = [f"event: {event['type']}\n".encode() + b"data: " + dump(event) + b"\n\n" for event in events]
-    return Scripted(SSE_HEADERS, tuple(chunks), stream=True)
-
-
-def ndjson(objects: Iterator[dict[str, Any]]) -> Scripted:
-    """One JSON object a line."""
-    return Scripted(NDJSON_HEADERS, tuple(dump(obj) + b"\n" for obj in objects), stream=True)

@@ -20,7 +20,7 @@ from canary.proxy.dialects.base import (
     ToolCall,
     dump,
     estimate_tokens,
-    json_answer,
+    json_body,
     parse_object,
     sse,
     text_of,
@@ -141,7 +141,7 @@ class Gemini(Family):
     def _answer(answer: str | ToolCall, request: AnswerRequest, token: str) -> Scripted:
         body = gemini_body(answer, request, token=token)
         if not request.stream:
-            return json_answer(body)
+            return json_body(body)
         if request.array:
             return Scripted(JSON_HEADERS, (dump([body]),), stream=True)
         return sse(iter([body]), done=False, end=b"\r\n\r\n")

@@ -14,7 +14,7 @@ from canary.proxy.dialects.base import (
     ToolCall,
     chat_messages,
     dump,
-    json_answer,
+    json_body,
     parse_object,
 )
 
@@ -48,11 +48,11 @@ class InProcess(Family):
 
     def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """``{"text": ...}``."""
-        return json_answer({"text": text})
+        return json_body({"text": text})
 
     def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """``{"tool_call": {"name": ..., "arguments": {...}, "id": ...}}``."""
-        return json_answer({"tool_call": {"name": call.name, "arguments": dict(call.arguments),
+        return json_body({"tool_call": {"name": call.name, "arguments": dict(call.arguments),
                                           "id": call.call_id}})
 
     def error(self, status: int, kind: str, message: str) -> bytes:

@@ -18,7 +18,7 @@ from canary.proxy.dialects.base import (
     chat_messages,
     dump,
     estimate_tokens,
-    json_answer,
+    json_body,
     ndjson,
     parse_object,
 )
@@ -142,14 +142,14 @@ class OllamaChat(_Ollama):
         stamp = ollama_timestamp(now)
         if request.stream:
             return ndjson(ollama_chat_stream(text, request, created_at=stamp))
-        return json_answer(ollama_chat_body(text, request, created_at=stamp))
+        return json_body(ollama_chat_body(text, request, created_at=stamp))
 
     def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The call as ``message.tool_calls``, whole in one object."""
         stamp = ollama_timestamp(now)
         if request.stream:
             return ndjson(ollama_chat_tool_stream(call, request, created_at=stamp))
-        return json_answer(ollama_chat_tool_body(call, request, created_at=stamp))
+        return json_body(ollama_chat_tool_body(call, request, created_at=stamp))
 
 
 class OllamaGenerate(_Ollama):
@@ -169,7 +169,7 @@ class OllamaGenerate(_Ollama):
         stamp = ollama_timestamp(now)
         if request.stream:
             return ndjson(ollama_generate_stream(text, request, created_at=stamp))
-        return json_answer(ollama_generate_body(text, request, created_at=stamp))
+        return json_body(ollama_generate_body(text, request, created_at=stamp))
 
 
 OLLAMA_CHAT = OllamaChat()

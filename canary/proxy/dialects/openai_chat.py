@@ -16,7 +16,7 @@ from canary.proxy.dialects.base import (
     Scripted,
     ToolCall,
     estimate_tokens,
-    json_answer,
+    json_body,
     sse,
 )
 
@@ -110,13 +110,13 @@ class Chat(Family):
         """The text as a ``chat.completion``, or its chunks ending in ``[DONE]``."""
         if request.stream:
             return sse(chat_stream(text, request, created=int(now), token=token), done=True)
-        return json_answer(chat_body(text, request, created=int(now), token=token))
+        return json_body(chat_body(text, request, created=int(now), token=token))
 
     def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The call as ``message.tool_calls``, or as ``delta.tool_calls`` chunks."""
         if request.stream:
             return sse(chat_tool_stream(call, request, created=int(now), token=token), done=True)
-        return json_answer(chat_tool_body(call, request, created=int(now), token=token))
+        return json_body(chat_tool_body(call, request, created=int(now), token=token))
 
 
 CHAT = Chat()

@@ -10,7 +10,7 @@ from canary.proxy.dialects.base import (
     Family,
     Scripted,
     estimate_tokens,
-    json_answer,
+    json_body,
     parse_object,
     sse,
     text_of,
@@ -69,7 +69,7 @@ class Completions(Family):
         """The text as a ``text_completion``, or its chunks ending in ``[DONE]``."""
         if request.stream:
             return sse(completion_stream(text, request, created=int(now), token=token), done=True)
-        return json_answer(completion_body(text, request, created=int(now), token=token))
+        return json_body(completion_body(text, request, created=int(now), token=token))
 
 
 COMPLETIONS = Completions()

@@ -16,7 +16,7 @@ from canary.proxy.dialects.base import (
     ToolCall,
     chat_messages,
     estimate_tokens,
-    json_answer,
+    json_body,
     parse_object,
     typed_sse,
 )
@@ -168,13 +168,13 @@ class Responses(Family):
         """The text as a completed ``response``, or its typed events."""
         if request.stream:
             return typed_sse(responses_stream(text, request, created=int(now), token=token))
-        return json_answer(responses_body(text, request, created=int(now), token=token))
+        return json_body(responses_body(text, request, created=int(now), token=token))
 
     def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The call as a ``function_call`` output item, or its typed events."""
         if request.stream:
             return typed_sse(responses_tool_stream(call, request, created=int(now), token=token))
-        return json_answer(responses_tool_body(call, request, created=int(now), token=token))
+        return json_body(responses_tool_body(call, request, created=int(now), token=token))
 
 
 RESPONSES = Responses()
