@@ -68,6 +68,8 @@ class RunView(Protocol):
     def leaked_turn(self) -> int | None: ...
     @property
     def toolless_calls(self) -> int: ...
+    @property
+    def thinking_calls(self) -> int: ...
 
 
 def explain(r: RunView, *, proxy: str | None = None, matches: Mapping[str, object] | None = None) -> str:
@@ -126,7 +128,9 @@ def not_injected(r: RunView, proxy: str | None) -> str:
                 f"not point at the proxy, or the agent answered without asking its model. Point it at "
                 f"{address}: openai SDK OpenAI(base_url=\"{address}/v1\") or OPENAI_BASE_URL={address}/v1; "
                 f"ollama OLLAMA_HOST={address} or Client(host=\"{address}\"); LangChain "
-                f"ChatOpenAI(base_url=\"{address}/v1\") or ChatOllama(base_url=\"{address}\").")
+                f"ChatOpenAI(base_url=\"{address}/v1\") or ChatOllama(base_url=\"{address}\"); anthropic "
+                f"ANTHROPIC_BASE_URL={address}; google-genai GOOGLE_GEMINI_BASE_URL={address}; a model "
+                f"that runs inside the agent: POST {address}/canary/v1/answer before each call.")
     if r.model_calls == 0:
         return (f"{r.foreign_calls} model call(s) came through the proxy, none carrying the run's nonce: "
                 "the agent's model base URL points at the proxy, but the prompt did not reach the model "
@@ -136,6 +140,12 @@ def not_injected(r: RunView, proxy: str | None) -> str:
         return (f"{toolless} of the {r.model_calls} model call(s) carrying the run's nonce offered the "
                 "model no tools (no `tools` in the request), so the fabricated tool call was never sent: "
                 "a tool canary needs an agent that gives its model tools through the API's `tools` field.")
+    thinking = r.thinking_calls
+    if thinking:
+        return (f"{thinking} model call(s) carrying the run's nonce asked the model for extended thinking, "
+                "so the fabricated tool call was not sent: the call that follows it would reach the model "
+                "server without the signed thinking block it requires, and be rejected. Give the canary a "
+                "`repair` answer: the run then answers every later model call of its span itself.")
     waits = "" if fetched else " (the fixture was never fetched: inject_at = \"after-fetch\" waits for it)"
     return (f"{r.model_calls} model call(s) carrying the run's nonce came through the proxy, but inject_at "
             f"selected none of them{waits}: check inject_at (a call number beyond the agent's calls, or "

@@ -11,7 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Headers", "Scripted", "dump", "json_body", "ndjson", "sse", "typed_sse"]
+__all__ = [
+    "JSON_HEADERS", "NDJSON_HEADERS", "SSE_HEADERS", "Headers", "Scripted", "dump", "json_body", "ndjson",
+    "sse", "typed_sse",
+]
 
 Headers = tuple[tuple[bytes, bytes], ...]
 
@@ -45,11 +48,11 @@ def json_body(obj: Any) -> Scripted:
     return Scripted((*JSON_HEADERS, (b"content-length", str(len(body)).encode())), (body,), stream=False)
 
 
-def sse(events: Iterator[dict[str, Any]], *, done: bool) -> Scripted:
-    """Server-sent events, one ``data:`` line each, ending in ``data: [DONE]`` when ``done``."""
-    chunks = [b"data: " + dump(event) + b"\n\n" for event in events]
+def sse(events: Iterator[dict[str, Any]], *, done: bool, end: bytes = b"\n\n") -> Scripted:
+    """Server-sent events, one ``data:`` line each ending in ``end``, then ``data: [DONE]`` when ``done``."""
+    chunks = [b"data: " + dump(event) + end for event in events]
     if done:
-        chunks.append(b"data: [DONE]\n\n")
+        chunks.append(b"data: [DONE]" + end)
     return Scripted(SSE_HEADERS, tuple(chunks), stream=True)
 
 
