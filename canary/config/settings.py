@@ -328,6 +328,24 @@ def unmatched_globs(config: Config) -> list[str]:
             for p in config.logs.paths if not expand_glob(p, base)]
 
 
+def _guard_lines(guard: GuardDef) -> list[str]:
+    """What ``canary check`` prints under a guard: how it fires, then its canaries."""
+    fires = [f"{key} {value!r}" for key, value in (
+        ("match", guard.match), ("span", guard.span and guard.span.spec),
+        ("event", guard.event and guard.event.spec)) if value is not None]
+    lines = [f"    {'   '.join(fires)}   window {format_duration(guard.window)}"
+             f"   grace {format_duration(guard.grace)}"]
+    for canary in guard.canaries:
+        schedule = (f"every {format_duration(canary.every)}" if canary.every is not None
+                    else f"cron {canary.cron!r}")
+        variants = len(canary.variants)
+        lines.append(f"    - {canary.name}   {schedule}   expect {canary.expect}   "
+                     f"{variants} variant{'s' if variants != 1 else ''}")
+    if not guard.canaries:
+        lines.append("    (no canaries: known alive only through organic firings)")
+    return lines
+
+
 def summarize(config: Config) -> str:
     """What ``canary check`` prints for a valid config: files, store, logs, guards, warnings."""
     base = config.path.parent if config.path is not None else Path.cwd()
@@ -362,19 +380,7 @@ def summarize(config: Config) -> str:
     lines.append(f"guards   {len(config.guards)}")
     for guard in config.guards:
         lines.append(f"  {guard.name}   {shown(guard.path)}")
-        fires = [f"{key} {value!r}" for key, value in (
-            ("match", guard.match), ("span", guard.span and guard.span.spec),
-            ("event", guard.event and guard.event.spec)) if value is not None]
-        lines.append(f"    {'   '.join(fires)}   window {format_duration(guard.window)}"
-                     f"   grace {format_duration(guard.grace)}")
-        for canary in guard.canaries:
-            schedule = (f"every {format_duration(canary.every)}" if canary.every is not None
-                        else f"cron {canary.cron!r}")
-            variants = len(canary.variants)
-            lines.append(f"    - {canary.name}   {schedule}   expect {canary.expect}   "
-                         f"{variants} variant{'s' if variants != 1 else ''}")
-        if not guard.canaries:
-            lines.append("    (no canaries: known alive only through organic firings)")
+        lines.extend(_guard_lines(guard))
     if config.warnings:
         lines.append(f"warnings {len(config.warnings)}")
         lines.extend(f"  {w.render()}" for w in config.warnings)

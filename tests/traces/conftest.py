@@ -65,6 +65,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     store = Store(config.store.url)
     app = receiver_app(config, store)
     server = BackgroundServer(app, "127.0.0.1", 0, name="trace receiver").start()
+    app.counts.listen = server.url.removeprefix("http://")  # as start_receiver names it
     try:
         yield Served(config, store, app, server)
     finally:
