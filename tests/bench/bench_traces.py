@@ -6,7 +6,7 @@
 
 Agent processes (``--agents``, each sending its share of ``--rate``) run the real OpenTelemetry
 SDK: a tracer provider, its batch span processor and the OTLP/HTTP protobuf exporter, exactly as
-an agent would, timing every export call. Each agent request is five spans that look like an
+an agent would, timing every export call. Each agent request is four or five spans that look like an
 instrumented agent's: the request's root, an OpenInference LLM span (model, token counts, the
 prompt text), a retriever span, a GUARDRAIL span that passes (the look-alike a live guard writes
 when it accepts), and one request in twenty a GUARDRAIL span that blocks (a firing).
@@ -50,6 +50,8 @@ GUARD = """
 name = "grounding"
 span = { name = "^grounding-check$", attributes = { "openinference.span.kind" = "^GUARDRAIL$", "output.value" = "^BLOCKED" } }
 """
+#: Spans per agent request: four, and a blocking guard span in one request of twenty.
+PER_REQUEST = 4 + 1 / 20
 PROMPT = ("You are a careful assistant. Read the permit page and tell me the minimum monthly amount, "
           "citing the page you read. Question {n}: what does the permit say about the amount?")
 
@@ -146,11 +148,11 @@ def agent(endpoint: str, rate: float, seconds: float) -> None:
         Timed(endpoint=f"{endpoint}/v1/traces"), max_queue_size=max(2048, int(rate * 4)),
         schedule_delay_millis=200, max_export_batch_size=512))
     tracer = provider.get_tracer("bench-agent")
-    requests = int(rate * seconds / 5)
+    requests = int(rate * seconds / PER_REQUEST)
     blocked = n = 0
     began = time.perf_counter()
     while n < requests:
-        due = int((time.perf_counter() - began) * rate / 5) + 1
+        due = int((time.perf_counter() - began) * rate / PER_REQUEST) + 1
         for _ in range(min(due, requests) - n):
             n += 1
             with tracer.start_as_current_span("agent.request", attributes={"request.id": f"r{n}"}):
