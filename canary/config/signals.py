@@ -9,8 +9,8 @@ attribute that is absent never matches. ``event`` is the same for span events an
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from canary.config.tomlcheck import KeyPath, Sink, compile_regex, type_name
 from collectors.patterns import catastrophic
@@ -22,6 +22,13 @@ MATCH_KEEP = 65536
 _KEYS = ("name", "attributes")
 
 
+class Attributes(Protocol):
+    """A signal's attributes as text, read one by one (a dict is one)."""
+
+    def get(self, key: str, /) -> str | None:
+        """The attribute's value as text, or None when it is absent."""
+
+
 @dataclass(frozen=True)
 class SignalMatch:
     """What a span (or an event, or a log record) must carry to be a firing of the guard."""
@@ -30,7 +37,7 @@ class SignalMatch:
     name: re.Pattern[str] | None
     attributes: tuple[tuple[str, re.Pattern[str]], ...]
 
-    def matched(self, name: str, attributes: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
+    def matched(self, name: str, attributes: Attributes) -> tuple[tuple[str, str], ...] | None:
         """The attributes that matched (in the definition's order), or None when it does not match."""
         if self.name is not None and self.name.search(name[:MATCH_KEEP]) is None:
             return None

@@ -83,7 +83,7 @@ class SignalRules:
                 rule = span if signal.kind == "span" else event
                 if rule is None:
                     continue
-                matched = rule.matched(signal.name, signal.attributes)
+                matched = rule.matched(signal.name, signal)
                 if matched is None:
                     continue
                 key = _key(signal)

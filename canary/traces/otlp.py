@@ -36,17 +36,42 @@ class OtlpError(ValueError):
     """A body that is not an OTLP export request of its kind and encoding."""
 
 
-@dataclass(frozen=True, slots=True)
 class Signal:
-    """One span, span event or log record, with what a guard is matched on and what ties it to a run."""
+    """One span, span event or log record, with what a guard is matched on and what ties it to a run.
 
-    kind: Literal["span", "event", "log"]
-    name: str  # the span's name, the event's name, or the log record's event name
-    attributes: dict[str, str]  # every attribute's value as text
-    trace_id: str | None  # 32 lowercase hex digits; None when absent (or all zero)
-    span_id: str | None  # 16 lowercase hex digits: of the span, or of the span the event or record is in
-    ts: float | None  # seconds since the epoch; None when the producer gave no time
-    span_name: str = ""  # an event's span
+    Its attributes are read as text only when asked for: ``get`` reads one of them, ``attributes``
+    all of them (once). Most spans a receiver gets are no guard's, and a guard whose name regex
+    does not match never asks.
+    """
+
+    __slots__ = ("_attributes", "_pairs", "kind", "name", "span_id", "span_name", "trace_id", "ts")
+
+    def __init__(self, kind: Literal["span", "event", "log"], name: str, pairs: Any, *, trace_id: str | None,
+                 span_id: str | None, ts: float | None, span_name: str = "") -> None:
+        self.kind = kind
+        self.name = name  # the span's name, the event's name, or the log record's event name
+        self.trace_id = trace_id  # 32 lowercase hex digits; None when absent (or all zero)
+        self.span_id = span_id  # 16 lowercase hex digits: of the span, or of the span the event is in
+        self.ts = ts  # seconds since the epoch; None when the producer gave no time
+        self.span_name = span_name  # an event's span
+        self._pairs = pairs  # the message's KeyValue list, or a dict already read
+        self._attributes: dict[str, str] | None = pairs if isinstance(pairs, dict) else None
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        """Every attribute's value as text (the first of a repeated key wins)."""
+        if self._attributes is None:
+            self._attributes = attributes_of(self._pairs)
+        return self._attributes
+
+    def get(self, key: str) -> str | None:
+        """One attribute's value as text, or None when it is absent."""
+        if self._attributes is not None:
+            return self._attributes.get(key)
+        for kv in self._pairs:
+            if kv.key == key:
+                return text_of(kv.value)
+        return None
 
 
 @dataclass(frozen=True)
@@ -157,11 +182,11 @@ def _span_signals(span: Any, out: list[Signal]) -> bool:
     trace_s = trace if isinstance(trace, str) else None
     span_s = span_id if isinstance(span_id, str) else None
     name = str(span.name or "")
-    out.append(Signal("span", name, attributes_of(span.attributes), trace_s, span_s,
-                      _time(span.end_time_unix_nano, span.start_time_unix_nano)))
+    out.append(Signal("span", name, span.attributes, trace_id=trace_s, span_id=span_s,
+                      ts=_time(span.end_time_unix_nano, span.start_time_unix_nano)))
     for event in span.events:
-        out.append(Signal("event", str(event.name or ""), attributes_of(event.attributes), trace_s, span_s,
-                          _time(event.time_unix_nano), span_name=name))
+        out.append(Signal("event", str(event.name or ""), event.attributes, trace_id=trace_s, span_id=span_s,
+                          ts=_time(event.time_unix_nano), span_name=name))
     return True
 
 
@@ -171,9 +196,9 @@ def _log_signal(record: Any) -> Signal | None:
         return None
     attributes = attributes_of(record.attributes)
     name = str(record.event_name or "") or attributes.get("event.name", "")
-    return Signal("log", name, attributes, trace if isinstance(trace, str) else None,
-                  span_id if isinstance(span_id, str) else None,
-                  _time(record.time_unix_nano, record.observed_time_unix_nano))
+    return Signal("log", name, attributes, trace_id=trace if isinstance(trace, str) else None,
+                  span_id=span_id if isinstance(span_id, str) else None,
+                  ts=_time(record.time_unix_nano, record.observed_time_unix_nano))
 
 
 def signals(request: Any, kind: Signals) -> Batch:

@@ -26,15 +26,15 @@ FAILING_LABEL = r"(?i)^(fail(ed)?|incorrect|not_relevant|ungrounded)$"
 
 def _convention(signal: Signal) -> tuple[str, tuple[str, ...]] | None:
     """Which convention makes the signal a guard's (its name here), and the attributes that say why."""
-    attrs, name = signal.attributes, signal.name
+    name = signal.name
     if signal.kind == "span":
-        if attrs.get("openinference.span.kind") == "GUARDRAIL":
-            return "openinference", ("output.value",)
         if name.startswith("apply_guardrail"):
             return "security", ("gen_ai.security.decision.type",)
         if name == "guardrails.rail":
             return "nemo", ("rail.name", "rail.type", "rail.stop")
-        if attrs.get("langfuse.observation.type") == "guardrail":
+        if signal.get("openinference.span.kind") == "GUARDRAIL":
+            return "openinference", ("output.value",)
+        if signal.get("langfuse.observation.type") == "guardrail":
             return "langfuse", ("langfuse.observation.output",)
         return None
     if name == "gen_ai.evaluation.result":
@@ -82,7 +82,7 @@ class ShapeBook:
                     self._shapes[(convention, kind, signal.name)] = shape
                 shape.count += 1
                 for key in keys:
-                    value = signal.attributes.get(key)
+                    value = signal.get(key)
                     seen = shape.values.setdefault(key, [])
                     if value is not None and value[:VALUE_KEEP] not in seen and len(seen) < MAX_VALUES:
                         seen.append(value[:VALUE_KEEP])
