@@ -154,6 +154,8 @@ class Session:
         for server in (self.traces, self.fixtures, self.proxy):
             if server is not None:
                 server.stop()
+        if self.traces is not None:
+            self.traces.app.close()  # the firings it was given are stored before it stops
         self.traces = self.fixtures = self.proxy = None
 
     def __enter__(self) -> Session:

@@ -4,13 +4,15 @@ A raw ASGI app, answering as the OTLP spec says exporters expect: ``200`` with a
 response in the request's encoding (``partial_success`` counts the spans or records left out),
 ``400`` for a body it cannot read, ``413`` past ``max_body`` (compressed, or once inflated),
 ``415`` for another content type or encoding, ``404``/``405`` elsewhere, and ``503`` with
-``Retry-After`` while it is busy or the store cannot be written, so the exporter sends the
-batch again instead of dropping it. Errors carry a ``google.rpc.Status``; none quotes the body.
+``Retry-After`` while it is busy, so the exporter sends the batch again instead of dropping it.
+Errors carry a ``google.rpc.Status``; none quotes the body.
 
 At most ``MAX_INFLIGHT`` requests are read at once: a flood costs at most that many bodies of
-memory, and what it sends meanwhile waits in the exporters' retries. A request is answered
-``200`` only once its firings are stored, so an exporter never drops a firing it was told
-was kept. Only Host names that are loopback (or the listener's own) are served.
+memory, and what it sends meanwhile waits in the exporters' retries. A request's firings are
+handed to the committer (``canary.traces.committer``), which stores them in order from a thread
+of its own and holds them while the store cannot be written; the exporter does not wait for the
+store. When too many firings wait, requests that carry one get 503. Only Host names that are
+loopback (or the listener's own) are served.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from starlette.types import Receive, Scope, Send
 
-from canary.errors import StoreError
 from canary.proxy.serving import host_allowed
 from canary.store.signals import SignalHit
+from canary.traces.committer import Committer
 from canary.traces.matching import SignalRules
 from canary.traces.otlp import Encoding, OtlpError, Signals, decode, signals
 from canary.traces.shapes import ShapeBook
@@ -64,7 +66,7 @@ class ReceiverCounts:
     last_error_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def took(self, kind: Signals, items: int, rejected: int, firings: int) -> None:
+    def took(self, kind: Signals, items: int, rejected: int) -> None:
         """One request accepted."""
         with self._lock:
             if kind == "traces":
@@ -72,7 +74,17 @@ class ReceiverCounts:
             else:
                 self.log_records += items - rejected
             self.rejected += rejected
+
+    def stored(self, firings: int) -> None:
+        """Firings the committer stored."""
+        with self._lock:
             self.firings += firings
+
+    def error(self, message: str) -> None:
+        """Something went wrong that refused no request (the store could not be written)."""
+        with self._lock:
+            self.last_error = message
+            self.last_error_at = time.time()
 
     def refuse(self, status: int, message: str) -> None:
         """One request refused, and why (never the body's own text)."""
@@ -192,7 +204,7 @@ class Receiver:
     def __init__(self, rules: SignalRules, commit: Commit, *, max_body: int, allowed_hosts: tuple[str, ...],
                  counts: ReceiverCounts) -> None:
         self.rules = rules
-        self.commit = commit
+        self.committer = Committer(commit, stored=counts.stored, failed=counts.error)
         self.max_body = max_body
         self.allowed_hosts = allowed_hosts
         self.counts = counts
@@ -268,13 +280,18 @@ class Receiver:
         self.shapes.note(batch.signals)
         firings = self.rules.firings(batch.signals) if self.rules else []
         hits = [SignalHit(f.guard, f.key, f.trace_id, f.ts, f.evidence, f.context) for f in firings]
-        try:
-            stored = self.commit(hits) if hits else 0
-        except StoreError as exc:
-            log.warning("firings seen in spans could not be stored (the exporter sends them again): %s", exc)
-            raise _Refused(503, "the store cannot be written now; send again later") from None
-        self.counts.took(kind, batch.items, batch.rejected, stored)
+        if not self.committer.offer(hits):
+            raise _Refused(503, "too many firings wait for the store; send again later")
+        self.counts.took(kind, batch.items, batch.rejected)
         return batch.rejected
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until the firings of every request answered so far are stored."""
+        return self.committer.flush(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Store the firings that wait, then stop storing (once the server stopped)."""
+        self.committer.close(timeout)
 
     async def _refuse(self, send: Send, encoding: Encoding, refused: _Refused) -> None:
         self.counts.refuse(refused.status, refused.message)

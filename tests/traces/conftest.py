@@ -70,4 +70,5 @@ def served(tmp_path: Path) -> Iterator[Served]:
         yield Served(config, store, app, server)
     finally:
         server.stop()
+        app.close()
         store.close()

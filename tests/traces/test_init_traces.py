@@ -51,6 +51,7 @@ def send_guard_spans(endpoint: str) -> None:
 
 def test_a_guard_is_proposed_per_guard_shaped_span_and_fires_on_them(served: Served, tmp_path: Path) -> None:
     send_guard_spans(served.endpoint)
+    assert served.app.flush()
     traces_step(served.store, served.server)  # what the daemon stores each tick
     (tmp_path / "defs").rename(tmp_path / "canaries_defs")
     config = tmp_path / "canary.toml"
@@ -62,8 +63,10 @@ def test_a_guard_is_proposed_per_guard_shaped_span_and_fires_on_them(served: Ser
     # each proposed guard fires on the blocking span (or event) it came from, never on the passing one
     new = load_config(path=config)
     store = Store(f"sqlite:///{tmp_path / 'again.db'}")
-    with BackgroundServer(receiver_app(new, store), "127.0.0.1", 0, name="trace receiver") as server:
+    app = receiver_app(new, store)
+    with BackgroundServer(app, "127.0.0.1", 0, name="trace receiver") as server:
         send_guard_spans(server.url)
+    app.close()
     with store.engine.connect() as conn:
         fired = Counter(g for (g,) in conn.exec_driver_sql("SELECT guard FROM firings"))
     store.close()

@@ -21,6 +21,7 @@ from tests.traces.conftest import Served
 
 
 def rows(served: Served) -> list[Any]:
+    assert served.app.flush()  # the firings of every request answered so far are stored
     with served.store.engine.connect() as conn:
         return list(conn.execute(select(Firing).order_by(Firing.id)))  # type: ignore[arg-type]
 

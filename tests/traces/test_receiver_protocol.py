@@ -45,7 +45,7 @@ def test_json_ids_are_hex_and_uppercase_reads_as_lowercase(served: Served) -> No
     body = span_json(TRACE.upper(), openinference_span_kind="GUARDRAIL", output_value="BLOCKED")
     reply = post(served, json.dumps(body).encode(), JSON)
     assert (reply.status_code, reply.json()) == (200, {})
-    assert served.store.count_firings() == 1
+    assert served.app.flush() and served.store.count_firings() == 1
     with served.store.engine.connect() as conn:
         (key,) = conn.exec_driver_sql("SELECT file_key FROM firings").one()
     assert key == f"{TRACE}:eee19b7ec3c1b174"
@@ -56,7 +56,7 @@ def test_a_span_whose_id_has_the_wrong_length_is_left_out_as_a_partial_success(s
     reply = post(served, json.dumps(body).encode(), JSON)
     assert reply.status_code == 200
     assert reply.json()["partialSuccess"]["rejectedSpans"] == "1"
-    assert served.store.count_firings() == 0 and served.app.counts.rejected == 1
+    assert served.app.flush() and served.store.count_firings() == 0 and served.app.counts.rejected == 1
 
 
 HOSTILE = [
@@ -84,7 +84,7 @@ def test_a_body_the_receiver_cannot_read_is_refused_and_never_kept(
     else:
         message = json.loads(reply.content)["message"]
     assert message and "\x1b" not in message and "script" not in message
-    assert served.store.count_firings() == 0
+    assert served.app.flush() and served.store.count_firings() == 0
     assert served.app.counts.last_error is not None and "\x1b" not in served.app.counts.last_error
 
 
@@ -103,18 +103,20 @@ def test_a_body_past_the_limit_gets_413_before_it_is_read(tmp_path: object) -> N
     app = create_receiver(SignalRules([]), lambda hits: 0, max_body=1000)
     with BackgroundServer(app, "127.0.0.1", 0, name="trace receiver") as server:
         reply = httpx.post(f"{server.url}/v1/traces", content=b"\0" * 5000, headers=PROTOBUF)
+    app.close()
     assert reply.status_code == 413
 
 
-def test_a_store_that_cannot_be_written_asks_the_exporter_to_send_again(tmp_path: object) -> None:
+def test_a_store_that_cannot_be_written_loses_no_firing(tmp_path: object) -> None:
     from pathlib import Path
 
     config = load_config(path=write_project(Path(str(tmp_path)), {"grounding": GUARDRAIL}))
     kept: list[SignalHit] = []
-    locked = [True]
+    failures = [3]  # the store is locked for three tries, then written
 
     def commit(hits: Sequence[SignalHit]) -> int:
-        if locked[0]:
+        if failures[0]:
+            failures[0] -= 1
             raise StoreError("the store at sqlite:///x could not be used: database is locked")
         kept.extend(hits)
         return len(hits)
@@ -122,8 +124,25 @@ def test_a_store_that_cannot_be_written_asks_the_exporter_to_send_again(tmp_path
     app = create_receiver(SignalRules(config.guards), commit, max_body=1 << 20)
     body = json.dumps(span_json(openinference_span_kind="GUARDRAIL", output_value="BLOCKED")).encode()
     with BackgroundServer(app, "127.0.0.1", 0, name="trace receiver") as server:
+        reply = httpx.post(f"{server.url}/v1/traces", content=body, headers=JSON)
+        assert app.flush(timeout=20)
+    app.close()
+    assert reply.status_code == 200  # the exporter does not wait for the store
+    assert [h.guard for h in kept] == ["grounding"] and app.counts.firings == 1
+    assert app.counts.last_error is not None and "database is locked" in app.counts.last_error
+
+
+def test_too_many_firings_waiting_for_the_store_get_503_and_are_sent_again(tmp_path: object) -> None:
+    from pathlib import Path
+
+    config = load_config(path=write_project(Path(str(tmp_path)), {"grounding": GUARDRAIL}))
+    app = create_receiver(SignalRules(config.guards), len, max_body=1 << 20)
+    app.committer.limit = 0  # nothing may wait: as if the store had been locked for long
+    body = json.dumps(span_json(openinference_span_kind="GUARDRAIL", output_value="BLOCKED")).encode()
+    quiet = json.dumps(span_json(openinference_span_kind="LLM")).encode()
+    with BackgroundServer(app, "127.0.0.1", 0, name="trace receiver") as server:
         refused = httpx.post(f"{server.url}/v1/traces", content=body, headers=JSON)
-        locked[0] = False
-        taken = httpx.post(f"{server.url}/v1/traces", content=body, headers=JSON)
+        other = httpx.post(f"{server.url}/v1/traces", content=quiet, headers=JSON)
+    app.close()
     assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
-    assert taken.status_code == 200 and [h.guard for h in kept] == ["grounding"]
+    assert other.status_code == 200  # a request with no firing never waits for the store

@@ -34,6 +34,7 @@ def test_status_shows_the_running_daemons_receiver(served: Served) -> None:
     assert httpx.post(f"{served.endpoint}/v1/traces", json=body).status_code == 200
     assert httpx.post(f"{served.endpoint}/v1/traces", content=b"junk",
                       headers={"content-type": "application/json"}).status_code == 400
+    assert served.app.flush()
     now = datetime.now(UTC)
     beat(served.store, pid=1, started=now, now=now, files=0, addresses={})
     traces_step(served.store, served.server)
@@ -54,6 +55,7 @@ def test_attribute_text_in_a_firings_evidence_stays_inert(served: Served) -> Non
                        {"key": "output.value", "value": {"stringValue": hostile}}]}]}]}]}
     assert httpx.post(f"{served.endpoint}/v1/traces", content=json.dumps(body).encode(),
                       headers={"content-type": "application/json"}).status_code == 200
+    assert served.app.flush()
     with served.store.engine.connect() as conn:
         (line,) = conn.exec_driver_sql("SELECT line FROM firings").one()
     # the stored evidence quotes every value, so no control character is in it, raw or made safe
