@@ -196,7 +196,7 @@ class DashboardApp(App[int]):
         def job() -> Message:
             from canary.daemon.control import connect, token_path
 
-            client = connect(address, self.token_file or token_path(self.config.path))
+            client = connect(address, self.token_file or token_path(self.config.path, self.config.project))
             if client is None:
                 raise UnavailableError(
                     f"no daemon answers on {address} with the control token; "

@@ -73,7 +73,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     began = time.monotonic()
     keys = [(g.name, c.name) for g, c in pairs]
     matches = {g.name: g.match for g in config.guards}
-    client = connect(config.daemon.control, token_path(config.path))
+    client = connect(config.daemon.control, token_path(config.path, config.project))
     if client is not None:
         click.echo(f"running through the daemon at {config.daemon.control}"
                    + (" (a run shows its stages once it finishes)" if live else ""), err=True)
