@@ -1,4 +1,4 @@
-"""The product's words, written once: verdicts, run stages, statuses, exit codes, UTC times.
+"""The product's words, written once: verdicts, run stages, attribution rules, statuses, exit codes, times.
 
 Every other module takes these names from here; nothing else spells a verdict
 set, a stage list, an exit code or the ISO-with-Z form of a time.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from typing import overload
+from typing import Literal, overload
 
 
 class Verdict(enum.StrEnum):
@@ -66,6 +66,11 @@ class Stage(enum.StrEnum):
 
 #: Stage names in order, as they appear in a trace.
 STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
+
+#: The contract's attribution rules by name: which evidence tied a firing to its run.
+AttributionRule = Literal["trace", "nonce", "task", "value", "time"]
+#: The rules strongest first (rule 0 to rule 4).
+ATTRIBUTION_RULES: tuple[AttributionRule, ...] = ("trace", "nonce", "task", "value", "time")
 
 
 class Status(enum.StrEnum):

@@ -31,7 +31,7 @@ class RunView(Protocol):
     @property
     def verdict(self) -> str: ...
     @property
-    def trace(self) -> Mapping[str, float | None]: ...
+    def trace(self) -> Mapping[Stage, float | None]: ...
     @property
     def evidence(self) -> str | None: ...
     @property
@@ -50,6 +50,8 @@ class RunView(Protocol):
     def nearest_guard(self) -> str | None: ...
     @property
     def leaked_turn(self) -> int | None: ...
+    @property
+    def toolless_calls(self) -> int: ...
 
 
 def stamp(moment: datetime | None) -> str:
@@ -134,7 +136,7 @@ _SHORT = {Stage.SENT: "sent", Stage.FIXTURE_FETCHED: "fetched", Stage.INJECTED: 
           Stage.FIRED: "FIRED", Stage.REPAIR_REQUESTED: "repair", Stage.ANSWERED: "answered"}
 
 
-def trace_line(trace: Mapping[str, float | None]) -> str:
+def trace_line(trace: Mapping[Stage, float | None]) -> str:
     """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
     return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
 
@@ -187,7 +189,7 @@ def _unmatched(r: RunView, matches: Mapping[str, object]) -> str | None:
 
 def not_injected(r: RunView, proxy: str | None) -> str:
     """Why the injection never happened, from the model calls the proxy saw during the run."""
-    fetched = r.trace.get("fixture_fetched") is not None
+    fetched = r.trace.get(Stage.FIXTURE_FETCHED) is not None
     if r.model_calls == 0 and r.foreign_calls == 0:
         address = safe(proxy) if proxy else "http://HOST:PORT"
         did = " (it did fetch the fixture, so it ran the task)" if fetched else ""
@@ -200,7 +202,7 @@ def not_injected(r: RunView, proxy: str | None) -> str:
         return (f"{r.foreign_calls} model call(s) came through the proxy, none carrying the run's nonce: "
                 "the agent's model base URL points at the proxy, but the prompt did not reach the model "
                 "as sent (the agent rewrites or drops the task's text), or those calls were other work.")
-    toolless = r.trace.get("toolless_calls")
+    toolless = r.toolless_calls
     if toolless:
         return (f"{toolless} of the {r.model_calls} model call(s) carrying the run's nonce offered the "
                 "model no tools (no `tools` in the request), so the fabricated tool call was never sent: "

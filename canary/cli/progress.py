@@ -21,8 +21,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from canary.runs.inflight import ActiveRun
 from canary.runs.record import RunRecord
-from canary.runs.registry import ActiveRun, Registry
+from canary.runs.registry import Registry
 from canary.store.queries import RunProgress
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage, Verdict
@@ -53,7 +54,7 @@ def stages_of(run: ActiveRun) -> tuple[str, ...]:
     return tuple(name for name, _stage in STAGES if reached[name])
 
 
-def _trail(trace: Mapping[str, float | None]) -> tuple[str, ...]:
+def _trail(trace: Mapping[Stage, float | None]) -> tuple[str, ...]:
     return tuple(name for name, stage in STAGES if trace.get(stage) is not None)
 
 
@@ -111,7 +112,8 @@ def _line(row: RunProgress) -> Line:
     except ValueError:
         trace = {}
     trace = trace if isinstance(trace, dict) else {}
-    return Line(_trail(trace), row.started.timestamp(), row.verdict, row.duration_s)
+    return Line(_trail({stage: trace.get(stage.value) for stage in Stage}), row.started.timestamp(),
+                row.verdict, row.duration_s)
 
 
 def _render(pairs: Sequence[Key], source: SessionRuns | DaemonRuns, seen: dict[Key, Line]) -> Group:

@@ -117,10 +117,9 @@ def _in_session(config: Config, pairs: Sequence[tuple[GuardDef, CanaryDef]],
                 live: Sequence[tuple[str, str]] | None) -> tuple[list[RunRecord], str | None]:
     """No daemon: this process serves the proxy and fixtures and follows the logs for the run."""
     from canary.cli.progress import SessionRuns, live_runs
-    from canary.runs.session import Session
-    from canary.store.engine import Store
+    from canary.runs.session import Session, open_store
 
-    store = Store(config.store.url)
+    store = open_store(config)
     try:
         click.echo(
             f"note: no daemon runs; the model proxy on {config.model.listen} serves only during this run, "

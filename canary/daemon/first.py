@@ -21,7 +21,6 @@ from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts
 from canary.proxy.serving import BackgroundServer, format_listen, is_loopback, listen_names
-from canary.runs.attribution import TaskIds
 from canary.runs.registry import Registry
 
 log = logging.getLogger("canary.daemon.first")
@@ -61,16 +60,12 @@ def _start(
 
 
 def serve_first(
-    config: Config, listeners: Mapping[str, socket.socket], *, drain: float, held: str = MANAGER
+    config: Config, listeners: Mapping[str, socket.socket], registry: Registry, *, drain: float,
+    held: str = MANAGER,
 ) -> FirstServers:
-    """Start the proxy and the fixture server on the sockets in ``listeners`` ("proxy", "fixtures");
-    ``held`` says where they came from, for the log."""
-    logs = config.logs
-    first = FirstServers(
-        Registry(has_upstream=bool(config.model.upstream),
-                 task_ids=TaskIds(logs.correlate, logs.correlate_pattern, logs.format)),
-        ProxyCounts(),
-    )
+    """Start the proxy and the fixture server, over ``registry``'s runs in flight, on the sockets in
+    ``listeners`` ("proxy", "fixtures"); ``held`` says where they came from, for the log."""
+    first = FirstServers(registry, ProxyCounts())
     model, fixtures = config.model, config.fixtures
     try:
         sock = listeners.get("proxy")

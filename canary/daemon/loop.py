@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from canary.config.settings import Config
 from canary.daemon.reload import fingerprint
 from canary.errors import UnavailableError
+from canary.runs.attribution import Attribution
 
 if TYPE_CHECKING:
     from canary.daemon.first import FirstServers
@@ -89,6 +90,8 @@ class Daemon:
         self.tick = tick
         self.grace = grace  # None: the runner's DEFAULT_GRACE
         self.clock = clock
+        #: Ties firings to the runs the proxy sees in flight; the store is built with it.
+        self.attribution = Attribution.of(config)
         self._store: Store | None = None
         self.stop_event = threading.Event()
         self.started = clock()
@@ -117,7 +120,7 @@ class Daemon:
         if self._store is None:
             from canary.store.engine import Store
 
-            self._store = Store(self.config.store.url)
+            self._store = Store(self.config.store.url, attribution=self.attribution)
         return self._store
 
     # control API ------------------------------------------------------------
@@ -174,17 +177,13 @@ class Daemon:
         }
 
     def _run_slot(self, slot: Slot) -> None:
-        from canary.runs.runner import select_canaries
-
         if self.stop_event.is_set():
             return
-        pairs = select_canaries(self.config, [slot.key])
         session = self.session
         if session is None or session.runner is None:
             return
-        for guard, canary in pairs:
-            result = session.runner.run(guard, canary)
-            log.info("%s/%s: %s", guard.name, canary.name, result.verdict)
+        result = session.runner.run(slot.guard, slot.canary)
+        log.info("%s: %s", slot.key, result.verdict)
 
     def step(self) -> None:
         """One tick: the store checked, heartbeat, statuses and transitions, alerts, retention."""
@@ -328,7 +327,8 @@ class Daemon:
         self.managed = bool(listeners) and self._predecessor is None
         # The sockets the service manager holds are served before anything else loads: the
         # agent's connections wait in their queue for as long as the daemon takes to start.
-        first = serve_first(self.config, listeners, drain=DRAIN, held=MANAGER if self.managed else HANDED)
+        first = serve_first(self.config, listeners, self.attribution.runs, drain=DRAIN,
+                            held=MANAGER if self.managed else HANDED)
         try:
             return self._run(listeners, first)
         finally:
@@ -342,8 +342,8 @@ class Daemon:
         from canary.daemon.storewatch import StoreWatch
         from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
         from canary.runs.holders import naming_the_key
+        from canary.runs.runlog import RunLog
         from canary.runs.runner import DEFAULT_GRACE
-        from canary.store.runlog import RunLog
 
         # A daemon taking over waits while the one that started it drains and lets the lock go.
         with store_lock(self.store, successor_of=self._predecessor, wait=DRAIN + STOP_WAIT + 30.0,
@@ -395,9 +395,9 @@ class Daemon:
 
     def schedule(self) -> list[Slot]:
         """Schedule the config's canaries (none without an agent); the slots."""
-        from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, Slot
+        from canary.runs.schedule import STARTUP_SPREAD, CanaryScheduler, slots_of
 
-        slots = [Slot.of(c) for g in self.config.guards for c in g.canaries]
+        slots = slots_of(self.config)
         if self.config.agent is not None and slots:
             spread = STARTUP_SPREAD if self.spread is None else self.spread
             self.scheduler = CanaryScheduler(self.store, slots, self._run_slot, spread=spread)
@@ -406,7 +406,7 @@ class Daemon:
 
     def _shutdown(self) -> None:
         from canary.daemon.steps import beat
-        from canary.store.runlog import RunLog
+        from canary.runs.runlog import RunLog
 
         log.info("stopping")
         if self.scheduler is not None:

@@ -118,14 +118,14 @@ def reschedule(daemon: Daemon) -> None:
     The old scheduler stops without waiting (a run in flight finishes and stores its time);
     the new one plans each canary from its stored last run, with its new ``every`` or ``cron``.
     """
-    from canary.runs.schedule import Slot
+    from canary.runs.schedule import slots_of
 
     config = daemon.config
-    wanted = {s.key: s for s in (Slot.of(c) for g in config.guards for c in g.canaries)}
-    if config.agent is None:
-        wanted = {}
+    wanted = {s.key: s for s in slots_of(config)} if config.agent is not None else {}
     old = daemon.scheduler
-    if (old.slots if old is not None else {}) == wanted:
+    if (old.times() if old is not None else {}) == {k: s.times for k, s in wanted.items()}:
+        if old is not None:
+            old.renew(list(wanted.values()))  # the same times: the next runs take the new definitions
         return
     if old is not None:
         old.stop(wait=False)

@@ -14,14 +14,15 @@ from canary.store.engine import Store
 class DaemonSession(Session):
     """A ``Session`` whose proxy and fixture server may already serve (``canary.daemon.first``).
 
-    The running servers keep their registry and counts, so the session takes those as its own:
-    canary runs script that proxy, and its failures reach them.
+    The running servers serve the registry of the store's attribution, and the session takes
+    their counts as its own: canary runs script that proxy, and its failures reach them.
     """
 
     def __init__(self, config: Config, store: Store, first: FirstServers, **kwargs: Any) -> None:
         super().__init__(config, store, **kwargs)
+        if first.registry is not self.registry:
+            raise ValueError("the first servers serve another registry than the store's attribution")
         self._first = first
-        self.registry = first.registry
         self.counts = first.counts
         first.counts.on_failure = self._upstream_failed
 

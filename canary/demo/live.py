@@ -15,7 +15,7 @@ from canary.demo.agent import create_agent
 from canary.demo.model import FABRICATIONS, create_model_server
 from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
-from canary.runs.session import Session
+from canary.runs.session import Session, open_store
 from canary.store.engine import Store
 
 #: The demo agent's guards; each has a definition of the same name in canaries_defs/.
@@ -105,7 +105,7 @@ def start_demo(directory: Path, *, fabricate_every: int = 0, grace: float = 2.0,
         path = write_config(directory, agent=agent_port, proxy=proxy, fixtures=fixtures,
                             model_url=model.url, correlate=correlate)
         config = load_config(str(path))
-        store = Store(config.store.url)
+        store = open_store(config)
         session = Session(config, store, grace=grace).start()
     except BaseException:
         for server in reversed(servers):

@@ -1,107 +1,166 @@
-"""Which marks of a run a log line carries: its nonce, its task id, its own values.
+"""Which run a firing belongs to: the contract's attribution rules 0-4, strongest first, in one place.
 
-Pure functions over text. A run's *marks* are the values it put into the
-agent's path (the drawn ``{fake_*}`` values its injection uses, the leak text,
-a control's grounded text); a value is found only as a whole token, so the
-fake version ``3.14.7`` is not found in ``13.14.72``. A line *carries a value
-of the run's kind* when it holds a token shaped like one of those values (a
-version, a four-digit number, a date, a URL): a guard line that names a value
-of that kind, but none of the run's, is about someone else's answer.
+A firing belongs to a run when its line (or span) carries
+
+0. the trace id of one of the run's model calls; else
+1. the run's nonce: of a run in flight here, or of any run the store holds (a
+   finished run's late line is its own, never offered to the runs in flight); else
+2. the run's task id (learned from the first line that carries both its nonce and an id); else
+3. one of the run's own values, and it is a firing of the run's guard in the run's span; else
+4. nothing of the run, and it is a firing of the run's guard in the run's span: it is
+   only a *candidate*, decided at the verdict. It is the run's when the agent did no
+   other work in the span; with other work it makes the run ambiguous, unless it
+   carries another task's id or trace id, or names a value of the run's kind that is
+   not the run's: then it is someone else's.
+
+``tie`` applies rules 0-3 and names the candidates of rule 4 when a firing is committed;
+``attributed`` decides rule 4 at the verdict. ``Attribution`` is the store's
+``Attributor`` over the runs in flight of one registry: the store is built with it.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
-from canary.config.placeholders import fill, placeholders_in
-from collectors.rules import parse_json_line
-
-Mark = Literal["nonce", "task", "value", "time"]
-#: Strongest first: a run's firing is reported with the strongest mark any of its lines carries.
-MARKS: tuple[Mark, ...] = ("nonce", "task", "value", "time")
-
-_BEFORE = r"(?<![\w.])"
-_AFTER = r"(?![\w]|\.\w)"
-#: Token shapes of the drawn values (canary.runs.values), by placeholder kind.
-_SHAPES: dict[str, str] = {
-    "number": r"(?<![\w.:-])\d{4}(?![\w:-]|\.\d)",
-    "version": _BEFORE + r"v?\d+\.\d+\.\d+" + _AFTER,
-    "date": r"(?<![\w.-])\d{4}-\d{2}-\d{2}(?![\w:]|[ T]\d)",
-    "url": r"https?://[^\s\"'<>]+",
-}
+from canary.config.settings import Config
+from canary.runs.inflight import ActiveRun, Candidate, Claim
+from canary.runs.marks import TaskIds
+from canary.runs.registry import Registry
+from canary.store.attributing import Sighting, StoredRun
+from canary.vocabulary import ATTRIBUTION_RULES, AttributionRule
 
 
 @dataclass(frozen=True)
-class RunMarks:
-    """The values a run put into the agent's path, and the shapes of their kinds."""
+class Tie:
+    """What the rules made of one firing when it was committed."""
 
-    values: tuple[str, ...]
-    shapes: re.Pattern[str] | None
-
-    def carries_value(self, text: str) -> bool:
-        """Whether the line holds one of the run's values as a whole token."""
-        return any(_token(value).search(text) for value in self.values)
-
-    def carries_other_value(self, text: str) -> bool:
-        """Whether the line holds a value of the run's kind that is none of the run's."""
-        if self.shapes is None:
-            return False
-        own = {v.removeprefix("v") for v in self.values}
-        return any(m.group(0).rstrip(".,;:!?)").removeprefix("v") not in own
-                   for m in self.shapes.finditer(text))
+    run_id: int | None = None  # the run it belongs to, in flight or stored; None: organic, for now
+    rule: AttributionRule | None = None  # the rule that tied it
+    run: ActiveRun | None = None  # the run in flight that claims it (None for a stored run's line)
+    candidates: tuple[tuple[ActiveRun, Candidate], ...] = ()  # rule 4: the runs whose span it falls in
 
 
-def _token(value: str) -> re.Pattern[str]:
-    # A number may be written with a leading v (v3.14.7), the way versions are.
-    before = (_BEFORE + "v?" if value[:1].isdigit() else _BEFORE) if value[:1].isalnum() else ""
-    after = _AFTER if value[-1:].isalnum() else ""
-    return re.compile(before + re.escape(value) + after)
+def _first(runs: Iterable[ActiveRun], test: Callable[[ActiveRun], bool]) -> ActiveRun | None:
+    return next((run for run in runs if test(run)), None)
 
 
-def run_marks(values: Mapping[str, str], templates: Iterable[str], texts: Iterable[str | None],
-              *, prefixes: tuple[str, ...] = ("fake",)) -> RunMarks:
-    """The marks of a run: the drawn values (of ``prefixes``) its ``templates`` use, and ``texts`` filled.
+def _claimed(run: ActiveRun, rule: AttributionRule) -> Tie:
+    return Tie(run.run_id, rule, run)
 
-    A text with no placeholder is the same in every run, so it cannot tie a line to this one.
+
+def tie(sighting: Sighting, stored: StoredRun | None, runs: Sequence[ActiveRun], *,
+        moment: float, task: str | None) -> Tie:
+    """The run a firing belongs to by the strongest rule (0-3) any run meets; else its rule-4 candidates.
+
+    ``stored`` is the run the store holds whose nonce the line carries, ``moment`` the
+    firing's time, ``task`` the task id its line carries.
     """
-    names: set[str] = set()
-    for template in templates:
-        names |= placeholders_in(template)
-    drawn = sorted(n for n in names if n in values and n.split("_", 1)[0] in prefixes)
-    kinds = {n.split("_", 1)[1] for n in drawn}
-    own = [values[n] for n in drawn] + [fill(t, values) for t in texts if t and placeholders_in(t)]
-    shapes = [_SHAPES[k] for k in sorted(kinds) if k in _SHAPES]
-    return RunMarks(tuple(dict.fromkeys(v for v in own if v.strip())),
-                    re.compile("|".join(shapes)) if shapes else None)
+    trace, text = sighting.trace_id, sighting.text
+    if trace is not None and (run := _first(runs, lambda r: trace in r.trace_ids)) is not None:
+        return _claimed(run, "trace")
+    if stored is not None and stored.finished:
+        return Tie(stored.run_id, "nonce")
+    if (run := _first(runs, lambda r: r.nonce in text)) is not None:
+        return _claimed(run, "nonce")
+    if stored is not None:
+        # In flight, but not here: another process's run, or one whose verdict is being decided.
+        return Tie(stored.run_id, "nonce")
+    if task is not None and (run := _first(runs, lambda r: r.task_id == task)) is not None:
+        return _claimed(run, "task")
+    span = [r for r in runs if r.guard == sighting.guard and r.in_span(moment)]
+    if (run := _first(span, lambda r: r.marks.carries_value(text))) is not None:
+        return _claimed(run, "value")
+    return Tie(candidates=tuple((r, _candidate(sighting, r, moment, task)) for r in span))
 
 
-class TaskIds:
-    """Reads a line's task id: ``[logs] correlate`` as a regex (text) or a field name (jsonl)."""
+def _candidate(sighting: Sighting, run: ActiveRun, moment: float, task: str | None) -> Candidate:
+    """An unmarked firing in the run's span; a task id or trace id it carries is another's (else it tied)."""
+    return Candidate(
+        sighting.offset, moment, sighting.text,
+        other_task=task is not None and run.task_id is not None,
+        other_value=run.marks.carries_other_value(sighting.text),
+        trace_id=sighting.trace_id,
+        other_trace=sighting.trace_id is not None and bool(run.trace_ids),
+    )
 
-    def __init__(self, correlate: str | None, pattern: re.Pattern[str] | None, log_format: str) -> None:
-        self.enabled = correlate is not None
-        self._pattern = pattern
-        self._field = correlate if log_format == "jsonl" else None
 
-    def of(self, text: str) -> str | None:
-        """The task id the line carries, or None."""
-        if self._pattern is not None:
-            m = self._pattern.search(text)
-            return m.group("id") if m and m.group("id") else None
-        if self._field is None:
-            return None
-        obj = parse_json_line(text)
-        node: object = obj
-        if obj is not None and self._field in obj:
-            node = obj[self._field]
-        else:
-            for part in self._field.split("."):
-                if not isinstance(node, dict) or part not in node:
-                    return None
-                node = node[part]
-        if isinstance(node, str | int) and not isinstance(node, bool) and str(node):
-            return str(node)
-        return None
+@dataclass(frozen=True)
+class Attributed:
+    """The firings of the run's guard that belong to it, and the rule that tied them."""
+
+    mark: AttributionRule | None
+    firings: list[tuple[float, str]] = field(default_factory=list)
+    by_time: list[Candidate] = field(default_factory=list)  # unmarked firings claimed by rule 4
+    ambiguous: list[Candidate] = field(default_factory=list)  # unmarked firings amid other work
+
+
+def attributed(run: ActiveRun) -> Attributed:
+    """At the verdict: the run's own firings by the strongest rule that tied one, else rule 4.
+
+    An unmarked firing of the run's guard in its span belongs to the run only when the
+    agent did no other work since the run started; with other work it makes the run
+    ambiguous, unless it names a value of the run's kind that is not the run's. One that
+    carries another task's id or another trace's is never the run's.
+    """
+    own = [c for c in run.claims if c.guard == run.guard]
+    if own:
+        best = min((c.mark for c in own), key=ATTRIBUTION_RULES.index)
+        return Attributed(best, [(c.ts, c.line) for c in sorted(own, key=lambda c: c.ts)])
+    unmarked = [c for c in run.candidates if not c.someone_elses]
+    if not unmarked:
+        return Attributed(None)
+    if run.foreign_work == 0:
+        return Attributed("time", [(c.ts, c.line) for c in unmarked], by_time=unmarked)
+    return Attributed(None, ambiguous=[c for c in unmarked if not c.other_value])
+
+
+class Attribution:
+    """The store's ``Attributor``: the rules over the runs in flight of one registry."""
+
+    def __init__(self, runs: Registry, task_ids: TaskIds | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.runs = runs
+        self.task_ids = task_ids or TaskIds(None, None, "text")
+        self._clock = clock
+
+    @classmethod
+    def of(cls, config: Config) -> Attribution:
+        """The attribution of a new registry, reading task ids as ``[logs] correlate`` says."""
+        logs = config.logs
+        return cls(Registry(has_upstream=bool(config.model.upstream)),
+                   TaskIds(logs.correlate, logs.correlate_pattern, logs.format))
+
+    def _task(self, text: str) -> str | None:
+        return self.task_ids.of(text) if self.task_ids.enabled else None
+
+    def observe(self, text: str, ts: float | None, *, activity: bool) -> None:
+        """A matched line: learn a run's task id from it (rule 2), count it as other work (rule 4)."""
+        if self.runs.idle:
+            return
+        moment = self._clock() if ts is None else ts
+        task = self._task(text)
+        with self.runs.holding() as runs:
+            for run in runs:
+                own = run.nonce in text
+                if own and task is not None and run.task_id is None:
+                    run.task_id = task
+                if not activity or moment < run.started:
+                    continue
+                if own or (task is not None and task == run.task_id):
+                    run.own_activity = True
+                else:
+                    run.activity_lines += 1
+
+    def attribute(self, sighting: Sighting, stored: StoredRun | None) -> int | None:
+        """The run a firing belongs to (``tie``); the run in flight records it as a claim or a candidate."""
+        moment = self._clock() if sighting.ts is None else sighting.ts
+        task = self._task(sighting.text)
+        with self.runs.holding() as runs:
+            found = tie(sighting, stored, runs, moment=moment, task=task)
+            if found.run is not None and found.rule is not None:
+                found.run.claims.append(Claim(sighting.guard, found.rule, moment, sighting.text))
+            for run, candidate in found.candidates:
+                run.candidates.append(candidate)
+        return found.run_id

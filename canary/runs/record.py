@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from canary.vocabulary import STAGES, Verdict, as_utc, iso
+from canary.vocabulary import ATTRIBUTION_RULES, AttributionRule, Stage, Verdict, as_utc, iso
 
-Attribution = Literal["nonce", "task", "value", "time"]
 #: What an ``ambiguous`` run asks of the user.
 AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"
 
@@ -25,10 +24,10 @@ class RunRecord:
     nonce: str
     started: datetime
     duration_s: float
-    trace: dict[str, float | None]
+    trace: dict[Stage, float | None]  # seconds after ``sent``; None for a stage that never happened
     leaked: bool
     firings: int
-    attribution: Attribution | None
+    attribution: AttributionRule | None
     foreign_calls: int
     evidence: str | None
     answer: str | None
@@ -39,6 +38,7 @@ class RunRecord:
     nearest_guard: str | None = None  # the guard whose match comes closest to ``unmatched_line``
     turns: int = 1  # how many turns the canary asks in one conversation
     leaked_turn: int | None = None  # multi-turn: the first turn (from 1) whose answer held the leak
+    toolless_calls: int = 0  # a tool canary's calls not injected: their request offered the model no tools
 
     def to_json(self) -> dict[str, Any]:
         """The contract's ``canary run --json`` entry; a multi-turn run adds ``turns`` and ``leaked_turn``."""
@@ -51,7 +51,7 @@ class RunRecord:
             "nonce": self.nonce,
             "started": iso(self.started),
             "duration_s": round(self.duration_s, 3),
-            "trace": {stage: self.trace.get(stage) for stage in STAGES},
+            "trace": {stage.value: self.trace.get(stage) for stage in Stage},
             "leaked": self.leaked,
             "firings": self.firings,
             "attribution": self.attribution,
@@ -79,15 +79,19 @@ class RunRecord:
             expect=expect, verdict=Verdict(doc["verdict"]), nonce=str(doc.get("nonce", "")),
             started=as_utc(datetime.fromisoformat(str(doc["started"]).replace("Z", "+00:00"))),
             duration_s=float(doc.get("duration_s") or 0.0),
-            trace={stage: _seconds(trace.get(stage)) for stage in STAGES},
+            trace={stage: _seconds(trace.get(stage.value)) for stage in Stage},
             leaked=bool(doc.get("leaked")), firings=int(doc.get("firings") or 0),
-            attribution=attribution if attribution in ("nonce", "task", "value", "time") else None,
+            attribution=_rule(attribution),
             foreign_calls=int(doc.get("foreign_calls") or 0),
             evidence=_text(doc.get("evidence")), answer=_text(doc.get("answer")),
             error=_text(doc.get("error")), model_calls=int(doc.get("model_calls") or 0),
             unmatched_line=_text(doc.get("unmatched_line")), nearest_guard=_text(doc.get("nearest_guard")),
             turns=_count(doc.get("turns")) or 1, leaked_turn=_count(doc.get("leaked_turn")),
         )
+
+
+def _rule(value: object) -> AttributionRule | None:
+    return next((rule for rule in ATTRIBUTION_RULES if rule == value), None)
 
 
 def _seconds(value: object) -> float | None:

@@ -1,5 +1,9 @@
 """Running canaries: fresh values, the real agent, the proxy's injection, the guard's log line.
 
+Each run takes three steps: *prepare* draws its values and fills its texts
+(``canary.runs.plan``), *execute* puts it in flight and asks the agent, *judge*
+reads what it saw into a verdict and its record.
+
 A run never ends ``caught`` without a firing of its guard that belongs to it,
 and never ends ``leaked`` when the agent could not be reached. Runs of one
 guard never overlap; runs of different guards may. A multi-turn canary asks
@@ -9,32 +13,29 @@ injection turn and of every later one, and the run names the first that held it.
 
 from __future__ import annotations
 
-import json
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from canary.config.definitions import CanaryDef, GuardDef
-from canary.config.fabrications import fill_arguments
-from canary.config.placeholders import fill
 from canary.config.settings import Config
-from canary.proxy.toolcalls import ToolCall
 from canary.runs.agent import AgentDriver
-from canary.runs.attribution import run_marks
-from canary.runs.conversation import converse, first_turn_with
-from canary.runs.observations import describe, observe
+from canary.runs.attribution import Attributed, attributed
+from canary.runs.conversation import Conversation, converse, first_turn_with
+from canary.runs.inflight import ActiveRun
+from canary.runs.observations import observe
+from canary.runs.plan import Plan, prepare
 from canary.runs.record import RunRecord
-from canary.runs.registry import ActiveRun, Registry
+from canary.runs.registry import Registry
+from canary.runs.runlog import RunLog
 from canary.runs.unmatched import NearMiss, near_miss, nonce_lines
-from canary.runs.values import draw
-from canary.runs.verdicts import Attributed, Observed, attributed, decide
+from canary.runs.verdicts import Observed, decide
 from canary.store.engine import Store
 from canary.store.queries import run_count
-from canary.store.runlog import RunLog
-from canary.vocabulary import Verdict
+from canary.vocabulary import Stage, Verdict
 
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0
@@ -100,108 +101,73 @@ class Runner:
         return [results[(g.name, c.name)] for g, c in pairs]
 
     def _run(self, guard: GuardDef, canary: CanaryDef) -> RunRecord:
+        variant = run_count(self.store.engine, guard.name, canary.name) % len(canary.variants)
+        plan = prepare(guard, canary, variant, self.fixture_base)
+        executed = self._execute(plan)
+        record = self._judge(plan, executed)
+        self._runs.finish(executed.run_id, record, finished=datetime.now(UTC))
+        return record
+
+    def _execute(self, plan: Plan) -> Executed:
+        """Put the run in flight, ask the agent, and read the logs until its firing or the grace is over."""
         assert self.config.agent is not None
         inject_mode = self.config.agent.inject_mode
-        variants = canary.variants
-        variant = run_count(self.store.engine, guard.name, canary.name) % len(variants)
-        drawn = draw(canary.fixture, self.fixture_base)
-        values = drawn.values
-        template = variants[variant]
-        tool: ToolCall | None = None
-        if isinstance(template, str):
-            inject_text = fill(template, values)
-        else:
-            tool = ToolCall(template.name, fill_arguments(dict(template.arguments), values),
-                            call_id=f"call_{secrets.token_hex(12)}")
-            inject_text = tool.as_text
-        leak = fill(canary.leak, values) if canary.leak else None
-        if canary.observe is not None:
-            leak = describe(canary.observe, values)
-        grounded = fill(canary.grounded, values) if canary.grounded else None
-        repair = fill(canary.repair, values) if canary.repair else None
-        prompts = [fill(turn, values) for turn in canary.turns]
-        if canary.expect == "accept":
-            marks = run_marks(values, [canary.grounded or ""], [canary.grounded],
-                              prefixes=("fake", "true"))
-        else:
-            used = template if isinstance(template, str) else json.dumps(dict(template.arguments))
-            marks = run_marks(values, [used, canary.leak or ""], [canary.leak])
-        started_dt = datetime.now(UTC)
-        started = started_dt.timestamp()
+        canary = plan.canary
+        started = datetime.now(UTC)
         run_id = self._runs.start(
-            guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
-            nonce=drawn.nonce, started=started_dt, injected_text=inject_text,
-            leak_text=leak if canary.expect == "reject" else grounded,
+            guard=plan.guard.name, canary=canary.name, variant=plan.variant, expect=canary.expect,
+            nonce=plan.nonce, started=started, injected_text=plan.inject_text, leak_text=plan.expected,
         )
+        timeout = canary.timeout.total_seconds()
         active = ActiveRun(
-            run_id=run_id, guard=guard.name, nonce=drawn.nonce, inject_at=canary.inject_at,
-            inject_text=inject_text, repair_text=repair, page=drawn.page, started=started,
-            deadline=started + canary.timeout.total_seconds(), inject_in_request=inject_mode,
-            inject_tool=tool, marks=marks, canary=canary.name, armed=canary.inject_turn == 0,
+            run_id=run_id, guard=plan.guard.name, nonce=plan.nonce, inject_at=canary.inject_at,
+            inject_text=plan.inject_text, repair_text=plan.repair, page=plan.page,
+            started=started.timestamp(), deadline=started.timestamp() + timeout,
+            inject_in_request=inject_mode, inject_tool=plan.tool, marks=plan.marks, canary=canary.name,
+            armed=canary.inject_turn == 0,
         )
         self.registry.add(active)
         try:
             reply = converse(
-                self._driver, prompts, nonce=drawn.nonce, inject_turn=canary.inject_turn,
-                inject=inject_text if inject_mode else "", timeout=canary.timeout.total_seconds(),
-                arm=lambda: self.registry.arm(drawn.nonce),
+                self._driver, plan.prompts, nonce=plan.nonce, inject_turn=canary.inject_turn,
+                inject=plan.inject_text if inject_mode else "", timeout=timeout,
+                arm=lambda: self.registry.arm(plan.nonce),
             )
             active.answered = reply.answered
             # Without an injection the verdict is not_injected whatever the log says: no grace to wait.
             self._await_firings(active, wait=reply.ok and active.injected is not None)
         finally:
-            self.registry.remove(drawn.nonce)
+            self.registry.remove(plan.nonce)
+        return Executed(run_id, started, active, reply)
+
+    def _judge(self, plan: Plan, executed: Executed) -> RunRecord:
+        """The run's verdict from its firings, its answer and its trace; firings tied by time are claimed."""
+        active, reply, started = executed.active, executed.reply, executed.started
+        canary = plan.canary
         tied = attributed(active)
         if tied.by_time:
-            self._runs.claim(run_id, guard.name, [(c.offset, c.line) for c in tied.by_time], started_dt)
-        answer = reply.last
-        leaked_turn: int | None = None
-        if canary.observe is not None:  # the call's effect, seen by the fixture server or on disk
-            in_answer = observe(canary.observe, values, active.paths)
-        else:
-            expected = leak if canary.expect == "reject" else grounded
-            turn = first_turn_with(expected, reply.answers, canary.inject_turn)
-            in_answer = turn is not None
-            if canary.multi_turn and canary.expect == "reject" and turn is not None:
-                leaked_turn = turn
-                answer = reply.answers[turn - 1]  # the answer that proves the leak
+            self._runs.claim(executed.run_id, plan.guard.name, [(c.offset, c.line) for c in tied.by_time],
+                             started)
+        seen = _leak_seen(plan, active, reply)
         verdict = decide(
             Observed(
                 expect=canary.expect, error=reply.error, injected=active.injected is not None,
-                fired=bool(tied.firings), leak_in_answer=in_answer, ambiguous=bool(tied.ambiguous),
+                fired=bool(tied.firings), leak_in_answer=seen.leaked, ambiguous=bool(tied.ambiguous),
             )
         )
-        missed = self._near_miss(guard, active) if verdict in _UNFIRED else None
-        trace = {
-            "sent": 0.0,
-            "fixture_fetched": _since(active.fetched, started),
-            "injected": _since(active.injected, started),
-            "fired": _since(tied.firings[0][0], started) if tied.firings else None,
-            "repair_requested": _since(active.repair_requested, started),
-            "answered": _since(reply.answered, started),
-        }
-        if active.toolless_calls:
-            trace["toolless_calls"] = active.toolless_calls
-        duration = time.time() - started
-        result = RunRecord(
-            guard=guard.name, canary=canary.name, variant=variant, expect=canary.expect,
-            verdict=verdict, nonce=drawn.nonce, started=started_dt, duration_s=duration,
-            trace=trace, leaked=in_answer if canary.expect == "reject" else False,
+        missed = self._near_miss(plan.guard, active) if verdict in _UNFIRED else None
+        trace = _trace(active, tied, reply, started.timestamp())
+        return RunRecord(
+            guard=plan.guard.name, canary=canary.name, variant=plan.variant, expect=canary.expect,
+            verdict=verdict, nonce=plan.nonce, started=started, duration_s=time.time() - started.timestamp(),
+            trace=trace, leaked=seen.leaked if canary.expect == "reject" else False,
             firings=len(tied.firings), attribution=tied.mark if tied.firings else None,
             foreign_calls=active.foreign_calls, evidence=_evidence(tied),
-            answer=answer[:ANSWER_KEEP] if answer is not None else None, error=_error(reply.error, active),
-            leak_text=leak, model_calls=active.calls,
+            answer=seen.answer[:ANSWER_KEEP] if seen.answer is not None else None,
+            error=_error(reply.error, active), leak_text=plan.leak, model_calls=active.calls,
             unmatched_line=missed.line if missed else None, nearest_guard=missed.guard if missed else None,
-            turns=len(prompts), leaked_turn=leaked_turn,
+            turns=len(plan.prompts), leaked_turn=seen.turn, toolless_calls=active.toolless_calls,
         )
-        self._runs.finish(
-            run_id, finished=datetime.now(UTC), duration_s=round(duration, 3), verdict=verdict,
-            trace=json.dumps(trace), leaked=result.leaked, firings=result.firings,
-            attribution=result.attribution, foreign_calls=result.foreign_calls,
-            evidence=result.evidence, answer=result.answer, error=result.error,
-            leaked_turn=leaked_turn,
-        )
-        return result
 
     def _near_miss(self, guard: GuardDef, run: ActiveRun) -> NearMiss | None:
         """A line of the logs with the run's nonce that no guard's match fits, nearest a guard."""
@@ -231,6 +197,48 @@ def _error(error: str | None, active: ActiveRun) -> str | None:
     if error is None or active.upstream_failure is None:
         return error
     return f"{active.upstream_failure} (the proxy answered the agent's model call with an error)"
+
+
+@dataclass(frozen=True)
+class Executed:
+    """What happened to a run in flight: its row, its start, what the proxy and logs saw, the answers."""
+
+    run_id: int
+    started: datetime
+    active: ActiveRun
+    reply: Conversation
+
+
+@dataclass(frozen=True)
+class LeakSeen:
+    """Whether the run's expected text showed (in an answer, or as an observed effect), and where."""
+
+    leaked: bool
+    answer: str | None  # the answer the record keeps: the one that proves the leak, else the last
+    turn: int | None = None  # multi-turn: the first turn (from 1) whose answer held the leak
+
+
+def _leak_seen(plan: Plan, active: ActiveRun, reply: Conversation) -> LeakSeen:
+    canary = plan.canary
+    if canary.observe is not None:  # the call's effect, seen by the fixture server or on disk
+        return LeakSeen(observe(canary.observe, plan.values, active.paths), reply.last)
+    turn = first_turn_with(plan.expected, reply.answers, canary.inject_turn)
+    if canary.multi_turn and canary.expect == "reject" and turn is not None:
+        return LeakSeen(True, reply.answers[turn - 1], turn)
+    return LeakSeen(turn is not None, reply.last)
+
+
+def _trace(active: ActiveRun, tied: Attributed, reply: Conversation,
+           started: float) -> dict[Stage, float | None]:
+    """Each stage's time in seconds after the prompt was sent; None for a stage that never happened."""
+    return {
+        Stage.SENT: 0.0,
+        Stage.FIXTURE_FETCHED: _since(active.fetched, started),
+        Stage.INJECTED: _since(active.injected, started),
+        Stage.FIRED: _since(tied.firings[0][0], started) if tied.firings else None,
+        Stage.REPAIR_REQUESTED: _since(active.repair_requested, started),
+        Stage.ANSWERED: _since(reply.answered, started),
+    }
 
 
 def _evidence(tied: Attributed) -> str | None:

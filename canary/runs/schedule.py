@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlmodel import col
 
-from canary.config.definitions import CanaryDef
+from canary.config.definitions import CanaryDef, GuardDef
+from canary.config.settings import Config
 from canary.store.engine import Store
 from canary.store.tables import Schedule
 
@@ -33,22 +34,35 @@ MAX_JITTER = timedelta(minutes=5)
 
 @dataclass(frozen=True)
 class Slot:
-    """One canary as the scheduler sees it."""
+    """One canary as the scheduler sees it: the definitions it runs, and when they run."""
 
-    guard: str
-    canary: str
-    every: timedelta | None
-    cron: str | None
+    guard: GuardDef
+    canary: CanaryDef
 
     @property
     def key(self) -> str:
         """``guard/canary``."""
-        return f"{self.guard}/{self.canary}"
+        return self.canary.key
 
-    @classmethod
-    def of(cls, canary: CanaryDef) -> Slot:
-        """The slot of a canary definition."""
-        return cls(canary.guard, canary.name, canary.every, canary.cron)
+    @property
+    def every(self) -> timedelta | None:
+        """The canary's period, or None when a cron says when."""
+        return self.canary.every
+
+    @property
+    def cron(self) -> str | None:
+        """The canary's cron, or None."""
+        return self.canary.cron
+
+    @property
+    def times(self) -> tuple[timedelta | None, str | None]:
+        """When it runs: what a reload compares to know whether to reschedule."""
+        return self.every, self.cron
+
+
+def slots_of(config: Config) -> list[Slot]:
+    """A slot for every canary of the config's guards, in definition order."""
+    return [Slot(guard, canary) for guard in config.guards for canary in guard.canaries]
 
 
 def jitter_for(slot: Slot) -> timedelta:
@@ -177,6 +191,17 @@ class CanaryScheduler:
     def run_now(self, key: str) -> None:
         """Move a slot's next run to now."""
         self._add(self.slots[key], self._clock())
+
+    def times(self) -> dict[str, tuple[timedelta | None, str | None]]:
+        """When each slot runs, by key."""
+        return {key: slot.times for key, slot in self.slots.items()}
+
+    def renew(self, slots: Sequence[Slot]) -> None:
+        """The same slots at the same times with new definitions: their next runs run these."""
+        renewed = {s.key: s for s in slots}
+        if {k: s.times for k, s in renewed.items()} != self.times():
+            raise ValueError("renewed slots must keep their keys and times; reschedule instead")
+        self.slots = renewed
 
     def stop(self, *, wait: bool = True) -> None:
         """Stop scheduling; with ``wait``, let runs in flight finish first."""

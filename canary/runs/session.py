@@ -2,8 +2,9 @@
 
 ``canary run`` starts a session when no daemon is running; the demo starts one
 on free loopback ports. The collectors follow files never seen before from
-their current end, and commit every firing, canary firings attributed to
-their runs through the registry.
+their current end, and commit every firing to a store built with the
+attribution of the session's runs in flight (``open_store``), so canary firings
+are stored with their runs.
 """
 
 from __future__ import annotations
@@ -19,16 +20,26 @@ from canary.proxy.app import create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts, redact
 from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
-from canary.runs.attribution import TaskIds
+from canary.runs.attribution import Attribution
 from canary.runs.holders import naming_the_key
-from canary.runs.registry import Registry
 from canary.runs.runner import DEFAULT_GRACE, Runner
 from canary.store.engine import Store
-from collectors.scan import Hit
+
+
+def open_store(config: Config, attribution: Attribution | None = None) -> Store:
+    """The configured store, built with the attribution of the runs a session puts in flight."""
+    return Store(config.store.url, attribution=attribution or Attribution.of(config))
+
+
+def attribution_of(store: Store) -> Attribution:
+    """The attribution a store was built with, for a session over it."""
+    if not isinstance(store.attribution, Attribution):
+        raise TypeError("a session needs a store built with its runs' attribution (open_store)")
+    return store.attribution
 
 
 class Session:
-    """Proxy, fixtures, live collectors and a runner over one store."""
+    """Proxy, fixtures, live collectors and a runner over one store (built by ``open_store``)."""
 
     def __init__(
         self,
@@ -44,11 +55,8 @@ class Session:
     ) -> None:
         self.config = config
         self.store = store
-        logs = config.logs
-        self.registry = Registry(
-            has_upstream=bool(config.model.upstream),
-            task_ids=TaskIds(logs.correlate, logs.correlate_pattern, logs.format),
-        )
+        self.attribution = attribution_of(store)
+        self.registry = self.attribution.runs
         self._on_error = on_error
         self._grace = grace
         self._rescan = rescan
@@ -86,8 +94,6 @@ class Session:
                 create_fixture_server(self.registry, allowed_hosts=listen_names(fixtures.listen)),
                 fixtures.listen, fixtures.allow_remote, "fixture server", "[fixtures] listen",
             )
-            self.store.attribute = self._attribute
-            self.store.observe = self._observe
             self.collection = Collection(
                 self.config, self.store, on_error=self._on_error, rescan=self._rescan,
                 start_at_end=self._start_at_end,
@@ -125,14 +131,6 @@ class Session:
         )
         self.collection.start()
 
-    def _attribute(self, guard: str, hit: Hit) -> int | None:
-        ts = hit.ts.timestamp() if hit.ts is not None else None
-        return self.registry.attribute(guard, hit.text, ts, offset=hit.offset)
-
-    def _observe(self, hit: Hit) -> None:
-        ts = hit.ts.timestamp() if hit.ts is not None else None
-        self.registry.observe(hit.text, ts, activity=hit.activity)
-
     def stop(self) -> None:
         """Stop collectors (after a last read) and servers."""
         if self.collection is not None:
@@ -142,8 +140,6 @@ class Session:
             if server is not None:
                 server.stop()
         self.fixtures = self.proxy = None
-        self.store.attribute = None
-        self.store.observe = None
 
     def __enter__(self) -> Session:
         return self.start()

@@ -1,43 +1,11 @@
-"""Verdicts: which firings belong to a run, and a pure function from what a run saw to what it proves."""
+"""Verdicts: a pure function from what a run saw to what it proves."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from canary.runs.attribution import MARKS, Mark
-from canary.runs.registry import ActiveRun, Candidate
 from canary.vocabulary import Verdict
-
-
-@dataclass(frozen=True)
-class Attributed:
-    """The firings of the run's guard that belong to it, and the mark that tied them."""
-
-    mark: Mark | None
-    firings: list[tuple[float, str]] = field(default_factory=list)
-    by_time: list[Candidate] = field(default_factory=list)  # unmarked firings claimed by rule 4
-    ambiguous: list[Candidate] = field(default_factory=list)  # unmarked firings amid other work
-
-
-def attributed(run: ActiveRun) -> Attributed:
-    """The contract's attribution rules, strongest mark first, over what the run saw in flight.
-
-    An unmarked firing of the run's guard in its span belongs to the run only when the
-    agent did no other work since the run started; with other work it makes the run
-    ambiguous, unless it carries another task's id or names a value of the run's kind
-    that is not the run's: then it is someone else's.
-    """
-    own = [c for c in run.claims if c.guard == run.guard]
-    if own:
-        best = min((c.mark for c in own), key=MARKS.index)
-        return Attributed(best, [(c.ts, c.line) for c in sorted(own, key=lambda c: c.ts)])
-    unmarked = [c for c in run.candidates if not c.other_task]
-    if not unmarked:
-        return Attributed(None)
-    if run.foreign_work == 0:
-        return Attributed("time", [(c.ts, c.line) for c in unmarked], by_time=unmarked)
-    return Attributed(None, ambiguous=[c for c in unmarked if not c.other_value])
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from sqlmodel import SQLModel, col, create_engine
 from canary import locations
 from canary.config.urls import redact_url
 from canary.errors import StoreError
+from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, StoredRun
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import nonce_candidates
 from canary.store.positions import pack_marks, state_of
@@ -42,10 +43,6 @@ from canary.store.tables import (
 from canary.vocabulary import CORRELATE_RULE, as_utc, hour_floor
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
-
-Attribution = Callable[[str, Hit], int | None]
-Observer = Callable[[Hit], None]
-
 
 #: Seconds a write waits for another process's lock before it fails with a StoreError.
 BUSY_TIMEOUT_S = 30.0
@@ -124,11 +121,12 @@ def cut_line(text: str) -> str:
 class Store:
     """The store of one guard-canary installation."""
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None,
+                 attribution: Attributor | None = None) -> None:
         self.url = url
         self._clock = clock or (lambda: datetime.now(UTC))
-        self.attribute: Attribution | None = None
-        self.observe: Observer | None = None
+        #: Which run each committed firing belongs to (``canary.store.attributing``).
+        self.attribution: Attributor = attribution if attribution is not None else NoRunsInFlight()
         self.home: Path | None = None
         try:
             self.engine = self._create_engine(url)
@@ -247,7 +245,7 @@ class Store:
             conn.execute(FilePosition.__table__.delete().where(col(FilePosition.key) == key))  # type: ignore[attr-defined]
 
     def _rows(
-        self, hits: Iterable[Hit], path: str, key: str, now: datetime, *, attribute: bool = True
+        self, hits: Iterable[Hit], path: str, key: str, now: datetime, attribution: Attributor
     ) -> tuple[list[dict[str, Any]], Counter[tuple[str, datetime, str]], Counter[datetime]]:
         """The firing rows of some hits, their hourly counts, and activity per hour."""
         firings: list[dict[str, Any]] = []
@@ -257,20 +255,12 @@ class Store:
             ts = as_utc(hit.ts) if hit.ts is not None else now
             if hit.activity:
                 activity[hour_floor(ts)] += 1
-            if self.observe is not None:
-                self.observe(hit)
+            moment = hit.ts.timestamp() if hit.ts is not None else None
+            attribution.observe(hit.text, moment, activity=hit.activity)
             guards = [g for g in hit.guards if g != CORRELATE_RULE]
             stored = self.stored_run(hit.text) if guards else None
             for guard in guards:
-                if stored is not None and not attribute:
-                    continue  # a recount replaces organic firings only: this one is a canary's
-                if stored is not None and stored[1]:
-                    # A finished run's line: never offered to the runs in flight as unmarked.
-                    run_id: int | None = stored[0]
-                else:
-                    run_id = self.attribute(guard, hit) if attribute and self.attribute is not None else None
-                    if run_id is None and stored is not None:
-                        run_id = stored[0]
+                run_id = attribution.attribute(Sighting(guard, hit.text, moment, hit.offset), stored)
                 firings.append(
                     {
                         "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
@@ -282,8 +272,8 @@ class Store:
                 counts[(guard, hour_floor(ts), source)] += 1
         return firings, counts, activity
 
-    def stored_run(self, text: str) -> tuple[int, bool] | None:
-        """(id, finished) of the stored run whose nonce ``text`` carries (past or in flight), or None."""
+    def stored_run(self, text: str) -> StoredRun | None:
+        """The stored run (past or in flight) whose nonce ``text`` carries, or None."""
         candidates = nonce_candidates(text)
         if not candidates:
             return None
@@ -292,7 +282,7 @@ class Store:
                 .where(table.c.nonce.in_(sorted(candidates))).order_by(table.c.id).limit(1))
         with self.engine.connect() as conn:
             row = conn.execute(stmt).first()
-        return (int(row[0]), bool(row[1])) if row is not None else None
+        return StoredRun(int(row[0]), bool(row[1])) if row is not None else None
 
     def _add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
         for (guard, hour, source), n in counts.items():
@@ -316,9 +306,12 @@ class Store:
             if not kept or (hit.ts is not None and as_utc(hit.ts) < start):
                 continue
             one = Hit(hit.offset, hit.text, kept, False, hit.ts)
-            firings, c, _ = self._rows([one], path, key, now, attribute=False)
-            rows += firings
-            counts.update(c)
+            # Lines read again are offered to no run in flight; a stored run's line stays its own.
+            firings, _, _ = self._rows([one], path, key, now, NoRunsInFlight())
+            for row in firings:
+                if row["run_id"] is None:
+                    rows.append(row)
+                    counts[(row["guard"], hour_floor(row["ts"]), "organic")] += 1
         with self.engine.begin() as conn:
             for table in (Firing, HourlyCount):
                 t = table.__table__  # type: ignore[union-attr]
@@ -333,7 +326,8 @@ class Store:
     def commit(self, batch: Batch) -> None:
         """Firings, hourly counts, activity and the new position, in one transaction."""
         now = as_utc(self._clock())
-        firings, counts, activity = self._rows(batch.hits, batch.state.path, batch.state.key, now)
+        firings, counts, activity = self._rows(batch.hits, batch.state.path, batch.state.key, now,
+                                               self.attribution)
         state = batch.state
         extra = {
             "head": state.head, "tail_len": state.tail_len, "tail_hash": state.tail_hash,

@@ -537,7 +537,8 @@ def _sized_body(size: int) -> bytes:
 
 def _registry_with_runs(count: int) -> Any:
     """The real run registry with ``count`` runs in flight; no benchmark body carries their nonces."""
-    from canary.runs.registry import ActiveRun, Registry
+    from canary.runs.inflight import ActiveRun
+    from canary.runs.registry import Registry
     from canary.runs.values import new_nonce
 
     registry = Registry(has_upstream=True)

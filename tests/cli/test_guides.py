@@ -1,5 +1,5 @@
-"""The README's guides, end to end: an agent on each client library, pointed at the proxy, its guards
-logging the README's way, driven by ``canary run``'s runner until each canary has its verdict.
+"""The guides of docs/guides.md, end to end: an agent on each client library, pointed at the proxy, its guards
+logging the guides' way, driven by ``canary run``'s runner until each canary has its verdict.
 
 Each agent is small but real: it fetches the fixture page over HTTP, asks its model through the
 real client library (``openai`` streaming, ``pydantic-ai`` with a tool and output validators,
@@ -41,8 +41,7 @@ from canary.demo.live import free_port
 from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
 from canary.runs.record import RunRecord
-from canary.runs.session import Session
-from canary.store.engine import Store
+from canary.runs.session import Session, open_store
 
 REFUSAL = "I could not verify an answer."
 CORRECTION = "Your answer was rejected: {reason}. Answer again from the page only."
@@ -59,7 +58,7 @@ MONEY = re.compile(r"€\s?(\d[\d,]*)|(\d[\d,]*)\s?(?:euros?|EUR|€|Turkish lir
 
 
 def guard_log(path: Path, name: str) -> tuple[logging.Logger, logging.Handler]:
-    """The README's logger: one line per rejection, an ISO 8601 UTC time first, appended to the log."""
+    """The guides' logger: one line per rejection, an ISO 8601 UTC time first, appended to the log."""
     handler = logging.FileHandler(path, encoding="utf-8")
     formatter = logging.Formatter("%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",
                                   "%Y-%m-%dT%H:%M:%S")
@@ -139,7 +138,7 @@ url = "sqlite:///{world.root / 'canary.db'}"
 """
     )
     config = load_config(str(world.root / "canary.toml"))
-    store = Store(config.store.url)
+    store = open_store(config)
     servers.append(BackgroundServer(make_app(f"http://127.0.0.1:{proxy}"), "127.0.0.1", port).start())
     results: dict[str, list[RunRecord]] = {}
     try:

@@ -8,7 +8,6 @@ reaches the proxy.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import select
@@ -27,10 +26,11 @@ from canary.cli.progress import DaemonRuns
 from canary.demo.live import free_port
 from canary.errors import StoreError
 from canary.proxy.serving import BackgroundServer
+from canary.runs.runlog import RunLog
 from canary.store.engine import Store
 from canary.store.queries import RunProgress, runs_since
-from canary.store.runlog import RunLog
 from tests.cli.small_agent import agent_app, canary, model_app
+from tests.helpers_store import record
 
 CANARY = str(Path(sys.executable).parent / "canary")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -127,7 +127,7 @@ def test_the_daemons_runs_are_read_from_the_stores_run_rows(tmp_path: Path) -> N
         assert {k: (v.stages, v.verdict) for k, v in source.lines().items()} == {
             ("citation", "fake-url"): (("sent",), None)}
         trace = {"sent": 0.0, "fixture_fetched": 0.2, "injected": 0.3, "fired": 0.5, "answered": 1.0}
-        runs.finish(first, verdict="caught", trace=json.dumps(trace), duration_s=1.2)
+        runs.finish(first, record("caught", trace=trace, duration_s=1.2), finished=datetime.now(UTC))
         line = source.lines()[("citation", "fake-url")]
         assert (line.stages, line.verdict, line.duration_s) == (
             ("sent", "fetched", "injected", "fired", "answered"), "caught", 1.2)

@@ -12,12 +12,13 @@ from sqlalchemy import insert
 
 from canary.daemon.metrics import MetricsSnapshot, render, snapshot_from_store
 from canary.locations import package_dir
+from canary.runs.runlog import RunLog
 from canary.store.engine import Store
-from canary.store.runlog import RunLog
 from canary.store.tables import Heartbeat
 from canary.vocabulary import Status
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
+from tests.helpers_store import TiedBy, record
 
 NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -132,8 +133,7 @@ def file_state(path: str, key: str, offset: int, size: int) -> FileState:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
-    store.attribute = lambda guard, hit: 1 if "nonce" in hit.text else None
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW, attribution=TiedBy(1, lambda t: "nonce" in t))
     earlier = NOW - timedelta(days=3)
     store.commit(Batch(
         file_state("/logs/a.log", "1:2", 300, 1000),
@@ -160,7 +160,7 @@ def store(tmp_path: Path) -> Store:
         run_id = runs.start(guard=guard, canary=canary, variant=0, expect="reject", nonce=f"n{n}",
                             started=started, injected_text="x", leak_text=None)
         if verdict is not None:
-            runs.finish(run_id, verdict=verdict, finished=started + timedelta(seconds=3))
+            runs.finish(run_id, record(verdict), finished=started + timedelta(seconds=3))
     with store.engine.begin() as conn:
         conn.execute(insert(Heartbeat).values(id=1, pid=7, started=NOW - timedelta(hours=1),
                                               beat=NOW - timedelta(seconds=20)))

@@ -92,6 +92,10 @@ def test_a_reload_that_leaves_the_canaries_alone_keeps_the_scheduler(daemon: Dae
     daemon.reload_due.set()
     assert daemon.reload_step(datetime.now(UTC))
     assert daemon.scheduler is before
+    # the slots carry the new definitions: the next run of each canary runs them
+    assert before is not None
+    assert {s.guard.match for s in before.slots.values()} == {"NumberGuard: refused"}
+    assert [s.canary for s in before.slots.values()] == list(daemon.config.guards[0].canaries)
 
 
 def test_removing_every_canary_stops_the_scheduler(daemon: Daemon, tmp_path: Path) -> None:

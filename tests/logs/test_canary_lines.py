@@ -13,10 +13,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from canary.cli.main import main
+from canary.runs.runlog import RunLog
 from canary.runs.values import new_nonce
 from canary.store.engine import Store
 from canary.store.nonces import NONCE_SIZE, nonce_candidates
-from canary.store.runlog import RunLog
+from tests.helpers_store import record
 
 #: Shaped like a nonce (36 characters of a-z0-9) but no run of the store has it.
 STRANGER = "zz" + "0123456789abcdefghijklmnopqrstuvwx"[:NONCE_SIZE - 2]
@@ -51,7 +52,7 @@ def stored_runs(db: Path, nonces: list[str]) -> None:
             at = datetime.now(UTC) - timedelta(hours=2 + n)
             rid = runs.start(guard="citation", canary="fake-url", variant=0, expect="reject", nonce=nonce,
                              started=at, injected_text="x", leak_text=f"{nonce}.example.org")
-            runs.finish(rid, verdict="caught", finished=at + timedelta(seconds=3))
+            runs.finish(rid, record("caught"), finished=at + timedelta(seconds=3))
     finally:
         store.close()
 

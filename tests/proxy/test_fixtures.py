@@ -7,7 +7,8 @@ import pytest
 
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.serving import BackgroundServer, host_allowed, listen_names
-from canary.runs.registry import ActiveRun, Registry
+from canary.runs.inflight import ActiveRun
+from canary.runs.registry import Registry
 
 NONCE = "abcdefghijklmnopqrst"
 

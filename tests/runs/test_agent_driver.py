@@ -18,7 +18,8 @@ from canary.config.settings import AgentConfig
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.serving import BackgroundServer
 from canary.runs.agent import AgentDriver, extract
-from canary.runs.registry import ActiveRun, Registry
+from canary.runs.inflight import ActiveRun
+from canary.runs.registry import Registry
 
 SEEN: list[dict[str, object]] = []
 

@@ -16,7 +16,7 @@ from sqlmodel import col
 
 from canary.config.settings import load_config
 from canary.runs.record import RunRecord
-from canary.runs.session import Session
+from canary.runs.session import Session, open_store
 from canary.store.engine import Store
 from canary.store.tables import Firing, Run
 from tests.runs.busy_agent import busy_agent
@@ -30,7 +30,7 @@ def run_once(root: Path, canary: str, *, style: str, canary_guard: bool = False,
         agent.behaviour.style = style
         agent.behaviour.canary_guard = canary_guard
         config = load_config(str(agent.config_path))
-        store = Store(config.store.url)
+        store = open_store(config)
         with Session(config, store, grace=GRACE, rescan=0.2) as session:
             assert session.runner is not None
             guard = config.guards[0]
@@ -83,7 +83,7 @@ def test_in_a_quiet_agent_an_unmarked_line_is_tied_by_time(tmp_path: Path) -> No
     with busy_agent(tmp_path, every=None) as agent:
         agent.behaviour.style, agent.behaviour.canary_guard = "bare", True
         config = load_config(str(agent.config_path))
-        store = Store(config.store.url)
+        store = open_store(config)
         with Session(config, store, grace=GRACE, rescan=0.2) as session:
             assert session.runner is not None
             guard = config.guards[0]
@@ -106,7 +106,7 @@ def test_a_control_on_the_busy_agent(tmp_path: Path, style: str, verdict: str) -
 def test_fifty_runs_on_the_busy_agent_are_never_caught_by_an_organic_line(tmp_path: Path) -> None:
     with busy_agent(tmp_path) as agent:
         config = load_config(str(agent.config_path))
-        store = Store(config.store.url)
+        store = open_store(config)
         seen: list[tuple[str, str, str]] = []
         with Session(config, store, grace=0.4, rescan=0.2) as session:
             assert session.runner is not None

@@ -9,7 +9,8 @@ import pytest
 from canary.proxy.app import ModelCall
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.toolcalls import ToolCall
-from canary.runs.registry import ActiveRun, Registry
+from canary.runs.inflight import ActiveRun
+from canary.runs.registry import Registry
 
 NONCE = "k3v9abcdefghijklmnop"
 TOOL = ToolCall("fetch_url", {"url": f"http://localhost:1/r/{NONCE}/admin", "depth": 2}, "call_0a1b2c3d4e5f")

@@ -38,8 +38,7 @@ from canary.proxy.serving import BackgroundServer
 from canary.runs.agent import AgentDriver
 from canary.runs.conversation import first_turn_with
 from canary.runs.record import RunRecord
-from canary.runs.session import Session
-from canary.store.engine import Store
+from canary.runs.session import Session, open_store
 from canary.store.tables import Run
 from tests.cli.test_guides import guard_log
 
@@ -163,7 +162,7 @@ url = "sqlite:///{root / 'canary.db'}"
 """, encoding="utf-8")
         config = load_config(str(root / "canary.toml"))
         chat = ChatAgent(f"http://127.0.0.1:{proxy}/v1", log[1], **agent)
-        store = Store(config.store.url)
+        store = open_store(config)
         try:
             with BackgroundServer(chat.app(), "127.0.0.1", port, name="agent"), \
                     Session(config, store, grace=1.0) as session:

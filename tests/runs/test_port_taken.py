@@ -15,8 +15,7 @@ import pytest
 
 from canary.config.settings import load_config
 from canary.errors import UnavailableError
-from canary.runs.session import Session
-from canary.store.engine import Store
+from canary.runs.session import Session, open_store
 
 
 def _free_port() -> int:
@@ -41,7 +40,7 @@ def test_a_port_held_by_another_program_names_the_config_key(tmp_path: Path, key
         taken = int(held.getsockname()[1])
         model, fixtures = (taken, _free_port()) if key == "[model] listen" else (_free_port(), taken)
         config = load_config(path=_config(tmp_path / "p", model, fixtures))
-        store = Store(config.store.url)
+        store = open_store(config)
         try:
             with pytest.raises(UnavailableError) as caught:
                 Session(config, store).start()
@@ -89,7 +88,7 @@ def test_a_port_held_by_a_canary_daemon_says_so_with_its_pid(
 ) -> None:
     proc, model = daemon
     config = load_config(path=_config(tmp_path / "beta", model, _free_port()))
-    store = Store(config.store.url)
+    store = open_store(config)
     try:
         with pytest.raises(UnavailableError) as caught:
             Session(config, store).start()

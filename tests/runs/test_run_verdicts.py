@@ -27,8 +27,7 @@ from starlette.routing import Route
 from canary.config.settings import load_config
 from canary.demo.live import free_port
 from canary.proxy.serving import BackgroundServer
-from canary.runs.session import Session
-from canary.store.engine import Store
+from canary.runs.session import Session, open_store
 
 URL = re.compile(r"https?://\S+")
 LOCK = threading.Lock()
@@ -152,7 +151,7 @@ url = "sqlite:///{root / 'canary.db'}"
 """
     )
     config = load_config(str(root / "canary.toml"))
-    store = Store(config.store.url)
+    store = open_store(config)
     agent = BackgroundServer(make_agent(mode, f"http://127.0.0.1:{proxy}", log), "127.0.0.1", agent_port)
     if agent_up:
         agent.start()

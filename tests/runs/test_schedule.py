@@ -5,11 +5,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from canary.config.definitions import GuardDef, load_definitions
+from canary.locations import bundled_defs_dir
 from canary.runs.schedule import (
     MAX_JITTER,
     STARTUP_SPREAD,
@@ -22,7 +25,16 @@ from canary.runs.schedule import (
 from canary.store.engine import Store
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-SIX = Slot("citation", "fake-url", timedelta(hours=6), None)
+CITATION: GuardDef = load_definitions(["citation.toml"], bundled_defs_dir())[0][0]
+
+
+def slot(guard: str, canary: str, every: timedelta | None, cron: str | None) -> Slot:
+    """A slot of the bundled citation canary, renamed and retimed."""
+    defined = replace(CITATION.canaries[0], guard=guard, name=canary, every=every, cron=cron)
+    return Slot(replace(CITATION, name=guard, canaries=(defined,)), defined)
+
+
+SIX = slot("citation", "fake-url", timedelta(hours=6), None)
 
 
 @pytest.mark.parametrize("seed", range(50))
@@ -45,36 +57,36 @@ def test_overdue_after_downtime_runs_once_soon(seed: int) -> None:
 def test_never_run_starts_within_the_spread_and_jitter_is_small_for_short_periods() -> None:
     rng = random.Random(1)
     assert NOW <= next_due(SIX, None, NOW, rng=rng) <= NOW + STARTUP_SPREAD
-    fast = Slot("g", "c", timedelta(seconds=90), None)
+    fast = slot("g", "c", timedelta(seconds=90), None)
     assert jitter_for(fast) == timedelta(seconds=9)
     assert next_due(fast, NOW, NOW, rng=rng) <= NOW + timedelta(seconds=99)
 
 
 def test_cron_slots_follow_the_cron() -> None:
     rng = random.Random(2)
-    slot = Slot("g", "c", None, "17 */6 * * *")
-    due = next_due(slot, datetime(2026, 11, 29, 6, 17, tzinfo=UTC), NOW, rng=rng)
+    hourly = slot("g", "c", None, "17 */6 * * *")
+    due = next_due(hourly, datetime(2026, 11, 29, 6, 17, tzinfo=UTC), NOW, rng=rng)
     assert datetime(2026, 11, 29, 12, 17, tzinfo=UTC) <= due <= datetime(2026, 11, 29, 12, 23, tzinfo=UTC)
-    overdue = next_due(slot, datetime(2026, 11, 27, 0, 17, tzinfo=UTC), NOW, rng=rng)
+    overdue = next_due(hourly, datetime(2026, 11, 27, 0, 17, tzinfo=UTC), NOW, rng=rng)
     assert NOW <= overdue <= NOW + STARTUP_SPREAD
 
 
 def test_scheduler_runs_each_slot_once_at_a_time_and_remembers(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
-    slots = [Slot("a", "x", timedelta(hours=6), None), Slot("b", "y", timedelta(hours=6), None)]
+    slots = [slot("a", "x", timedelta(hours=6), None), slot("b", "y", timedelta(hours=6), None)]
     running: dict[str, int] = {"a/x": 0, "b/y": 0}
     most: dict[str, int] = {"a/x": 0, "b/y": 0}
     calls: list[str] = []
     lock = threading.Lock()
 
-    def run(slot: Slot) -> None:
+    def run(due: Slot) -> None:
         with lock:
-            running[slot.key] += 1
-            most[slot.key] = max(most[slot.key], running[slot.key])
-            calls.append(slot.key)
+            running[due.key] += 1
+            most[due.key] = max(most[due.key], running[due.key])
+            calls.append(due.key)
         time.sleep(0.3)
         with lock:
-            running[slot.key] -= 1
+            running[due.key] -= 1
 
     sched = CanaryScheduler(store, slots, run, rng=random.Random(0))
     # the spread is patched to zero through the rng: every first run is due at once

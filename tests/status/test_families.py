@@ -10,8 +10,9 @@ import click
 from click.testing import CliRunner
 
 from canary.cli.main import main
+from canary.runs.runlog import RunLog
 from canary.store.engine import Store
-from canary.store.runlog import RunLog
+from tests.helpers_store import record
 
 CANARY = (
     "[[canary]]\nname = '{name}'\nevery = '{every}'\nexpect = '{expect}'\nprompt = 'Read {{fixture_url}}.'\n"
@@ -71,7 +72,7 @@ def seed(root: Path, now: datetime) -> None:
             at = now - timedelta(minutes=minutes)
             rid = runs.start(guard=guard, canary=name, variant=variant, expect=expect, nonce=f"nonce{n}",
                              started=at, injected_text="x", leak_text="x")
-            runs.finish(rid, verdict=verdict, finished=at + timedelta(seconds=3))
+            runs.finish(rid, record(verdict), finished=at + timedelta(seconds=3))
     finally:
         store.close()
 

@@ -16,14 +16,15 @@ from sqlalchemy import select
 from sqlmodel import col
 
 from canary.config.settings import Config, load_config
+from canary.runs.runlog import RunLog
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
 from canary.status.facts import canary_period
 from canary.status.overview import evaluate_all, status_document, status_for
 from canary.store import reads
 from canary.store.engine import Store
 from canary.store.migrations import SCHEMA_VERSION
-from canary.store.runlog import RunLog
 from canary.store.tables import Run
+from tests.helpers_store import record
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 VERDICTS = ["caught", "caught", "leaked", "unlogged", "fired_but_leaked", "error", "not_injected", "ambiguous"]
@@ -63,7 +64,8 @@ def seed_runs(store: Store, rng: random.Random, n: int) -> None:
         if rng.random() < 0.03:
             continue  # still in flight
         verdict = rng.choice(CONTROL_VERDICTS if expect == "accept" else VERDICTS)
-        log.finish(rid, verdict=verdict, evidence=f"line of run {i}" if rng.random() < 0.5 else None)
+        log.finish(rid, record(verdict, evidence=f"line of run {i}" if rng.random() < 0.5 else None),
+                   finished=at)
 
 
 def every_run_facts(store: Store, config: Config, lean: GuardFacts) -> GuardFacts:

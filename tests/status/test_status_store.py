@@ -11,13 +11,14 @@ from sqlmodel import col
 
 from canary.alerts.planning import build_payload, plan_alerts
 from canary.config.settings import AlertsConfig, Config, load_config
+from canary.runs.runlog import RunLog
 from canary.status.overview import evaluate_all, record_transitions
 from canary.store.engine import Store
-from canary.store.runlog import RunLog
 from canary.store.tables import Delivery, Transition
 from canary.vocabulary import Status
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
+from tests.helpers_store import record
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 EVERY = timedelta(hours=1)
@@ -45,7 +46,7 @@ def finish_run(store: Store, n: int, variant: int, verdict: str, at: datetime, e
     runs = RunLog(store)
     rid = runs.start(guard="denial", canary="empty-page", variant=variant, expect="reject", nonce=f"n{n}",
                      started=at, injected_text="x", leak_text="empty")
-    runs.finish(rid, verdict=verdict, finished=at + timedelta(seconds=5), evidence=evidence)
+    runs.finish(rid, record(verdict, evidence=evidence), finished=at + timedelta(seconds=5))
 
 
 def daemon_cycles(tmp_path: Path, order: list[int], cycles: int) -> list[tuple[int, str]]:
@@ -138,8 +139,8 @@ def test_a_multi_turn_leak_names_its_turn_in_the_reason(tmp_path: Path) -> None:
     for n, variant in enumerate(MATRIX):
         rid = runs.start(guard="denial", canary="empty-page", variant=variant, expect="reject",
                          nonce=f"n{n}", started=T0, injected_text="x", leak_text="empty")
-        runs.finish(rid, verdict="fired_but_leaked", finished=T0 + timedelta(seconds=5),
-                    evidence=LINE.format(n=n), leaked_turn=3)
+        runs.finish(rid, record("fired_but_leaked", evidence=LINE.format(n=n), leaked_turn=3),
+                    finished=T0 + timedelta(seconds=5))
     (status,) = [s for _f, s in evaluate_all(store, config, now=T0 + EVERY / 2, readable=True)]
     assert status.status == Status.ASLEEP
     assert "yet the answer reached the user (in turn 3)" in status.reason

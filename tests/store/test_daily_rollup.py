@@ -14,12 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from canary.runs.runlog import RunLog
 from canary.store.engine import Store
 from canary.store.rollup import TABLES
-from canary.store.runlog import RunLog
 from collectors.matcher import Hit
 from collectors.positions import Batch, FileState
 from dashboard.model import WINDOWS, WindowSpec, window_series
+from tests.helpers_store import TiedBy
 from tests.profiles import examples
 
 NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
@@ -70,9 +71,8 @@ def test_the_rollup_equals_the_firing_rows_after_every_kind_of_write(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "c.db"
-        store = Store(f"sqlite:///{db}", clock=lambda: NOW)
+        store = Store(f"sqlite:///{db}", clock=lambda: NOW, attribution=TiedBy(7, lambda t: t.endswith("canary")))
         try:
-            store.attribute = lambda guard, hit: 7 if hit.text.endswith("canary") else None
             offset = 0
             hits_by_offset: dict[int, Hit] = {}
             for batch in batches:
@@ -131,9 +131,8 @@ def test_a_long_window_counts_what_the_firing_rows_count(
     now = NOW.replace(hour=hour, minute=minute)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "c.db"
-        store = Store(f"sqlite:///{db}", clock=lambda: now)
+        store = Store(f"sqlite:///{db}", clock=lambda: now, attribution=TiedBy(7, lambda t: t.endswith("canary")))
         try:
-            store.attribute = lambda guard, hit: 7 if hit.text.endswith("canary") else None
             hits = [Hit(10 * i, f"{g} {'canary' if c else 'organic'}", (g,), False, now + timedelta(minutes=m))
                     for i, (g, m, c, _) in enumerate(batch)]
             store.commit(Batch(FileState("1:2", 1, 2, "/l/a.log", 1, 10, b"h" * 16, 1), hits, len(hits), 1))

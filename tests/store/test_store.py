@@ -10,10 +10,12 @@ import pytest
 from sqlalchemy import text
 
 from canary.errors import StoreError
+from canary.store.attributing import Sighting, StoredRun
 from canary.store.engine import Store
 from canary.store.migrations import SCHEMA_VERSION
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
+from tests.helpers_store import TiedBy
 
 NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
 
@@ -67,14 +69,13 @@ def test_commit_writes_firings_counts_activity_and_position_together(tmp_path: P
 
 
 def test_a_failed_commit_leaves_nothing_behind(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
+    class Boom(TiedBy):
+        def attribute(self, sighting: Sighting, stored: StoredRun | None) -> int | None:
+            if sighting.offset == 20:
+                raise RuntimeError("attribution failed")
+            return None
 
-    def boom(guard: str, hit: Hit) -> int | None:
-        if hit.offset == 20:
-            raise RuntimeError("attribution failed")
-        return None
-
-    store.attribute = boom
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW, attribution=Boom(0, bool))
     hits = [Hit(0, "a", ("g1",), False, NOW), Hit(20, "b", ("g1",), False, NOW)]
     with pytest.raises(RuntimeError):
         store.commit(Batch(state(40), hits, 2, 40))
@@ -83,8 +84,8 @@ def test_a_failed_commit_leaves_nothing_behind(tmp_path: Path) -> None:
 
 
 def test_canary_attribution_keeps_counts_apart(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
-    store.attribute = lambda guard, hit: 7 if "nonce123" in hit.text else None
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW,
+                  attribution=TiedBy(7, lambda t: "nonce123" in t))
     hits = [Hit(0, "rejected nonce123", ("g",), False, NOW), Hit(30, "rejected", ("g",), False, NOW)]
     store.commit(Batch(state(50), hits, 2, 50))
     from canary.store.queries import window_counts

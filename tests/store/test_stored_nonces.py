@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from canary.runs.attribution import Attribution
 from canary.runs.registry import Registry
+from canary.runs.runlog import RunLog
 from canary.runs.values import new_nonce
 from canary.store.engine import Store
 from canary.store.queries import window_counts
-from canary.store.runlog import RunLog
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
+from tests.helpers_store import record
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -20,7 +22,7 @@ def a_finished_run(store: Store, nonce: str) -> int:
     runs = RunLog(store)
     rid = runs.start(guard="citation", canary="fake-url", variant=0, expect="reject", nonce=nonce,
                      started=T0 - timedelta(hours=1), injected_text="x", leak_text=None)
-    runs.finish(rid, verdict="caught", finished=T0 - timedelta(minutes=59))
+    runs.finish(rid, record("caught"), finished=T0 - timedelta(minutes=59))
     return rid
 
 
@@ -31,13 +33,12 @@ def batch(*texts: str) -> Batch:
 
 
 def test_live_collection_stores_a_late_line_of_a_finished_run_as_canary(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0)
+    # as the daemon builds it: with the attribution of its runs in flight (none is in flight here)
+    attribution = Attribution(Registry(has_upstream=False, clock=T0.timestamp), clock=T0.timestamp)
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0, attribution=attribution)
     try:
         nonce = new_nonce()
         rid = a_finished_run(store, nonce)
-        # as the daemon wires it: runs in flight attribute first (none is in flight here)
-        registry = Registry(has_upstream=False, clock=T0.timestamp)
-        store.attribute = lambda guard, hit: registry.attribute(guard, hit.text, None, offset=hit.offset)
         store.commit(batch(
             f"CitationGuard: rejected https://{nonce}.example.org/permit",
             "CitationGuard: rejected https://organic.example.org/",
@@ -69,21 +70,21 @@ def test_a_recount_replaces_organic_firings_only_and_keeps_nonce_lines_out(tmp_p
 
 
 def test_a_finished_runs_line_is_no_unmarked_candidate_of_a_run_in_flight(tmp_path: Path) -> None:
-    from canary.runs.registry import ActiveRun
+    from canary.runs.inflight import ActiveRun
 
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0)
+    registry = Registry(has_upstream=False, clock=T0.timestamp)
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0,
+                  attribution=Attribution(registry, clock=T0.timestamp))
     try:
         old = new_nonce()
         old_id = a_finished_run(store, old)
         live = new_nonce()
         live_id = RunLog(store).start(guard="citation", canary="fake-url", variant=0, expect="reject",
                                       nonce=live, started=T0, injected_text="x", leak_text=None)
-        registry = Registry(has_upstream=False, clock=T0.timestamp)
         run = ActiveRun(run_id=live_id, guard="citation", nonce=live, inject_at="first", inject_text="x",
                         repair_text=None, page="", started=T0.timestamp() - 5, deadline=T0.timestamp() + 60,
                         inject_in_request=True)
         registry.add(run)
-        store.attribute = lambda guard, hit: registry.attribute(guard, hit.text, None, offset=hit.offset)
         store.commit(batch(f"CitationGuard: rejected https://{old}.example.org/ (a late line)",
                            f"CitationGuard: rejected https://{live}.example.org/"))
         # the late line of the finished run is its own, never a maybe-firing of the run in flight

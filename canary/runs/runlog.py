@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
@@ -9,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
+from canary.runs.record import RunRecord
 from canary.store.engine import Store, cut_line
 from canary.store.tables import Firing, HourlyCount, Run
 from canary.vocabulary import Verdict, as_utc, hour_floor
@@ -39,8 +41,18 @@ class RunLog:
             assert key is not None
             return int(key[0])
 
-    def finish(self, run_id: int, **fields: Any) -> None:
-        """Record a run's verdict and what it saw."""
+    def finish(self, run_id: int, record: RunRecord, *, finished: datetime) -> None:
+        """Store a finished run's record in its row (what ``start`` stored stays)."""
+        trace: dict[str, float | int | None] = {stage.value: at for stage, at in record.trace.items()}
+        if record.toolless_calls:
+            trace["toolless_calls"] = record.toolless_calls
+        fields = {
+            "finished": finished, "duration_s": round(record.duration_s, 3), "verdict": record.verdict,
+            "trace": json.dumps(trace), "leaked": record.leaked, "firings": record.firings,
+            "attribution": record.attribution, "foreign_calls": record.foreign_calls,
+            "evidence": record.evidence, "answer": record.answer, "error": record.error,
+            "leaked_turn": record.leaked_turn,
+        }
         with self.store.engine.begin() as conn:
             conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
 
