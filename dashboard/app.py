@@ -83,7 +83,7 @@ class DashboardApp(App[int]):
     ) -> None:
         super().__init__()
         self.config = config
-        self.store = store if store is not None else Store(config.store.url)
+        self.store = store if store is not None else Store.of(config)
         self.clock = clock
         self.refresh_every = refresh_every
         self.token_file = token_file
@@ -286,7 +286,7 @@ class DashboardApp(App[int]):
 def run_dashboard(config: Config, *, store_url: str | None = None) -> int:
     """Open the dashboard on the config's store (or ``store_url``); return the exit code."""
     try:
-        store = Store(store_url or config.store.url)
+        store = Store(store_url) if store_url else Store.of(config)
     except CanaryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

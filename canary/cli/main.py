@@ -186,7 +186,7 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     from canary.store.engine import Store
 
     config = load(ctx)
-    store = Store(config.store.url)
+    store = Store.of(config)
     collection = Collection(config, store, on_error=warn, start_at_end=from_end)
     if once:
         collection.poll()
@@ -300,7 +300,7 @@ def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | No
         span = parse_duration(duration)
     except DurationError as exc:
         raise UsageError(f"--for: {exc}", option="--for") from exc
-    store = Store(config.store.url)
+    store = Store.of(config)
     try:
         until = mute(store, guard, span, now=datetime.now(UTC), reason=reason)
     finally:
@@ -321,7 +321,7 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
 
     config = load(ctx)
     _known_guard(config, guard)
-    store = Store(config.store.url)
+    store = Store.of(config)
     try:
         lifted = unmute(store, guard)
     finally:

@@ -101,7 +101,7 @@ def _through_daemon(config: Config, client: ControlClient, selection: list[str],
     if live is None:
         docs = client.run(selection, wait=True).get("runs", [])
     else:
-        store = Store(config.store.url)
+        store = Store.of(config)
         try:
             with live_runs(live, DaemonRuns(lambda t: runs_since(store.engine, t), since), _console()):
                 docs = client.run(selection, wait=True).get("runs", [])

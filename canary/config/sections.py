@@ -107,6 +107,10 @@ STORE = Section("store", "Where runs, firings and statuses are kept.", (
         "postgresql+psycopg://...)", "a database URL",
         shown="`<platform state dir>/projects/<project>-<hash>/canary.db`"),
     Key("retention", DURATION, "30d", "raw firing rows older than this are pruned"),
+    Key("machine", STRING, None, "this machine's name in a shared store: each project keeps its "
+        "rows per machine, so the daemons of one project on two machines never mix theirs",
+        "`[a-z0-9][a-z0-9._-]*`, at most 63 characters; name it for a CI runner whose host name "
+        "changes every job", shown="this host's name"),
 ))
 
 ALERTS = Section("alerts", "Where alerts go when a guard's status changes, and how often they repeat.", (

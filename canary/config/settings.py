@@ -92,6 +92,7 @@ class StoreConfig:
 
     url: str = field(default_factory=locations.default_store_url)
     retention: timedelta = STORE.defaults.retention
+    machine: str | None = STORE.defaults.machine  # None: this host's name
 
 
 @dataclass(frozen=True)
@@ -271,15 +272,24 @@ def _project(top: Fields, path: Path) -> str:
     return str(name)
 
 
+_MACHINE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # canary.store.sites.MACHINE_NAME
+
+
 def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     url = t.read("url")
     retention = t.read("retention")
+    machine = t.read("machine")
+    if machine is not None and not _MACHINE.fullmatch(machine):
+        t.sink.error((*t.keys, "machine"), "expected a name of a-z, 0-9, '.', '_' and '-' that starts "
+                     f"with a letter or a digit, at most 63 characters, like 'ci-runner'; got {machine!r}")
+        machine = None
     if url is None:
-        return StoreConfig(url=locations.project_store_url(config_path, project), retention=retention)
+        return StoreConfig(url=locations.project_store_url(config_path, project), retention=retention,
+                           machine=machine)
     if not _DB_URL.fullmatch(url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
-    return StoreConfig(url=url, retention=retention)
+    return StoreConfig(url=url, retention=retention, machine=machine)
 
 
 def _alerts(t: Fields) -> AlertsConfig:

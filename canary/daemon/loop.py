@@ -120,7 +120,7 @@ class Daemon:
         if self._store is None:
             from canary.store.engine import Store
 
-            self._store = Store(self.config.store.url, attribution=self.attribution)
+            self._store = Store.of(self.config, attribution=self.attribution)
         return self._store
 
     # control API ------------------------------------------------------------

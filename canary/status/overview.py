@@ -149,8 +149,9 @@ def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
         if reader is not None:
             return status_document(reader, config, now=now, problem_at=reads.sqlite_path(config.store.url))
     from canary.store.engine import Store
+    from canary.store.sites import Site
 
-    store = Store.existing(config.store.url)  # never created here
+    store = Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""))
     try:
         return status_document(store, config, now=now)
     finally:
