@@ -28,9 +28,10 @@ log = logging.getLogger("canary.daemon.loop")
 def lock_path(store: Store, home: Path | None = None) -> Path:
     """The lock file of a store: beside a SQLite file, else in the project's folder ``home``
     (the state directory without one), so each project's daemon on a shared store has its own."""
-    if store.path is not None:
-        return store.path.with_name(store.path.name + ".lock")
-    return (home or locations.state_dir()) / "daemon.lock"
+    stem = store.stem
+    if stem is not None:
+        return stem.with_name(stem.name + ".lock")
+    return (home or locations.state_dir()) / "store.lock"
 
 
 @contextlib.contextmanager

@@ -126,8 +126,12 @@ class Store:
     """The store of one guard-canary installation."""
 
     def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None,
-                 attribution: Attributor | None = None, site: Site | None = None) -> None:
+                 attribution: Attributor | None = None, site: Site | None = None,
+                 local: Path | None = None) -> None:
         self.url = url
+        #: For a server's store: the project's own file stem for the daemon's lock and its word on
+        #: the store (``canary.store.health``), which a SQLite store keeps beside its file.
+        self.local = local
         self._clock = clock or (lambda: datetime.now(UTC))
         #: Which run each committed firing belongs to (``canary.store.attributing``).
         self.attribution: Attributor = attribution if attribution is not None else NoRunsInFlight()
@@ -140,7 +144,8 @@ class Store:
     @classmethod
     def of(cls, config: Config, **kwargs: Any) -> Store:
         """The configured store, as the site of the config's project on this machine."""
-        return cls(config.store.url, site=Site(config.project, config.store.machine or ""), **kwargs)
+        return cls(config.store.url, site=Site(config.project, config.store.machine or ""),
+                   local=config.state_folder / "store", **kwargs)
 
     # -- setup --------------------------------------------------------------
 
@@ -222,7 +227,7 @@ class Store:
             old.dispose()
 
     @classmethod
-    def existing(cls, url: str, *, site: Site | None = None) -> Store:
+    def existing(cls, url: str, *, site: Site | None = None, local: Path | None = None) -> Store:
         """The store at ``url``, never created: a SQLite file not there yet reads as an empty
         store in memory (whose ``path`` still names the file)."""
         parsed = make_url(url)
@@ -233,7 +238,12 @@ class Store:
                 store = cls("sqlite://")
                 store.home = file
                 return store
-        return cls(url, site=site)
+        return cls(url, site=site, local=local)
+
+    @property
+    def stem(self) -> Path | None:
+        """The file beside which the daemon keeps its lock and problem: the SQLite file, else ``local``."""
+        return self.path if self.path is not None else self.local
 
     @property
     def path(self) -> Path | None:
