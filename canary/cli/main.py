@@ -233,13 +233,17 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
 @main.command(epilog=epilog(["canary status", "canary status --json"],
                             {0: "every guard is healthy, new or paused", 1: None, 2: None, 3: None}))
 @click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
+@click.option("--all-projects", is_flag=True,
+              help="Every project's daemon and guards in the store, on every machine (a shared store).")
 @config_option
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
     """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
     from canary.status.overview import status_for
 
     config = load(ctx)
+    if all_projects:
+        _team_status(config, as_json=as_json)
     doc = status_for(config, now=datetime.now(UTC))
     doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
     error = doc["daemon"].get("error")
@@ -263,6 +267,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if error:
         sys.exit(EXIT_UNAVAILABLE)
     bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
+    sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
+
+
+def _team_status(config: Config, *, as_json: bool) -> None:
+    """``canary status --all-projects``: exit 1 when a guard alerts or a daemon is stale."""
+    from canary.status.team import team_document, team_view
+    from canary.store.engine import Store
+
+    store = Store.of(config)
+    try:
+        now = datetime.now(UTC)
+        doc = team_document(team_view(store), now=now)
+    finally:
+        store.close()
+    doc["store"] = _shown_url(config.store.url)
+    click.echo(json.dumps(doc, indent=2) if as_json else fmt.team_table(doc))
+    bad = any(s["daemon"]["stale"] or any(g["alerting"] for g in s["guards"]) for s in doc["projects"])
     sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
 
 
