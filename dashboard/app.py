@@ -64,6 +64,7 @@ class DashboardApp(App[int]):
         Binding("R", "run_all", "Run all"),
         Binding("w", "cycle_window", "Window"),
         Binding("a", "alerts", "Alerts"),
+        Binding("t", "team", "Team"),
     ]
 
     overview: reactive[Overview | None] = reactive(None)
@@ -265,6 +266,13 @@ class DashboardApp(App[int]):
         if not isinstance(self.screen, AlertsScreen):
             self.push_screen(AlertsScreen())
 
+    def action_team(self) -> None:
+        """Show every project and machine of the store."""
+        from dashboard.screens.team import TeamScreen
+
+        if not isinstance(self.screen, TeamScreen):
+            self.push_screen(TeamScreen())
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         guard = getattr(screen, "selected_guard", lambda: None)()
@@ -278,6 +286,7 @@ class DashboardApp(App[int]):
         if isinstance(screen, OverviewScreen):
             yield SystemCommand("Filter guards", "By name, status or reason (/)", screen.action_filter)
         yield SystemCommand("Alert history", "Every status change and what was sent (a)", self.action_alerts)
+        yield SystemCommand("Team", "Every project and machine of a shared store (t)", self.action_team)
 
     def on_unmount(self) -> None:
         self.store.close()
