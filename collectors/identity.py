@@ -120,14 +120,37 @@ def classify(
     still followed and intact makes it wait up to ``rotate_wait``; else it is
     read from its start.
     """
+    own = _own(stored, observed)
+    if own is not None:
+        return own
+    copies = [s for s in sources if s.key != observed.key or s.settled]
+    full = [s for s in copies if s.mark.offset and holds(observed, s.mark)]
+    copy = _copy(observed, copies, full)
+    if copy is not None:
+        return copy
+    twins = full or [s for s in copies if not s.settled and _agree(s.mark.head, observed.head)]
+    may_copy = observed.rotated_name or not observed.at_start
+    if twins and may_copy and observed.waited < rotate_wait:
+        # A copy half made, or made with its original not truncated yet, even when found by the
+        # first scan after a start (logrotate may be copying just then): decide once the
+        # original is truncated, or once it has not been for ``rotate_wait``.
+        return Decision(Kind.WAIT)
+    return Decision(Kind.REWRITTEN if stored is not None and stored.offset else Kind.NEW)
+
+
+def _own(stored: Mark | None, observed: Observed) -> Decision | None:
+    """The decision the file's own stored mark makes alone: resume it, or an empty file's."""
     if stored is not None and stored.offset and holds(observed, stored):
         return Decision(Kind.RESUME, stored.offset, observed.key)
     if observed.size == 0:
         if stored is not None and stored.offset == 0:
             return Decision(Kind.RESUME, 0, observed.key)
         return Decision(Kind.REWRITTEN if stored is not None else Kind.NEW)
-    copies = [s for s in sources if s.key != observed.key or s.settled]
-    full = [s for s in copies if s.mark.offset and holds(observed, s.mark)]
+    return None
+
+
+def _copy(observed: Observed, copies: Sequence[Source], full: Sequence[Source]) -> Decision | None:
+    """The file as a copy of a settled mark: of all it held (``full``), or of less of it."""
     settled = [s for s in full if s.settled]
     if settled:
         best = max(settled, key=lambda s: s.mark.offset)
@@ -142,14 +165,7 @@ def classify(
             return Decision(Kind.WAIT)  # a copy still being written may yet reach the mark
         best = max(older, key=lambda s: s.mark.offset)
         return Decision(Kind.OLDER_COPY, observed.size, best.key)
-    twins = full or [s for s in copies if not s.settled and _agree(s.mark.head, observed.head)]
-    may_copy = observed.rotated_name or not observed.at_start
-    if twins and may_copy and observed.waited < rotate_wait:
-        # A copy half made, or made with its original not truncated yet, even when found by the
-        # first scan after a start (logrotate may be copying just then): decide once the
-        # original is truncated, or once it has not been for ``rotate_wait``.
-        return Decision(Kind.WAIT)
-    return Decision(Kind.REWRITTEN if stored is not None and stored.offset else Kind.NEW)
+    return None
 
 
 def _agree(a: bytes, b: bytes) -> bool:

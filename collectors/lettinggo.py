@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import Followed, at_end
@@ -23,69 +24,74 @@ __all__ = ["FORGOTTEN_KEPT", "LettingGo"]
 #: Marks of deleted files kept in memory, for copies of them found later.
 FORGOTTEN_KEPT = 64
 
+#: Reads what a compressed sibling kept of files lost: (keys finished, plain siblings to follow).
+FinishLost = Callable[[Sequence[FileState]], tuple[set[str], list[str]]]
 
+
+@dataclass(eq=False, kw_only=True)
 class LettingGo:
-    """The tailer's part that closes, drops and forgets files (mixed into ``Tailer``)."""
+    """Closes, drops and forgets the tailer's files, and keeps what is known of those let go.
+
+    It shares the tailer's followed files and descriptors; what it needs done by the tailer
+    itself (reading a rotated sibling that is a copy, following a plain sibling on the next
+    poll) it asks through the callables it is given.
+    """
 
     store: PositionStore
+    files: dict[str, Followed]
+    fds: Descriptors
+    errors: Reporter
+    positions: Callable[[], dict[str, FileState]]
+    finish_lost: FinishLost
+    read_copy: Callable[[str, float], bool]  # reads a sibling if it is a copy of what was read
+    follow: Callable[[list[str]], None]  # plain siblings to open on the next poll
+    clock: Callable[[], float]
     rotate_wait: float
     idle_close: float
-    _clock: Callable[[], float]
-    _files: dict[str, Followed]
-    _gone: set[str]
-    _settled: dict[str, int]
-    _deleted: list[Source]
-    _also: list[str]
-    _errors: Reporter
-    _fds: Descriptors
+    #: Files a rescan found gone: forgotten at the end of the poll, unless followed again.
+    gone: set[str] = field(default_factory=set, init=False)
+    #: The size of each rotated file closed when it went quiet.
+    settled: dict[str, int] = field(default_factory=dict, init=False)
+    #: Marks of files forgotten once deleted, newest last.
+    deleted: list[Source] = field(default_factory=list, init=False)
 
-    def _positions(self) -> dict[str, FileState]:
-        raise NotImplementedError
+    def clear(self) -> None:
+        """Forget the sizes and marks kept of files let go (the store was replaced)."""
+        self.settled.clear()
+        self.deleted.clear()
 
-    def _open(
-        self, name: str, now: float, *, rotated: bool = False, only_copies: bool = False
-    ) -> Followed | None:
-        raise NotImplementedError
-
-    def _drain(self, f: Followed, now: float) -> int:
-        raise NotImplementedError
-
-    def _finish_lost(self, lost: Sequence[FileState]) -> tuple[set[str], list[str]]:
-        raise NotImplementedError
-
-    def _probe_copies(self, now: float) -> None:
+    def probe_copies(self, now: float) -> None:
         """Finish a copytruncate copy outside the globs: a sibling holding what a truncated file held."""
-        for f in list(self._files.values()):
+        for f in list(self.files.values()):
             if f.prior is None or f.rotated or now - f.prior_at > 12 * self.rotate_wait:
                 continue
             found = False
-            for sibling in copy_candidates(f.path, self._files):  # each copy of a mark kept
-                copy = self._open(sibling, now, rotated=True, only_copies=True)
-                if copy is not None:
+            for sibling in copy_candidates(f.path, self.files):  # each copy of a mark kept
+                if self.read_copy(sibling, now):
                     found = True
-                    self._drain(copy, now)
-                    self._fds.trim(copy)
             if found:
                 f.prior_at = -1e18  # look no further
 
-    def _forget_gone(self) -> None:
-        for key in sorted(self._gone):
-            if key not in self._files:
-                self._forget(key, self._positions()[key].path if key in self._positions() else key)
-        self._gone.clear()
+    def forget_gone(self) -> None:
+        """Forget the positions of the files the rescan found gone and nothing follows now."""
+        for key in sorted(self.gone):
+            if key not in self.files:
+                self._forget(key, self.positions()[key].path if key in self.positions() else key)
+        self.gone.clear()
 
-    def _close_quiet(self, now: float) -> None:
-        for key, f in list(self._files.items()):
+    def close_quiet(self, now: float) -> None:
+        """Close idle files, and let go of rotated ones quiet for ``rotate_wait`` and read to their end."""
+        for key, f in list(self.files.items()):
             quiet = now - f.last_change
             if f.fd is None:
                 if f.rotated:
-                    del self._files[key]  # its position stays: found again by inode if it grows
-                    self._settled[key] = f.size
+                    del self.files[key]  # its position stays: found again by inode if it grows
+                    self.settled[key] = f.size
                     self._drop_if_gone(key)
                 continue
             if not f.rotated:
                 if quiet >= self.idle_close and at_end(f) and not f.fresh:
-                    self._fds.close(f)
+                    self.fds.close(f)
                 continue
             if quiet < self.rotate_wait or not at_end(f):
                 continue
@@ -93,20 +99,20 @@ class LettingGo:
                 deleted = os.fstat(f.fd).st_nlink == 0
             except OSError:
                 deleted = False
-            self._fds.close(f)
-            del self._files[key]
-            self._settled[key] = f.size
+            self.fds.close(f)
+            del self.files[key]
+            self.settled[key] = f.size
             if deleted:
                 self._forget(key, f.path)
 
     def _drop_if_gone(self, key: str) -> None:
         """Forget an idle file let go of once no sibling holds its inode (what a compressed
         sibling kept of it is read first), as a rescan would on the next poll."""
-        stored = self._positions().get(key)
+        stored = self.positions().get(key)
         if stored is None or not locate([stored]).get(key, Found(None)).gone:
             return
-        finished, plain = self._finish_lost([stored])
-        self._also += plain
+        finished, plain = self.finish_lost([stored])
+        self.follow(plain)
         for gone in sorted(finished):
             self._forget(gone, stored.path)
 
@@ -114,23 +120,20 @@ class LettingGo:
         try:
             self.store.forget(key)
         except Exception as exc:
-            self._errors.report(path, f"cannot forget {path}: {exc}")
+            self.errors.report(path, f"cannot forget {path}: {exc}")
             return
-        state = self._positions().pop(key, None)
+        state = self.positions().pop(key, None)
         if state is not None:
             # A copy of the deleted file may yet be found (a copytruncate copy made before the
             # delete): what was read of it stays known, as a settled source, while this runs.
             marks = [m for m in (state.mark, state.prior, *state.earlier) if m is not None and m.offset]
-            self._deleted = (self._deleted + [Source(key, m, True) for m in marks])[-FORGOTTEN_KEPT:]
+            self.deleted = (self.deleted + [Source(key, m, True) for m in marks])[-FORGOTTEN_KEPT:]
             if marks:
                 self._adopt_copies(live_path(state.path))
 
     def _adopt_copies(self, live: str) -> None:
         """Open the copies among ``live``'s rotated siblings of what was read of its files, so
         their own positions (stored) say how far they were read, across restarts too."""
-        now = self._clock()
-        for sibling in copy_candidates(live, self._files):
-            copy = self._open(sibling, now, rotated=True, only_copies=True)
-            if copy is not None:
-                self._drain(copy, now)
-                self._fds.trim(copy)
+        now = self.clock()
+        for sibling in copy_candidates(live, self.files):
+            self.read_copy(sibling, now)

@@ -202,40 +202,12 @@ class Matcher:
         first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
         reported = self._native.line_ends(buf, first, hi)
         apart_ends = reported.pop(apart, None) if apart >= 0 else None
-        candidates: dict[int, set[int]] = {}
-        rfind = buf.rfind
-        for index, ends in reported.items():
-            for end in ends:
-                # rfind from lo: the first line starts at lo, before any BOM
-                start = rfind(b"\n", lo, first + end) + 1 or lo
-                if start < hi:
-                    found = candidates.get(start)
-                    if found is None:
-                        candidates[start] = {index}
-                    else:
-                        found.add(index)
+        candidates = _line_starts(buf, lo, first, hi, reported)
         if self._every_line:
             mark_every_line(buf, lo, hi, self._every_line, candidates)
-        counted = 0
-        if apart_ends:
-            lines = set(apart_ends)
-            if hi > lo and buf[hi - 1] == 10:
-                lines.discard(hi - first)  # no line starts after the last newline
-            both = lines.intersection({_line_end(buf, start, hi) - first for start in candidates})
-            for end in both:
-                candidates[rfind(b"\n", lo, first + end) + 1 or lo].add(apart)
-            lines.difference_update(both)
-            # On a plain line (ASCII, no trailing \r) the native report is the answer.
-            if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
-                return candidates, len(lines)
-            for end in lines:
-                start = rfind(b"\n", lo, first + end) + 1 or lo
-                raw = buf[start : first + end]
-                if raw.isascii() and not raw.endswith(b"\r"):
-                    counted += 1
-                else:
-                    candidates.setdefault(start, set()).add(apart)
-        return candidates, counted
+        if not apart_ends:
+            return candidates, 0
+        return candidates, _count_apart(buf, lo, first, hi, apart, apart_ends, candidates)
 
     def _confirm(
         self, buf: bytes, base: int, start: int, indexes: set[int], warn: Warn | None
@@ -275,6 +247,52 @@ class Matcher:
         if not guards and not activity:
             return None
         return Hit.of_line(base + start, raw, text, tuple(guards), activity, self._timestamps, obj)
+
+
+def _line_starts(buf: bytes, lo: int, first: int, hi: int, reported: dict[int, list[int]]
+                 ) -> dict[int, set[int]]:
+    """Line start -> the rules reported on it, from each rule's match ends (after ``first``)."""
+    candidates: dict[int, set[int]] = {}
+    rfind = buf.rfind
+    for index, ends in reported.items():
+        for end in ends:
+            # rfind from lo: the first line starts at lo, before any BOM
+            start = rfind(b"\n", lo, first + end) + 1 or lo
+            if start < hi:
+                found = candidates.get(start)
+                if found is None:
+                    candidates[start] = {index}
+                else:
+                    found.add(index)
+    return candidates
+
+
+def _count_apart(  # noqa: PLR0917
+    buf: bytes, lo: int, first: int, hi: int, apart: int, apart_ends: list[int],
+    candidates: dict[int, set[int]],
+) -> int:
+    """The plain lines only rule ``apart`` matches (at ``apart_ends``), counted; the others it
+    matches are added to ``candidates``, to be confirmed."""
+    rfind = buf.rfind
+    lines = set(apart_ends)
+    if hi > lo and buf[hi - 1] == 10:
+        lines.discard(hi - first)  # no line starts after the last newline
+    both = lines.intersection({_line_end(buf, start, hi) - first for start in candidates})
+    for end in both:
+        candidates[rfind(b"\n", lo, first + end) + 1 or lo].add(apart)
+    lines.difference_update(both)
+    # On a plain line (ASCII, no trailing \r) the native report is the answer.
+    if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
+        return len(lines)
+    counted = 0
+    for end in lines:
+        start = rfind(b"\n", lo, first + end) + 1 or lo
+        raw = buf[start : first + end]
+        if raw.isascii() and not raw.endswith(b"\r"):
+            counted += 1
+        else:
+            candidates.setdefault(start, set()).add(apart)
+    return counted
 
 
 def _line_end(buf: bytes, start: int, hi: int) -> int:

@@ -157,31 +157,44 @@ def _seq(items: list[tuple[Any, Any]], flags: int, widened: list[str]) -> bytes:
 def _node(op: Any, av: Any, flags: int, widened: list[str]) -> bytes:
     if op in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
         return _char(op, av, flags)
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+        return _repeat(op, av, flags, widened)
+    if op is _c.AT:
+        return _at(av, flags)
+    return _group(op, av, flags, widened)
+
+
+def _repeat(op: Any, av: Any, flags: int, widened: list[str]) -> bytes:
+    low, high, sub = av
+    if op is _c.POSSESSIVE_REPEAT:
+        widened.append("a possessive repeat")
+    if high is _c.MAXREPEAT and (wide := _wide_repeat(sub, flags, low)) is not None:
+        return wide
+    body = b"(?:" + _seq(list(sub.data), flags, widened) + b")"
+    if high is _c.MAXREPEAT:
+        return body + {0: b"*", 1: b"+"}.get(low, b"{%d,}" % low)
+    if (low, high) == (0, 1):
+        return body + b"?"
+    return body + (b"{%d}" % low if low == high else b"{%d,%d}" % (low, high))
+
+
+def _at(av: Any, flags: int) -> bytes:
+    if av in (_c.AT_BEGINNING, _c.AT_BEGINNING_LINE, _c.AT_BEGINNING_STRING):
+        return b"^"
+    if av in (_c.AT_END, _c.AT_END_LINE, _c.AT_END_STRING):
+        return b"\\r?$"  # a line's trailing \r is not part of it
+    if flags & re.ASCII:
+        return b"\\b" if av is _c.AT_BOUNDARY else b"\\B"
+    return b""  # Python's \b knows non-ASCII word characters; Hyperscan's does not
+
+
+def _group(op: Any, av: Any, flags: int, widened: list[str]) -> bytes:
+    """Alternations, groups, assertions and backreferences (those Hyperscan lacks, widened)."""
     if op is _c.BRANCH:
         return b"(?:" + b"|".join(_seq(list(alt.data), flags, widened) for alt in av[1]) + b")"
     if op is _c.SUBPATTERN:
-        _group, add, delete, sub = av
+        _number, add, delete, sub = av
         return b"(?:" + _seq(list(sub.data), (flags | add) & ~delete, widened) + b")"
-    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
-        low, high, sub = av
-        if op is _c.POSSESSIVE_REPEAT:
-            widened.append("a possessive repeat")
-        if high is _c.MAXREPEAT and (wide := _wide_repeat(sub, flags, low)) is not None:
-            return wide
-        body = b"(?:" + _seq(list(sub.data), flags, widened) + b")"
-        if high is _c.MAXREPEAT:
-            return body + {0: b"*", 1: b"+"}.get(low, b"{%d,}" % low)
-        if (low, high) == (0, 1):
-            return body + b"?"
-        return body + (b"{%d}" % low if low == high else b"{%d,%d}" % (low, high))
-    if op is _c.AT:
-        if av in (_c.AT_BEGINNING, _c.AT_BEGINNING_LINE, _c.AT_BEGINNING_STRING):
-            return b"^"
-        if av in (_c.AT_END, _c.AT_END_LINE, _c.AT_END_STRING):
-            return b"\\r?$"  # a line's trailing \r is not part of it
-        if flags & re.ASCII:
-            return b"\\b" if av is _c.AT_BOUNDARY else b"\\B"
-        return b""  # Python's \b knows non-ASCII word characters; Hyperscan's does not
     if op is _c.ATOMIC_GROUP:
         widened.append("an atomic group")
         return b"(?:" + _seq(list(av.data), flags, widened) + b")"
@@ -193,7 +206,7 @@ def _node(op: Any, av: Any, flags: int, widened: list[str]) -> bytes:
         return b"[^\\n]*"
     if op is _c.GROUPREF_EXISTS:
         widened.append("a conditional group")
-        _group, yes, no = av
+        _number, yes, no = av
         branches = [_seq(list(yes.data), flags, widened)]
         branches.append(_seq(list(no.data), flags, widened) if no is not None else b"")
         return b"(?:" + b"|".join(branches) + b")"

@@ -12,7 +12,7 @@ leads elsewhere is drained on every poll until it has been quiet for
 deleted. Idle files are closed too and reopened by position, so descriptors
 go to files that grow. What a file rotated and compressed while nothing followed
 it left unread is read from its compressed sibling (``collectors.backlog``). How
-files are let go of and forgotten is ``collectors.lettinggo``.
+files are let go of and forgotten is ``collectors.lettinggo``, a part the tailer holds.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collectors.followed import (
     tail_before,
     truncation_told,
 )
-from collectors.identity import HEAD, Kind, Source, classify, tail_offsets
+from collectors.identity import HEAD, Decision, Kind, classify, tail_offsets
 from collectors.lettinggo import LettingGo
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
@@ -51,7 +51,7 @@ __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore",
 
 ErrorCallback = Callable[[str, str], None]
 
-class Tailer(LettingGo):
+class Tailer:
     """Follows every file the globs match; ``poll()`` does one whole step."""
 
     def __init__(
@@ -83,14 +83,16 @@ class Tailer(LettingGo):
         self._batch_bytes = batch_bytes
         self._files: dict[str, Followed] = {}
         self._stored: dict[str, FileState] | None = None
-        self._gone: set[str] = set()
-        self._settled: dict[str, int] = {}  # size of each rotated file closed when it went quiet
-        self._deleted: list[Source] = []  # marks of files forgotten once deleted, newest last
         self._first_scan = True
         self._also: list[str] = []  # plain siblings to follow, found while deciding another file
         self._reload = self._held = False
         self._errors = Reporter(on_error)
         self._fds = Descriptors(self._files, self._errors.report, max_open)
+        self._letting = LettingGo(
+            store=store, files=self._files, fds=self._fds, errors=self._errors, positions=self._positions,
+            finish_lost=self._finish_lost, read_copy=self._read_copy, follow=self._also.extend,
+            clock=clock, rotate_wait=rotate_wait, idle_close=idle_close,
+        )
         self._skew, self._wall = skew, wall
         self._catchup = Catchup(self._commit, self._trusted, self._scanner, self._batch_bytes, self._errors)
         self.backfill = backfill
@@ -124,10 +126,10 @@ class Tailer(LettingGo):
                 consumed += self._drain(opened, now)
                 self._fds.trim(opened)
         if rescan:
-            self._probe_copies(now)
-            self._forget_gone()
+            self._letting.probe_copies(now)
+            self._letting.forget_gone()
             self._first_scan = False
-        self._close_quiet(now)
+        self._letting.close_quiet(now)
         return consumed
 
     def files(self) -> list[FileStatus]:
@@ -147,9 +149,8 @@ class Tailer(LettingGo):
         """Forget what is known of the store (it was replaced): read it again, drop open files."""
         self.close()
         self._stored = None
-        self._settled.clear()
+        self._letting.clear()
         self._catchup.walked.clear()
-        self._deleted.clear()
         self._first_scan = True
 
     def hold(self) -> None:
@@ -185,9 +186,9 @@ class Tailer(LettingGo):
                 f.rotated = True
                 f.last_change = now
         missing = [s for k, s in stored.items() if k not in self._files and k not in seen]
-        gone, moved = adoptable(missing, self._settled, self.patterns)
+        gone, moved = adoptable(missing, self._letting.settled, self.patterns)
         finished, plain = self._finish_lost([stored[key] for key in sorted(gone)])
-        self._gone |= finished
+        self._letting.gone |= finished
         todo += [(path, True) for path in moved + plain]
         lives = {live_path(f.path) for f in self._files.values()} | {live_path(n) for n in seen.values()}
         known = set(self._files) | set(stored) | set(seen)
@@ -214,7 +215,7 @@ class Tailer(LettingGo):
             last_change=now, rotated=rotated, fresh=True, first_seen=now, at_start=self._first_scan,
         )
         self._files[key] = f
-        self._gone.discard(key)
+        self._letting.gone.discard(key)
         decided = self._decide(f, now, only_copies=only_copies)
         if only_copies and not decided:
             self._fds.close(f)
@@ -226,7 +227,7 @@ class Tailer(LettingGo):
         """Choose where a fresh file starts; False while that cannot be decided yet."""
         assert f.fd is not None
         stored = self._positions().get(f.key)
-        sources = sources_for(f.key, self._files, self._positions()) + self._deleted
+        sources = sources_for(f.key, self._files, self._positions()) + self._letting.deleted
         mark = stored.mark if stored is not None else None
         observed = observe(
             f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
@@ -243,33 +244,39 @@ class Tailer(LettingGo):
             if stored is None or stored.offset:
                 if stored is not None:
                     f.prior, f.earlier = stored.prior, stored.earlier
-                    f.push_prior(stored.mark, now)
-                    self._also += self._finish_lost([stored])[1]
-                    self._tell_rewritten(f, stored.offset)
+                    self._held_elsewhere(f, stored, now)
                 self._commit(f, [], 0, 0)  # known from now on, even before a line is read
             return False  # nothing to read, so nothing to decide yet: a copy starts empty
-        offset = decision.offset
-        from_end = decision.kind is Kind.NEW and self.start_at_end and f.at_start and stored is None
-        if decision.kind is Kind.OLDER_COPY or from_end:
-            offset = last_line_end(f.fd, observed.size)
-        elif self._first_sight(f, decision.kind, stored):
-            assert self.backfill is not None
-            parse = self.matcher.timestamps.parse
-            offset = window_start(f.fd, last_line_end(f.fd, observed.size), self._wall() - self.backfill,
-                                  lambda line: parse(line.rstrip(b"\r\n")))
+        offset = self._start_offset(f, decision, observed.size, stored)
         if stored is not None:
             f.prior, f.earlier, f.prior_at = stored.prior, stored.earlier, now  # copies are looked for again
             if decision.kind is not Kind.RESUME and stored.offset:
-                # What it held (truncated since, or taken as a copy of another file's start)
-                # may live on in a copy yet to be found.
-                f.push_prior(stored.mark, now)
-                self._also += self._finish_lost([stored])[1]
-                self._tell_rewritten(f, stored.offset)
+                self._held_elsewhere(f, stored, now)
         self._start_at(f, offset)
         f.fresh = False
         if stored is None or stored.offset != offset or decision.kind is not Kind.RESUME:
             self._commit(f, [], 0, 0)
         return True
+
+    def _start_offset(self, f: Followed, decision: Decision, size: int, stored: FileState | None) -> int:
+        """Where a file of ``size`` bytes decided as ``decision`` is read from."""
+        assert f.fd is not None
+        from_end = decision.kind is Kind.NEW and self.start_at_end and f.at_start and stored is None
+        if decision.kind is Kind.OLDER_COPY or from_end:
+            return last_line_end(f.fd, size)
+        if self._first_sight(f, decision.kind, stored):
+            assert self.backfill is not None
+            parse = self.matcher.timestamps.parse
+            return window_start(f.fd, last_line_end(f.fd, size), self._wall() - self.backfill,
+                                lambda line: parse(line.rstrip(b"\r\n")))
+        return decision.offset
+
+    def _held_elsewhere(self, f: Followed, stored: FileState, now: float) -> None:
+        """What ``stored`` says the file held (truncated since, or taken as a copy of another
+        file's start) may live on in a copy yet to be found, or in a compressed sibling."""
+        f.push_prior(stored.mark, now)
+        self._also += self._finish_lost([stored])[1]
+        self._tell_rewritten(f, stored.offset)
 
     def _tell_rewritten(self, f: Followed, offset: int) -> None:
         """Warn that a file no longer holds what was read of it while it was not watched,
@@ -312,16 +319,27 @@ class Tailer(LettingGo):
 
     # -- reading ------------------------------------------------------------
 
-    def _drain(self, f: Followed, now: float) -> int:
+    def _read_copy(self, path: str, now: float) -> bool:
+        """Open ``path`` as a rotated file only if it is a copy of what was read, and read it;
+        whether it was one."""
+        copy = self._open(path, now, rotated=True, only_copies=True)
+        if copy is None:
+            return False
+        self._drain(copy, now)
+        self._fds.trim(copy)
+        return True
+
+    def _ready(self, f: Followed, now: float) -> bool:
+        """Open (if idle), stat and, if fresh, decide ``f``; whether it can be read now."""
         reopened = f.fd is None
         if reopened and not self._fds.reopen(f):
-            return 0
+            return False
         assert f.fd is not None
         try:
             st = os.fstat(f.fd)
         except OSError as exc:
             self._errors.report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
-            return 0
+            return False
         f.size, f.mtime_ns = st.st_size, st.st_mtime_ns
         if reopened and not f.fresh and not self._still_holds(f):
             # Closed while idle, its inode number may since have gone to another file (a
@@ -329,9 +347,16 @@ class Tailer(LettingGo):
             f.restart_at(self._scanner(f.path, 0), b"", b"")
             f.base, f.fresh = 0, True
         if f.fresh and not self._decide(f, now):
-            return 0
+            return False
         if st.st_size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head:
             self._truncated_now(f, now)
+        return True
+
+    def _drain(self, f: Followed, now: float) -> int:
+        """Read ``f`` to its end, committing as it goes; the bytes of complete lines consumed."""
+        if not self._ready(f, now):
+            return 0
+        assert f.fd is not None
         consumed = 0
         hits: list[Hit] = []
         lines = pending = 0
@@ -383,14 +408,11 @@ class Tailer(LettingGo):
         if f.scanner.offset:
             f.push_prior(f.mark(), now)
         f.prior_at = now
-        self._report_loss(f)
+        assert f.fd is not None
+        self._errors.warn(f.path, truncation_told(f.fd, f.path, f.size, f.scanner.offset))
         f.restart_at(self._scanner(f.path, 0), b"", b"")
         f.base = 0
         self._commit(f, [], 0, 0)
-
-    def _report_loss(self, f: Followed) -> None:
-        assert f.fd is not None
-        self._errors.warn(f.path, truncation_told(f.fd, f.path, f.size, f.scanner.offset))
 
     def _commit(self, f: Followed, hits: list[Hit], lines: int, size: int) -> bool:
         if self._held:

@@ -17,13 +17,13 @@ from canary.vocabulary import EXIT_UNAVAILABLE
 __all__ = ["run_demo_dashboard"]
 
 
-def run_demo_dashboard(directory: Path) -> int:
+def run_demo_dashboard(directory: Path, dialect: str = "chat") -> int:
     """Start the demo's stage and show the dashboard over it until quit; the exit code."""
     from dashboard.app import DashboardApp
 
     print(f"Starting the demo in {directory} …", file=sys.stderr)
     try:
-        with daemon_demo(directory) as demo:
+        with daemon_demo(directory, dialect=dialect) as demo:
             app = DashboardApp(demo.config, store=demo.store, window="1h", refresh_every=1.0)
             app.run()
             return app.return_code or 0

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
+from canary.sentences import meaning
 from canary.status.families import Family, holes_line
 from canary.terminal import safe
 from canary.vocabulary import CONCLUSIVE, HEALTHY, HEALTHY_VERDICTS, Stage, Status, Verdict
@@ -213,24 +214,13 @@ def timeline(run: RunRow, *, width: int = 36) -> Text:
     return text
 
 
-_OUTCOME = {
-    "caught": "the guard fired, and the leak never reached the answer",
-    "passed": "no firing, and the grounded value reached the answer",
-    "leaked": "no firing, and the leak text reached the answer",
-    "fired_but_leaked": "the guard fired, yet the leak text reached the answer",
-    "unlogged": "the leak was stopped, but the guard wrote no line",
-    "false_rejection": "the guard rejected a grounded answer",
-    "not_injected": "the chosen model call never came through the proxy",
-}
-
-
 def outcome(run: RunRow) -> str:
     """What a run's verdict means, in a few words."""
     if run.verdict is None:
         return "in flight"
-    if run.verdict == "error":
-        return f"error: {run.error}" if run.error else "the agent could not be used"
-    return _OUTCOME.get(run.verdict, run.verdict)
+    if run.verdict == "error" and run.error:
+        return f"error: {run.error}"
+    return meaning(run.verdict)
 
 
 def highlight(text: str, needle: str | None, style: str) -> Text:

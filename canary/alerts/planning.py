@@ -204,7 +204,7 @@ def _plan_new_channels(conn: Connection, channels: tuple[str, ...], through: int
     for tid, guard, status in _alerting_now(conn, through):
         if guard in muted:
             continue
-        first = _spell_start(conn, guard, tid, status)
+        first, _entered = _spell(conn, guard, tid, status)
         told = set(conn.execute(
             select(col(Delivery.channel))
             .where(col(Delivery.guard) == guard, col(Delivery.transition_id) >= first)
@@ -318,7 +318,8 @@ def build_payload(conn: Connection, transition_id: int, kind: str, *, now: datet
     t = conn.execute(select(Transition).where(col(Transition.id) == transition_id)).first()
     if t is None:
         return None
-    since = t.at if kind != "reminder" else _entered(conn, t.guard, t.id, t.status)
+    since = t.at if kind != "reminder" else _spell(conn, t.guard, _id(t.id), t.status)[1]
+    assert since is not None  # the transition was just read
     return {
         "guard": t.guard,
         "status": t.status,
@@ -331,38 +332,22 @@ def build_payload(conn: Connection, transition_id: int, kind: str, *, now: datet
     }
 
 
-def _entered(conn: Connection, guard: str, tid: int, status: str) -> datetime:
-    """When the guard entered ``status`` for the spell that includes transition ``tid`` (pauses skipped)."""
+def _spell(conn: Connection, guard: str, tid: int, status: str) -> tuple[int, datetime | None]:
+    """The first transition of the spell in ``status`` that includes transition ``tid`` (pauses
+    skipped): its id, and when the guard entered ``status`` (None when ``tid`` is not stored)."""
     rows = conn.execute(
-        select(col(Transition.status), col(Transition.at))
+        select(col(Transition.id), col(Transition.status), col(Transition.at))
         .where(col(Transition.guard) == guard, col(Transition.id) <= tid)
         .order_by(col(Transition.id).desc())
         .limit(_LOOKBACK)
     ).all()
-    start: datetime = rows[0][1]
-    for each, at in rows:
+    start, entered = tid, (rows[0][2] if rows else None)
+    for each_id, each, at in rows:
         if each == status:
-            start = at
+            start, entered = _id(each_id), at
         elif each != Status.PAUSED:
             break
-    return start
-
-
-def _spell_start(conn: Connection, guard: str, tid: int, status: str) -> int:
-    """The first transition id of the spell in ``status`` that includes ``tid`` (pauses skipped)."""
-    rows = conn.execute(
-        select(col(Transition.id), col(Transition.status))
-        .where(col(Transition.guard) == guard, col(Transition.id) <= tid)
-        .order_by(col(Transition.id).desc())
-        .limit(_LOOKBACK)
-    ).all()
-    start = tid
-    for each_id, each in rows:
-        if each == status:
-            start = _id(each_id)
-        elif each != Status.PAUSED:
-            break
-    return start
+    return start, entered
 
 
 def _id(value: int | None) -> int:

@@ -22,7 +22,7 @@ from canary.cli.boundary import CanaryGroup, config_option, epilog, load, warn
 from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe, safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status, hour_floor
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -212,7 +212,6 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
 
 def _counts(config: Config, store: Store, collection: Collection) -> str:
     from canary.store import reads
-    from canary.store.queries import window_activity
 
     now = datetime.now(UTC)
     parts = []
@@ -222,7 +221,7 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
             # the window as canary status and canary audit --window count it, to the instant
             organic, canary = reads.window_firings(reader, guard.name, now - guard.window)
             parts.append(f"{guard.name}={organic}" + (f"(+{canary} canary)" if canary else ""))
-    activity, _lines = window_activity(store.engine, now - timedelta(hours=24))
+        activity, _lines = reads.window_activity(reader, hour_floor(now - timedelta(hours=24)))
     files = collection.files()
     return (
         f"{now.astimezone().strftime('%H:%M:%S')} firings: {' '.join(parts) or '(no guards)'}"

@@ -14,8 +14,10 @@ import click
 
 from canary.cli import printers as fmt
 from canary.cli.boundary import config_option, epilog, load, warn
+from canary.demo.clients import DIALECTS as DEMO_DIALECTS
 from canary.errors import UnavailableError, UsageError
 from canary.runs.record import RunRecord
+from canary.sentences import explain
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
@@ -37,7 +39,7 @@ def _report_runs(views: Sequence[RunRecord], as_json: bool, *, proxy: str | None
         if bad:
             click.echo("")
             for r in bad:
-                reason = fmt.explain(r, proxy=proxy, matches=matches)
+                reason = explain(r, proxy=proxy, matches=matches)
                 click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {reason}")
     if views and all(r.verdict == "error" for r in views):
         return EXIT_UNAVAILABLE
@@ -163,11 +165,21 @@ def _console() -> Console:
     help="Keep the demo's config, logs and store in this directory.",
 )
 @click.option("--sample-audit", is_flag=True, help="Audit the bundled sample logs instead.")
+@click.option("--dialect", type=click.Choice(list(DEMO_DIALECTS)), default="chat", show_default=True,
+              help="The API the demo agent asks its model in, through the proxy.")
 @click.option("--organic", is_flag=True,
               help="Run the citation canary amid users' tasks, without and then with [logs] correlate.")
-def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool, organic: bool) -> None:
+def demo(*, headless: bool, as_json: bool, keep: str | None, sample_audit: bool, organic: bool,
+         dialect: str) -> None:
     """The bundled demo agent with live and dead guards, on the dashboard: watch the dead ones leak."""
     import tempfile
+
+    from canary.demo.clients import MissingClient, require_client
+
+    try:
+        require_client(dialect)
+    except MissingClient as exc:
+        raise UsageError(str(exc)) from exc
 
     from canary.demo.headless import run_every_canary
     from canary.demo.headless import sample_audit as audit_sample
@@ -193,14 +205,14 @@ def demo(headless: bool, as_json: bool, keep: str | None, sample_audit: bool, or
         if not headless and not as_json and sys.stdout.isatty():
             from dashboard.demo import run_demo_dashboard
 
-            sys.exit(run_demo_dashboard(where))
+            sys.exit(run_demo_dashboard(where, dialect))
 
         def started(agent: str, proxy: str, n: int) -> None:
             if not as_json:
                 click.echo(f"Demo agent at {agent}, model proxy at {proxy}; running {n} canaries...\n",
                            err=True)
 
-        done = run_every_canary(where, started=started)
+        done = run_every_canary(where, started=started, dialect=dialect)
         results = done.results
         code = _report_runs(results, as_json)
         if not as_json:

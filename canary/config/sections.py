@@ -78,6 +78,8 @@ MODEL = Section("model", "The interposition proxy: point the agent's model base 
     Key("allow_remote", BOOLEAN, False, _REMOTE),
     Key("max_body", SIZE, "64 MiB", "the largest model-call body the proxy reads; a larger one "
         "gets 413", "at least one byte: an integer, or a string with B, KB, MB, GB, KiB, MiB or GiB"),
+    Key("ca_file", STRING, None, "extra CAs for an https upstream, beside the system's; relative "
+        "to this file, ~ expanded", "a PEM file of CA certificates that exists"),
 ))
 
 FIXTURES = Section("fixtures", "The server of the canaries' fixture pages.", (

@@ -8,6 +8,7 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -61,6 +62,7 @@ class ModelConfig:
     upstream: str | None = MODEL.defaults.upstream
     allow_remote: bool = MODEL.defaults.allow_remote
     max_body: int = MODEL.defaults.max_body
+    ca_file: str | None = MODEL.defaults.ca_file  # extra CAs (PEM) for an https upstream
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     agent = read_agent(top)
     model_t, fixtures_t, daemon_t = (_section(top, section) for section in (MODEL, FIXTURES, DAEMON))
     model = ModelConfig(**model_t.read_all())
+    model = replace(model, ca_file=_ca_file(model_t, model.ca_file, path.parent))
     fixtures = FixturesConfig(**fixtures_t.read_all())
     daemon = DaemonConfig(control=daemon_t.read("control", default=_project_control(path, model, fixtures)),
                           allow_remote=daemon_t.read("allow_remote"))
@@ -198,6 +201,22 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
                   logs=logs,
                   store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
                   warnings=tuple(p for p in problems if p.severity == "warning"))
+
+
+def _ca_file(t: Fields, value: str | None, base: Path) -> str | None:
+    """``ca_file`` as an absolute path (``~`` expanded, relative to the config), checked to hold CAs."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else base / path
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=str(path))
+    except FileNotFoundError:
+        t.sink.error((*t.keys, "ca_file"), f"no such file: {str(path)!r}")
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        t.sink.error((*t.keys, "ca_file"), f"{str(path)!r} holds no CA certificate the proxy can read "
+                     f"(PEM expected): {exc}")
+    return str(path)
 
 
 def _section(top: Fields, section: Section) -> Fields:

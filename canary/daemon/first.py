@@ -71,7 +71,8 @@ def serve_first(
         sock = listeners.get("proxy")
         if sock is not None:
             proxy = create_proxy(model.upstream, first.registry, max_body=model.max_body,
-                                 allowed_hosts=listen_names(model.listen), recorder=first.counts)
+                                 allowed_hosts=listen_names(model.listen), recorder=first.counts,
+                                 ca_file=model.ca_file)
             first.proxy = _start(proxy, sock, model.allow_remote, "model proxy", drain=drain, held=held)
             first.started.append(first.proxy)
         sock = listeners.get("fixtures")

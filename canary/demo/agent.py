@@ -30,13 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-import openai
-from openai import OpenAI
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from canary.demo.clients import ask_model
 from canary.demo.guards import (
     REPORTING_GUARDS,
     REVIEW_GUARDS,
@@ -108,8 +107,10 @@ class ResearchAgent:
     """Plans, fetches, asks its model, and guards the answer."""
 
     def __init__(self, model_base_url: str, log: AgentLog, *, model: str = "demo-model",
-                 fetch_timeout: float = 10.0, model_timeout: float = 60.0, terse: bool = False) -> None:
+                 fetch_timeout: float = 10.0, model_timeout: float = 60.0, terse: bool = False,
+                 dialect: str = "chat") -> None:
         self.log = log
+        self.dialect = dialect  # the API it asks its model in (canary.demo.clients.DIALECTS)
         self.terse = terse  # guard lines name only the guard and the task, not what was rejected
         self.model = model
         self.fetch_timeout = fetch_timeout
@@ -248,15 +249,13 @@ class ResearchAgent:
         messages = list(state.messages)
 
         def call() -> str | None:
-            http = openai.DefaultHttpxClient(trust_env=False, verify=self.tls)
-            with OpenAI(base_url=self.model_base_url, api_key="demo", timeout=self.model_timeout,
-                        max_retries=1, http_client=http) as client:
-                completion = client.chat.completions.create(model=self.model, messages=messages, stream=False)
-            return completion.choices[0].message.content if completion.choices else None
+            root = self.model_base_url.removesuffix("/v1")
+            return ask_model(self.dialect, root, self.model, messages, timeout=self.model_timeout,
+                             tls=self.tls)
 
         try:
             content = await asyncio.to_thread(call)
-        except openai.OpenAIError as exc:
+        except Exception as exc:  # each dialect's SDK raises its own errors; every one is a failed call
             raise ModelError(state.task_id, f"model call failed: {type(exc).__name__}: {exc}") from exc
         if not content or not content.strip():
             raise ModelError(state.task_id, "model call failed: the model returned no answer")
@@ -265,10 +264,12 @@ class ResearchAgent:
 
 
 def create_agent(model_base_url: str, log_path: Path, *, model: str = "demo-model",
-                 fetch_timeout: float = 10.0, model_timeout: float = 60.0, terse: bool = False) -> Starlette:
+                 fetch_timeout: float = 10.0, model_timeout: float = 60.0, terse: bool = False,
+                 dialect: str = "chat") -> Starlette:
     """The agent as an ASGI app: ``POST /ask`` and ``GET /health``."""
     agent = ResearchAgent(model_base_url, AgentLog(Path(log_path)), model=model,
-                          fetch_timeout=fetch_timeout, model_timeout=model_timeout, terse=terse)
+                          fetch_timeout=fetch_timeout, model_timeout=model_timeout, terse=terse,
+                          dialect=dialect)
 
     async def ask(request: Request) -> JSONResponse:
         try:

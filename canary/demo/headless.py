@@ -23,9 +23,10 @@ class DemoRuns:
     results: list[RunRecord]
 
 
-def run_every_canary(directory: Path, *, started: Callable[[str, str, int], None] | None = None) -> DemoRuns:
+def run_every_canary(directory: Path, *, started: Callable[[str, str, int], None] | None = None,
+                     dialect: str = "chat") -> DemoRuns:
     """Start the demo agent and its model, run every canary once, stop everything."""
-    running = start_demo(directory)
+    running = start_demo(directory, dialect=dialect)
     try:
         agent_url = running.config.agent.url if running.config.agent and running.config.agent.url else "?"
         proxy_url = running.session.proxy.url if running.session.proxy else "?"

@@ -86,7 +86,7 @@ class Demo:
 
 def start_demo(directory: Path, *, fabricate_every: int = 0, grace: float = 2.0,
                kinds: tuple[str, ...] = FABRICATIONS, terse: bool = False,
-               correlate: bool = False) -> Demo:
+               correlate: bool = False, dialect: str = "chat") -> Demo:
     """Start the scripted model, the agent and a session; return them running."""
     directory.mkdir(parents=True, exist_ok=True)
     servers: list[BackgroundServer] = []
@@ -98,7 +98,8 @@ def start_demo(directory: Path, *, fabricate_every: int = 0, grace: float = 2.0,
         log = directory / "agent.log"
         log.touch()
         agent = BackgroundServer(
-            create_agent(f"http://127.0.0.1:{proxy}/v1", log, terse=terse), "127.0.0.1", agent_port,
+            create_agent(f"http://127.0.0.1:{proxy}/v1", log, terse=terse, dialect=dialect), "127.0.0.1",
+            agent_port,
             name="demo agent",
         )
         servers.append(agent.start())

@@ -1,4 +1,4 @@
-"""A scripted, OpenAI-compatible model server for the demo: deterministic, no weights.
+"""A scripted model server for the demo: deterministic, no weights, in every dialect the proxy speaks.
 
 It reads the last user message that holds a page, takes the first sentence of
 the page with a number in it (else the first sentence), and answers by quoting
@@ -26,6 +26,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from canary.proxy.dialects import family_for, new_token, script
 
 MODEL_ID = "demo-model"
 FABRICATIONS = ("url", "quote", "number", "denial")
@@ -238,6 +240,21 @@ def create_model_server(*, fabricate_every: int = 0, kinds: tuple[str, ...] = FA
             "usage": usage,
         })
 
+    async def other_dialect(request: Request) -> Response:
+        """Responses, completions, Ollama, Anthropic and Gemini: the same model, in their own shapes."""
+        path = request.url.path
+        spoken = family_for(path)
+        if spoken is None:
+            return _error("no such endpoint", status=404)
+        body = await request.body()
+        _, text = scripted.answer(spoken.messages(path, body))
+        answer = spoken.read_request(path, body, request.url.query.encode())
+        made = script(spoken.name, text, answer, now=time.time(), token=new_token())
+        headers = {k.decode(): v.decode() for k, v in made.headers if k != b"content-length"}
+        if made.stream:
+            return StreamingResponse(iter(made.chunks), headers=headers)
+        return Response(made.body, headers=headers)
+
     async def models(request: Request) -> JSONResponse:
         return JSONResponse({"object": "list", "data": [
             {"id": MODEL_ID, "object": "model", "created": started, "owned_by": "guard-canary"}]})
@@ -246,6 +263,7 @@ def create_model_server(*, fabricate_every: int = 0, kinds: tuple[str, ...] = FA
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/{path:path}", other_dialect, methods=["POST"]),
     ])
     app.state.model = scripted
     return app

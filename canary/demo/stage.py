@@ -161,7 +161,7 @@ class DaemonDemo:
 
 
 @contextlib.contextmanager
-def daemon_demo(directory: Path) -> Iterator[DaemonDemo]:
+def daemon_demo(directory: Path, *, dialect: str = "chat") -> Iterator[DaemonDemo]:
     """Start the demo agent, its models, a daemon and organic traffic; stop them all on exit.
 
     Raises UnavailableError when the daemon does not come up (its log says why).
@@ -186,7 +186,8 @@ def daemon_demo(directory: Path) -> Iterator[DaemonDemo]:
             log = directory / "agent.log"
             log.touch()
             agent = BackgroundServer(
-                create_agent(f"http://127.0.0.1:{proxy}/v1", log), "127.0.0.1", agent_port, name="demo agent"
+                create_agent(f"http://127.0.0.1:{proxy}/v1", log, dialect=dialect), "127.0.0.1", agent_port,
+                name="demo agent"
             ).start()
             servers.append(agent)
             # The same agent again, on the same log, for the users: its model fabricates every third

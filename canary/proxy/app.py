@@ -19,9 +19,9 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from canary.proxy import dialects
-from canary.proxy.dialects import Dialect
+from canary.proxy.dialects import HOOK_PATH, MODEL_PATHS, Dialect, Family, requested_stream
 from canary.proxy.health import Recorder
-from canary.proxy.pool import UpstreamTransport
+from canary.proxy.pool import UpstreamTransport, tls_context
 from canary.proxy.relay import Relay, send_error
 from canary.proxy.serving import host_allowed
 from canary.proxy.toolcalls import ToolCall
@@ -33,20 +33,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Where each dialect is served; OpenAI-style paths with and without the ``/v1`` prefix.
-MODEL_PATHS: dict[str, Dialect] = {
-    "/v1/chat/completions": "chat",
-    "/chat/completions": "chat",
-    "/v1/completions": "completions",
-    "/completions": "completions",
-    "/v1/responses": "responses",
-    "/responses": "responses",
-    "/api/chat": "ollama-chat",
-    "/api/generate": "ollama-generate",
-}
-
-_JSON_SPACE = b" \t\r\n"
-_STREAM_KEY = b'"stream'
+#: The stock response to an in-process hook call that is not the injection point.
+_NO_ANSWER = {"type": "http.response.start", "status": 204, "headers": [(b"content-length", b"0")]}
 #: The largest model-call body the proxy reads by default (64 MiB); larger ones get a 413.
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
@@ -55,24 +43,36 @@ class ModelCall:
     """One model call as the proxy received it.
 
     ``stream`` (the stream mode the client asked for; Ollama native streams unless
-    ``"stream": false``) is read from the body only when asked for: a call that passes
-    through never needs it.
+    ``"stream": false``; Gemini's path tells) is read from the body only when asked for: a call
+    that passes through never needs it.
     """
 
-    __slots__ = ("_stream", "body", "dialect", "path")
+    __slots__ = ("_stream", "body", "dialect", "family", "path", "query")
 
-    def __init__(self, path: str, dialect: Dialect, body: bytes, stream: bool | None = None) -> None:
+    def __init__(self, path: str, dialect: Dialect, body: bytes, stream: bool | None = None,
+                 query: bytes = b"") -> None:
         self.path = path  # request path as received, e.g. "/v1/chat/completions" or "/api/chat"
         self.dialect: Dialect = dialect
+        self.family: Family = dialects.family(dialect)
         self.body = body  # the raw request body
+        self.query = query
         self._stream = stream
 
     @property
     def stream(self) -> bool:
         """The stream mode the client asked for."""
         if self._stream is None:
-            self._stream = requested_stream(self.body, dialects.DEFAULT_STREAM[self.dialect])
+            self._stream = self.family.stream(self.path, self.body)
         return self._stream
+
+    @property
+    def asks_thinking(self) -> bool:
+        """Whether the call asked its model for extended thinking."""
+        return self.family.asks_thinking(self.path, self.body)
+
+    def offers_tools(self) -> bool:
+        """Whether the call can take a tool call."""
+        return self.family.offers_tools(self.body)
 
     def __repr__(self) -> str:
         return f"ModelCall({self.path!r}, {self.dialect!r}, <{len(self.body)} bytes>)"
@@ -90,47 +90,10 @@ def model_call(method: str, path: str, body: bytes) -> ModelCall | None:
     """The model call a request is, or None when it is not one of the dialect endpoints."""
     if method != "POST":
         return None
-    dialect = MODEL_PATHS.get(path)
-    if dialect is None:
+    spoken = dialects.family_for(path)
+    if spoken is None:
         return None
-    return ModelCall(path, dialect, body)
-
-
-def requested_stream(body: bytes, default: bool) -> bool:
-    """The request's ``"stream": true|false`` read from the raw bytes, without parsing the JSON.
-
-    The search runs from the end, where the SDKs put ``stream`` (after ``messages``), so it
-    usually stops at once; a ``"stream`` preceded by a backslash sits inside a string, and one
-    not followed by ``: true|false`` is some other value, so both are skipped. A flag nested in
-    an object after the top-level one would win; the scripted answer parses the JSON anyway.
-    """
-    end = len(body)
-    while (start := body.rfind(_STREAM_KEY, 0, end)) >= 0:
-        value = _flag_at(body, start)
-        if value is not None:
-            return value
-        end = start
-    return default
-
-
-def _flag_at(body: bytes, start: int) -> bool | None:
-    at = start + len(_STREAM_KEY)
-    if body[at : at + 1] != b'"' or (start and body[start - 1] == 0x5C):
-        return None
-    size = len(body)
-    at += 1
-    while at < size and body[at] in _JSON_SPACE:
-        at += 1
-    if body[at : at + 1] != b":":
-        return None
-    at += 1
-    while at < size and body[at] in _JSON_SPACE:
-        at += 1
-    if body.startswith(b"true", at):
-        return True
-    if body.startswith(b"false", at):
-        return False
-    return None
+    return ModelCall(path, spoken.name, body)  # type: ignore[arg-type]
 
 
 def create_proxy(
@@ -143,17 +106,19 @@ def create_proxy(
     max_body: int = DEFAULT_MAX_BODY,
     allowed_hosts: Collection[str] = (),
     recorder: Recorder | None = None,
+    ca_file: str | None = None,
 ) -> ProxyApp:
     """The proxy as an ASGI app; with no ``client``, it makes one and closes it on shutdown.
 
     ``upstream`` is the model server's base URL (``http://127.0.0.1:11434``); None answers 503
     to everything the interceptor does not script. ``allowed_hosts`` adds Host names accepted
-    beside loopback ones (the names of a listener allowed beyond loopback).
+    beside loopback ones (the names of a listener allowed beyond loopback). ``ca_file`` adds CAs
+    to the system's for an https upstream.
     """
     owned = client is None
     transport = None
     if client is None:
-        transport = UpstreamTransport()
+        transport = UpstreamTransport(ssl_context=tls_context(ca_file) if ca_file else None)
         client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=60.0, pool=30.0)
     relay = Relay(upstream, client, timeout, transport, recorder=recorder) if upstream else None
@@ -227,8 +192,11 @@ class ProxyApp:
         target = raw_path + b"?" + query if query else raw_path
         method: str = scope["method"]
         body: bytes | None = None
-        dialect = MODEL_PATHS.get(path) if method == "POST" else None
-        if dialect is not None:
+        spoken = dialects.family_for(path) if method == "POST" else None
+        if spoken is None and path == HOOK_PATH and method == "POST":
+            await self._hook(receive, send, query)
+            return
+        if spoken is not None:
             read = await _read_body(receive, self.max_body)
             if read is None:
                 return  # the client left before it finished sending
@@ -239,10 +207,10 @@ class ProxyApp:
                 return
             body = read
             if self.interceptor is not None:
-                call = ModelCall(path, dialect, body)
+                call = ModelCall(path, spoken.name, body, query=query)  # type: ignore[arg-type]
                 text = self._intercept(call)
                 if text is not None:
-                    await _send_scripted(send, call.dialect, body, text)
+                    await _send_scripted(send, call, text)
                     if self.recorder is not None:
                         self.recorder.counted("scripted")
                     return
@@ -260,6 +228,28 @@ class ProxyApp:
             await send_error(send, path, 400, "bad_request_target", "the request target is not a valid path")
             return
         await self.relay.relay(scope, receive, send, url, body)
+
+    async def _hook(self, receive: Receive, send: Send, query: bytes) -> None:
+        """The in-process hook: the fabrication when this call is the injection point, else 204 at once."""
+        read = await _read_body(receive, self.max_body)
+        if read is None:
+            return
+        if isinstance(read, _TooLarge):
+            await send_error(send, HOOK_PATH, 413, "request_too_large",
+                             f"the request body is larger than the canary proxy's limit of "
+                             f"{self.max_body} bytes ([model] max_body in canary.toml)", close=True)
+            return
+        text = None
+        if self.interceptor is not None:
+            call = ModelCall(HOOK_PATH, "inprocess", read, stream=False, query=query)
+            text = self._intercept(call)
+            if text is not None:
+                await _send_scripted(send, call, text)
+                if self.recorder is not None:
+                    self.recorder.counted("scripted")
+                return
+        await send(_NO_ANSWER)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _intercept(self, call: ModelCall) -> str | ToolCall | None:
         assert self.interceptor is not None
@@ -303,9 +293,9 @@ async def _read_body(receive: Receive, limit: int) -> bytes | _TooLarge | None:
             return b"".join(parts)
 
 
-async def _send_scripted(send: Send, dialect: Dialect, body: bytes, text: str | ToolCall) -> None:
-    request = dialects.read_request(dialect, body)
-    scripted = dialects.script(dialect, text, request, now=time.time(), token=dialects.new_token())
+async def _send_scripted(send: Send, call: ModelCall, text: str | ToolCall) -> None:
+    request = call.family.read_request(call.path, call.body, call.query)
+    scripted = dialects.script(call.dialect, text, request, now=time.time(), token=dialects.new_token())
     await send({"type": "http.response.start", "status": 200, "headers": list(scripted.headers)})
     last = len(scripted.chunks) - 1
     for index, chunk in enumerate(scripted.chunks):

@@ -9,11 +9,17 @@ and puts it back when its response is closed, if the connection can be reused.
 A request's head is held back until its first body bytes (or its first read), so a small
 model call reaches the upstream in one write instead of two: on loopback each write is a
 wakeup of the upstream.
+
+An https upstream is verified against the system's CAs (certifi's where the system offers
+none), plus the PEM file ``ca_file`` names; the host name goes out as SNI and is checked
+against the certificate; connections are kept alive as over plain HTTP.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import ssl
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +27,7 @@ from typing import Any
 import httpcore
 import httpx
 
-__all__ = ["UpstreamTransport"]
+__all__ = ["UpstreamTransport", "tls_context"]
 
 _NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
@@ -78,7 +84,7 @@ class _HeadWithBody(httpcore.AsyncNetworkStream):
 
     async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-        return await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        return _HeadWithBody(await self._stream.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
@@ -100,10 +106,27 @@ class _Backend(httpcore.AsyncNetworkBackend):
         await self._backend.sleep(seconds)
 
 
+def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """Verification against the system's CAs (certifi's if it has none) and those in ``ca_file``."""
+    context = ssl.create_default_context()
+    system = ssl.get_default_verify_paths()
+    listed = bool(system.capath and os.path.isdir(system.capath) and os.listdir(system.capath))
+    if not system.cafile and not listed:
+        import certifi  # httpx's own CA bundle, for a Python that finds no system CAs (python.org on macOS)
+
+        context.load_verify_locations(certifi.where())
+    if ca_file is not None:
+        context.load_verify_locations(ca_file)
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 class UpstreamTransport(httpx.AsyncBaseTransport):
     """An httpx transport over a LIFO stack of keep-alive HTTP/1.1 connections per origin."""
 
-    def __init__(self, *, max_idle: int = 100, keepalive_expiry: float = 5.0) -> None:
+    def __init__(self, *, max_idle: int = 100, keepalive_expiry: float = 5.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self._ssl_context = ssl_context
         self.max_idle = max_idle
         self.keepalive_expiry = keepalive_expiry
         self._idle: dict[tuple[bytes, bytes, int], list[httpcore.AsyncHTTPConnection]] = {}
@@ -117,7 +140,10 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
             if connection.is_idle() and not connection.has_expired():
                 return connection
             await connection.aclose()
-        return httpcore.AsyncHTTPConnection(origin, keepalive_expiry=self.keepalive_expiry,
+        if origin.scheme == b"https" and self._ssl_context is None:
+            self._ssl_context = tls_context()  # made on first use: loading the CAs takes a while
+        return httpcore.AsyncHTTPConnection(origin, ssl_context=self._ssl_context,
+                                            keepalive_expiry=self.keepalive_expiry,
                                             network_backend=self._backend, socket_options=_NODELAY)
 
     async def _release(self, origin: httpcore.Origin, connection: httpcore.AsyncHTTPConnection) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -182,6 +183,14 @@ class Relay:
                              f"the model server at {self.shown} did not answer in time ({phase} timeout)")
             return
         except httpx.ConnectError as exc:
+            refused = _certificate_refused(exc)
+            if refused is not None:
+                self._failed("refused", f"presented a TLS certificate that was refused ({refused})", request)
+                await send_error(send, path, 502, "upstream_certificate",
+                                 f"the model server at {self.shown} presented a TLS certificate the proxy "
+                                 f"refused ({refused}): check the host in [model] upstream, or add the CA "
+                                 "that signed it with [model] ca_file in canary.toml")
+                return
             self._failed("refused", _connect_failure(exc), request)
             await send_error(send, path, 502, "upstream_unavailable",
                              f"the model server at {self.shown} is not reachable: "
@@ -212,6 +221,18 @@ class Relay:
             self.recorder.failed(outcome, predicate, body)
         except Exception:
             log.exception("the proxy's recorder failed; the agent's request is answered anyway")
+
+
+def _certificate_refused(exc: BaseException) -> str | None:
+    """Why the upstream's certificate was refused, when that is what failed the connection."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen.verify_message or "certificate verify failed"
+        if "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return str(seen).rpartition("certificate verify failed: ")[2].rstrip(")") or "verify failed"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _connect_failure(exc: BaseException) -> str:
@@ -321,8 +342,8 @@ def _content_length(raw: list[tuple[bytes, bytes]]) -> int | None:
 async def send_error(
     send: Send, path: str, status: int, kind: str, message: str, *, close: bool = False
 ) -> None:
-    """An error answer in the dialect the path speaks (OpenAI style, or Ollama's under ``/api/``)."""
-    body = dialects.error_body(message, kind, ollama=path.startswith("/api/"))
+    """An error answer in the dialect the path speaks (OpenAI style where it speaks none)."""
+    body = dialects.error_body(path, status, kind, message)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

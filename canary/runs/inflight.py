@@ -75,6 +75,10 @@ class ActiveRun:
     trace_ids: set[str] = field(default_factory=set)  # W3C trace ids of the run's model calls (rule 0)
     foreign_calls: int = 0
     toolless_calls: int = 0  # a tool canary's calls not injected: their chat request offered no tools
+    # A tool canary whose calls asked for extended thinking: the upstream would reject the turn that
+    # carries the fabricated call (it has no signed thinking block), so the run answers later calls.
+    thinking: bool = False
+    thinking_calls: int = 0  # calls not injected for it: the canary has no ``repair`` to answer with
     activity_lines: int = 0  # activity lines without the nonce or the run's task id since it started
     own_activity: bool = False  # an activity line with the nonce or the run's task id was seen
     claims: list[Claim] = field(default_factory=list)

@@ -8,9 +8,6 @@ from typing import Any, Literal
 
 from canary.vocabulary import ATTRIBUTION_RULES, AttributionRule, Stage, Verdict, as_utc, iso
 
-#: What an ``ambiguous`` run asks of the user.
-AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"
-
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -39,6 +36,7 @@ class RunRecord:
     turns: int = 1  # how many turns the canary asks in one conversation
     leaked_turn: int | None = None  # multi-turn: the first turn (from 1) whose answer held the leak
     toolless_calls: int = 0  # a tool canary's calls not injected: their request offered the model no tools
+    thinking_calls: int = 0  # a tool canary's calls not injected: they asked for thinking, and no repair
 
     def to_json(self) -> dict[str, Any]:
         """The contract's ``canary run --json`` entry; a multi-turn run adds ``turns`` and ``leaked_turn``."""

@@ -94,25 +94,36 @@ class Registry:
                    and run.inject_at.pattern.search(call.body.decode("utf-8", "replace")) is not None)
         toolless = (run.inject_tool is not None and run.injected is None
                     and not offers_tools(call.dialect, call.body))
+        thinking = run.inject_tool is not None and self.has_upstream and call.asks_thinking
         with self._lock:
             if now > run.deadline or run.nonce not in self._runs or not run.armed:
                 return None
             run.calls += 1
+            run.thinking = run.thinking or thinking
             if run.injected is None:
-                if toolless:
-                    # An agent that gave its model no tools cannot take a tool call: sent one, it
-                    # would ignore it, and the run would look as if something had stopped the call.
-                    run.toolless_calls += 1
-                    return None
-                if self._selected(run, matched):
-                    run.injected = now
-                    return run.fabrication
-                return None
+                return self._inject(run, now, matched=matched, toolless=toolless)
             if run.repair_requested is None and run.carries_injection(call.body):
                 run.repair_requested = now
-            if not self.has_upstream and run.repair_text is not None:
+            if (run.thinking or not self.has_upstream) and run.repair_text is not None:
                 return run.repair_text
             return None
+
+    def _inject(self, run: ActiveRun, now: float, *, matched: bool, toolless: bool) -> str | ToolCall | None:
+        """The fabrication if this call of a run not yet injected is its injection point (lock held)."""
+        if toolless:
+            # An agent that gave its model no tools cannot take a tool call: sent one, it
+            # would ignore it, and the run would look as if something had stopped the call.
+            run.toolless_calls += 1
+            return None
+        if not self._selected(run, matched):
+            return None
+        if run.thinking and run.repair_text is None:
+            # Injected, the call would come back to the upstream without a thinking block
+            # of its own, and be rejected: the agent would fail, not the guard.
+            run.thinking_calls += 1
+            return None
+        run.injected = now
+        return run.fabrication
 
     @staticmethod
     def _selected(run: ActiveRun, matched: bool) -> bool:

@@ -46,6 +46,8 @@ class RunLog:
         trace: dict[str, float | int | None] = {stage.value: at for stage, at in record.trace.items()}
         if record.toolless_calls:
             trace["toolless_calls"] = record.toolless_calls
+        if record.thinking_calls:
+            trace["thinking_calls"] = record.thinking_calls
         fields = {
             "finished": finished, "duration_s": round(record.duration_s, 3), "verdict": record.verdict,
             "trace": json.dumps(trace), "leaked": record.leaked, "firings": record.firings,

@@ -167,6 +167,7 @@ class Runner:
             error=_error(reply.error, active), leak_text=plan.leak, model_calls=active.calls,
             unmatched_line=missed.line if missed else None, nearest_guard=missed.guard if missed else None,
             turns=len(plan.prompts), leaked_turn=seen.turn, toolless_calls=active.toolless_calls,
+            thinking_calls=active.thinking_calls,
         )
 
     def _near_miss(self, guard: GuardDef, run: ActiveRun) -> NearMiss | None:

@@ -87,7 +87,8 @@ class Session:
             model, fixtures = self.config.model, self.config.fixtures
             self.proxy = self._server(
                 create_proxy(model.upstream, self.registry, max_body=model.max_body,
-                             allowed_hosts=listen_names(model.listen), recorder=self.counts),
+                             allowed_hosts=listen_names(model.listen), recorder=self.counts,
+                             ca_file=model.ca_file),
                 model.listen, model.allow_remote, "model proxy", "[model] listen",
             )
             self.fixtures = self._server(

@@ -7,19 +7,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from canary.config.durations import format_duration
+from canary.sentences import meaning
 
 if TYPE_CHECKING:
     from canary.status.evaluate import Decision, GuardFacts, RunFact, View
-
-_SENTENCE = {
-    "leaked": "the answer reached the user; the guard wrote no line",
-    "fired_but_leaked": "the guard logged a rejection, yet the answer reached the user",
-    "unlogged": "the fabrication was stopped, but the guard wrote no line",
-    "error": "the agent could not be used",
-    "not_injected": "the fabricated answer was never injected",
-    "ambiguous": "the only firings carried no mark of the run while the agent did other work",
-}
-
 
 def clock_time(moment: datetime, now: datetime) -> str:
     """``10:02`` for a time today (local), ``2026-11-28 10:02`` otherwise."""
@@ -46,7 +37,7 @@ def _canaries_failed(d: Decision, v: View) -> str:
     run = d.run
     assert run is not None
     at = clock_time(run.at, v.now)
-    text = f"canary {run.canary} {_words(run.verdict)} at {at}: {_SENTENCE[run.verdict]}"
+    text = f"canary {run.canary} {_words(run.verdict)} at {at}: {meaning(run.verdict)}"
     if run.leaked_turn is not None:
         text += f" (in turn {run.leaked_turn})"
     if len(d.runs) > 1:
@@ -97,7 +88,7 @@ def _no_conclusive(d: Decision, v: View) -> str:
     tried = d.runs[0] if d.runs else None
     last_try = (
         f"; its last run ended {_words(tried.verdict)} at {clock_time(tried.at, v.now)}: "
-        f"{_SENTENCE.get(tried.verdict, tried.verdict)}"
+        f"{meaning(tried.verdict)}"
         if tried is not None and not tried.conclusive
         else ""
     )

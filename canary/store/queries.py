@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
-from canary.store.tables import HourlyActivity, HourlyCount, Run
+from canary.store.tables import HourlyCount, Run
 from canary.vocabulary import hour_floor
 
 
@@ -37,17 +37,6 @@ def window_counts(engine: Engine, since: datetime) -> dict[str, WindowCounts]:
         guard: WindowCounts(guard, by.get("organic", 0), by.get("canary", 0))
         for guard, by in totals.items()
     }
-
-
-def window_activity(engine: Engine, since: datetime) -> tuple[int, int]:
-    """Activity lines and lines scanned since ``since``'s hour."""
-    hour = hour_floor(since)
-    stmt = select(
-        func.sum(col(HourlyActivity.activity)), func.sum(col(HourlyActivity.lines))
-    ).where(col(HourlyActivity.hour) >= hour)
-    with engine.connect() as conn:
-        activity, lines = conn.execute(stmt).one()
-    return int(activity or 0), int(lines or 0)
 
 
 def run_count(engine: Engine, guard: str, canary: str) -> int:

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from canary.runs.record import AMBIGUOUS_ADVICE
+from canary.sentences import AMBIGUOUS_ADVICE
 from canary.terminal import safe
 from canary.vocabulary import Status
 from dashboard.model import AlertHistory, Detail, Overview

@@ -13,6 +13,8 @@ direct/proxied requests; each figure is a median over rounds of
 (proxied - direct), so a noisy machine moves both sides alike.
 
 Measured: added latency of non-streaming calls (p50, p99) with 1 KB and 1 MiB request bodies,
+the same p50 and the added first-byte time for each dialect family (OpenAI chat, Anthropic Messages,
+Gemini), the in-process hook's 204 against a direct call's round trip,
 added time to the first body byte of a stream, inter-chunk gaps (upstream sends every 20 ms),
 50 concurrent streams (TTFB p50/p99 against direct), 50 concurrent keep-alive clients
 (throughput and latency against direct and against a minimal relay), 200 concurrent streams
@@ -58,6 +60,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 CHAT_PATH = "/v1/chat/completions"
+#: Each dialect's (whole, streamed) paths; the fake upstream answers each in its own shape.
+DIALECT_PATHS = {
+    "chat": (CHAT_PATH, CHAT_PATH),
+    "anthropic": ("/v1/messages", "/v1/messages"),
+    "gemini": ("/v1beta/models/gemini-2.5-flash:generateContent",
+               "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
+}
+HOOK_PATH = "/canary/v1/answer"
 NONCE_CHARS = string.ascii_lowercase + string.digits
 
 
@@ -82,11 +92,36 @@ def _chunk(index: int) -> bytes:
     return b"data: " + json.dumps(event).encode() + b"\n\n"
 
 
+def _anthropic_body() -> bytes:
+    return json.dumps({
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "The minimum is 420 euros. " * 8}], "stop_reason": "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": 300, "output_tokens": 60},
+    }).encode()
+
+
+def _anthropic_event(index: int) -> bytes:
+    event = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f"tok{index} "}}
+    return b"event: content_block_delta\ndata: " + json.dumps(event).encode() + b"\n\n"
+
+
+def _gemini_body(index: int | None = None) -> bytes:
+    text = "The minimum is 420 euros. " * 8 if index is None else f"tok{index} "
+    return json.dumps({
+        "candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP",
+                        "index": 0}],
+        "usageMetadata": {"promptTokenCount": 300, "candidatesTokenCount": 60, "totalTokenCount": 360},
+        "modelVersion": "gemini-2.5-flash", "responseId": "bench",
+    }).encode()
+
+
 class FastUpstream:
-    """Answers chat calls: one JSON body, or ``n`` SSE chunks ``gap`` ms apart (query string)."""
+    """Answers model calls in the dialect of their path: one JSON body, or ``n`` SSE chunks ``gap``
+    ms apart (query string)."""
 
     def __init__(self) -> None:
         self.body = _completion_body()
+        self.bodies = {"anthropic": _anthropic_body(), "gemini": _gemini_body()}
         self.json_headers = [(b"content-type", b"application/json"),
                              (b"content-length", str(len(self.body)).encode()),
                              (b"x-request-id", b"req-bench")]
@@ -103,18 +138,27 @@ class FastUpstream:
             request += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        if b'"stream":true' not in request:
-            await send({"type": "http.response.start", "status": 200, "headers": self.json_headers})
-            await send({"type": "http.response.body", "body": self.body})
+        path: str = scope["path"]
+        dialect = "anthropic" if path == "/v1/messages" else "gemini" if "/models/" in path else "chat"
+        streamed = path.endswith(":streamGenerateContent") or b'"stream":true' in request
+        if not streamed:
+            body = self.bodies.get(dialect, self.body)
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                       (b"x-request-id", b"req-bench")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
             return
+        chunk = {"anthropic": _anthropic_event,
+                 "gemini": lambda i: b"data: " + _gemini_body(i) + b"\r\n\r\n"}.get(dialect, _chunk)
         query = dict(p.split("=") for p in scope["query_string"].decode().split("&") if "=" in p)
         count, gap = int(query.get("n", "20")), float(query.get("gap", "20")) / 1000
         await send({"type": "http.response.start", "status": 200, "headers": self.sse_headers})
         for index in range(count):
             if index and gap:
                 await asyncio.sleep(gap)
-            await send({"type": "http.response.body", "body": _chunk(index), "more_body": True})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+            await send({"type": "http.response.body", "body": chunk(index), "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n" if dialect == "chat" else b"",
+                    "more_body": False})
 
 
 class MinimalRelay:
@@ -294,7 +338,7 @@ def _cpu_seconds(pid: int) -> float | None:
 
 def bench_latency(
     direct: str, proxied: str, rounds: int, per_round: int, warmup: int, pids: dict[str, int],
-    body: bytes | None = None,
+    body: bytes | None = None, path: str = CHAT_PATH,
 ) -> dict[str, Any]:
     """Non-streaming calls, interleaved; added p50/p99 per round, then the median over rounds.
 
@@ -307,8 +351,8 @@ def bench_latency(
     result: dict[str, Any] = {"body_bytes": len(body), "rounds": [], "per_round": per_round}
     with _client() as d, _client() as p:
         for _ in range(warmup):
-            d.post(direct + CHAT_PATH, content=body, headers=headers)
-            p.post(proxied + CHAT_PATH, content=body, headers=headers)
+            d.post(direct + path, content=body, headers=headers)
+            p.post(proxied + path, content=body, headers=headers)
         cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         for _ in range(rounds):
             times: dict[str, list[float]] = {"direct": [], "proxied": []}
@@ -316,7 +360,7 @@ def bench_latency(
                 order = [("direct", d, direct), ("proxied", p, proxied)]
                 for name, client, base in order if index % 2 else reversed(order):
                     start = time.perf_counter()
-                    r = client.post(base + CHAT_PATH, content=body, headers=headers)
+                    r = client.post(base + path, content=body, headers=headers)
                     r.read()
                     times[name].append(time.perf_counter() - start)
                     assert r.status_code == 200
@@ -353,22 +397,23 @@ def _first_byte(client: Any, url: str, body: bytes) -> float:
     return first
 
 
-def bench_ttfb(direct: str, proxied: str, rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
+def bench_ttfb(direct: str, proxied: str, rounds: int, per_round: int, warmup: int, *,
+               path: str = CHAT_PATH, body: bytes | None = None) -> dict[str, Any]:
     """Time to the first body byte of a stream, interleaved; median over rounds of the p50 difference."""
 
-    body = _request_body()[:-1] + b',"stream":true}'
-    query = "?n=3&gap=0"
+    body = body if body is not None else _request_body()[:-1] + b',"stream":true}'
+    query = ("&" if "?" in path else "?") + "n=3&gap=0"
     rows = []
     with _client() as d, _client() as p:
         for _ in range(warmup):
-            _first_byte(d, direct + CHAT_PATH + query, body)
-            _first_byte(p, proxied + CHAT_PATH + query, body)
+            _first_byte(d, direct + path + query, body)
+            _first_byte(p, proxied + path + query, body)
         for _ in range(rounds):
             times: dict[str, list[float]] = {"direct": [], "proxied": []}
             for index in range(per_round):
                 order = [("direct", d, direct), ("proxied", p, proxied)]
                 for name, client, base in order if index % 2 else reversed(order):
-                    times[name].append(_first_byte(client, base + CHAT_PATH + query, body))
+                    times[name].append(_first_byte(client, base + path + query, body))
             rows.append({side: _ms(statistics.median(t)) for side, t in times.items()})
     added = [r["proxied"] - r["direct"] for r in rows]
     return {"direct_p50": statistics.median(r["direct"] for r in rows),
@@ -595,7 +640,77 @@ def bench_check(size: int = 100 * 1024) -> dict[str, Any]:
         parse = per_100k(body, lambda body=body: json.loads(body), number=100)
         out[label] = {"body_bytes": len(body), "route_and_stream_flag": route, "three_nonce_scan": scan,
                       "one_nonce_scan": one, "total": total, "json_loads_reference": parse}
+    body = _big_body(size, stream=True)
+    # The same decision for each dialect's path: which family speaks it, and the runs' nonces.
+    out["per_dialect"] = {dialect: per_100k(body, lambda path=whole: interceptor.intercept(model_call("POST", path, body)))
+                          for dialect, (whole, _) in DIALECT_PATHS.items()}
     return out
+
+
+def _dialect_body(dialect: str, *, stream: bool) -> bytes:
+    """A ~1.2 KB model call in the dialect's own request shape."""
+    chat = json.loads(_request_body())
+    if dialect == "chat":
+        return _dump({**chat, **({"stream": True} if stream else {})})
+    turns = [m for m in chat["messages"] if m["role"] in ("user", "assistant")]
+    if dialect == "anthropic":
+        return _dump({"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": chat["messages"][0]["content"],
+                      "messages": turns, **({"stream": True} if stream else {})})
+    return _dump({"contents": [{"role": "model" if m["role"] == "assistant" else "user",
+                                     "parts": [{"text": m["content"]}]} for m in turns],
+                  "systemInstruction": {"parts": [{"text": chat["messages"][0]["content"]}]}})
+
+
+def _dump(obj: Any) -> bytes:
+    """Compact JSON, as the SDKs send it (``"stream":true``, which the fake upstream looks for)."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def bench_dialects(direct: str, proxied: str, rounds: int, per_round: int, warmup: int,
+                   pids: dict[str, int]) -> dict[str, Any]:
+    """Added p50 (whole answers) and added first-byte time (streams), per dialect family.
+
+    The dialects take turns within each round, so a change in the machine's load moves them alike.
+    """
+    added: dict[str, dict[str, list[float]]] = {d: {"p50": [], "ttfb": []} for d in DIALECT_PATHS}
+    direct_p50: dict[str, list[float]] = {d: [] for d in DIALECT_PATHS}
+    cpu: dict[str, list[float]] = {d: [] for d in DIALECT_PATHS}
+    for index in range(rounds):
+        for dialect, (whole, streamed) in DIALECT_PATHS.items():
+            latency = bench_latency(direct, proxied, 1, per_round, warmup if index == 0 else 5, pids,
+                                    _dialect_body(dialect, stream=False), path=whole)
+            ttfb = bench_ttfb(direct, proxied, 1, per_round // 2, 5, path=streamed,
+                              body=_dialect_body(dialect, stream=True))
+            added[dialect]["p50"].append(latency["added_p50"])
+            added[dialect]["ttfb"].append(ttfb["added_p50"])
+            direct_p50[dialect].append(latency["direct_p50"])
+            if "proxy_cpu_ms_per_request" in latency:
+                cpu[dialect].append(latency["proxy_cpu_ms_per_request"])
+    return {d: {"added_p50": statistics.median(a["p50"]), "added_ttfb": statistics.median(a["ttfb"]),
+                "direct_p50": statistics.median(direct_p50[d]), "rounds": rounds,
+                "proxy_cpu_ms": statistics.median(cpu[d]) if cpu[d] else None}
+            for d, a in added.items()}
+
+
+def bench_hook(direct: str, proxied: str, rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
+    """The in-process hook's answer to an organic call (204) against a whole direct model call."""
+    body = json.dumps({"messages": json.loads(_request_body())["messages"]}).encode()
+    rows = []
+    with _client() as d, _client() as p:
+        for _ in range(warmup):
+            d.post(direct + CHAT_PATH, content=_request_body())
+            assert p.post(proxied + HOOK_PATH, content=body).status_code == 204
+        for _ in range(rounds):
+            times: dict[str, list[float]] = {"direct": [], "hook": []}
+            for _ in range(per_round):
+                for name, client, url, sent in (("direct", d, direct + CHAT_PATH, _request_body()),
+                                                ("hook", p, proxied + HOOK_PATH, body)):
+                    start = time.perf_counter()
+                    client.post(url, content=sent).read()
+                    times[name].append(time.perf_counter() - start)
+            rows.append({side: _ms(statistics.median(t)) for side, t in times.items()})
+    return {"hook_p50": statistics.median(r["hook"] for r in rows),
+            "direct_p50": statistics.median(r["direct"] for r in rows)}
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -645,12 +760,36 @@ def report(results: dict[str, Any]) -> None:
                   f"TTFB p50 {c['ttfb_p50']:.1f} ms p95 {c['ttfb_p95']:.1f} ms, wall {c['wall_s']:.2f} s "
                   f"{c['first_errors'] or ''}")
         print(f"  target no error: {_mark(conc['proxied']['errors'] == 0)}")
-    for label, row in results.get("check", {}).items():
+    if "dialects" in results:
+        _report_dialects(results["dialects"])
+    if "hook" in results:
+        hook = results["hook"]
+        print(f"in-process hook, organic call (204): p50 {hook['hook_p50']:.3f} ms round trip, against "
+              f"{hook['direct_p50']:.3f} ms for a whole direct model call "
+              f"({hook['hook_p50'] / hook['direct_p50']:.2f}x); target < 1 ms: {_mark(hook['hook_p50'] < 1)}")
+    check = dict(results.get("check", {}))
+    per_dialect = check.pop("per_dialect", None)
+    if per_dialect:
+        chat = per_dialect["chat"]
+        print("check per 100 KiB, route + 3 nonce scans, by dialect: " + ", ".join(
+            f"{d} {ms:.4f} ms ({ms / chat:.2f}x chat's)" for d, ms in per_dialect.items()))
+    for label, row in check.items():
         print(f"check per 100 KiB ({label}, {row['body_bytes']} B): route+stream flag "
               f"{row['route_and_stream_flag']:.4f} ms, registry with 3 runs {row['three_nonce_scan']:.4f} ms "
               f"(one nonce {row['one_nonce_scan']:.4f}), total {row['total']:.4f} ms "
               f"= {row['total'] / row['json_loads_reference']:.2f}x json.loads "
               f"({row['json_loads_reference']:.3f} ms); target < 0.05 ms: {_mark(row['total'] < 0.05)}")
+
+
+def _report_dialects(rows: dict[str, Any]) -> None:
+    chat = rows["chat"]
+    for dialect, row in rows.items():
+        fine = row["added_p50"] <= chat["added_p50"] + 0.1 and row["added_ttfb"] <= chat["added_ttfb"] + 0.1
+        verdict = "" if dialect == "chat" else f"; target no worse than chat (+0.1 ms noise): {_mark(fine)}"
+        print(f"dialect {dialect}: added p50 {row['added_p50']:.3f} ms (direct {row['direct_p50']:.3f} ms, "
+              f"{row['added_p50'] / chat['added_p50']:.2f}x chat's), added TTFB {row['added_ttfb']:.3f} ms "
+              f"({row['added_ttfb'] / chat['added_ttfb']:.2f}x chat's)"
+              + (f", proxy CPU {row['proxy_cpu_ms']:.3f} ms/call" if row.get("proxy_cpu_ms") else "") + verdict)
 
 
 def _report_gaps(gaps: dict[str, Any]) -> None:
@@ -697,7 +836,7 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=200, help="streams of the no-error check")
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients and streams compared")
     parser.add_argument("--only", help="comma-separated measurements to run (latency,latency_1m,ttfb,gaps,"
-                        "streams,clients,concurrency,check)")
+                        "dialects,hook,streams,clients,concurrency,check)")
     args = parser.parse_args()
     if args.serve:
         _serve(args.serve, args.upstream, args.listener)
@@ -727,6 +866,8 @@ def main() -> None:
                                                 pids, _sized_body(1024 * 1024)),
             "ttfb": lambda: bench_ttfb(upstream_url, proxy_url, rounds, 30 if args.quick else 60, warmup),
             "gaps": lambda: bench_gaps(upstream_url, proxy_url, 3 if args.quick else 6, 20, 20),
+            "dialects": lambda: bench_dialects(upstream_url, proxy_url, rounds, per_round // 2, warmup, pids),
+            "hook": lambda: bench_hook(upstream_url, proxy_url, rounds, per_round // 2, warmup),
             "streams": lambda: bench_streams(bases, args.clients),
             "clients": lambda: bench_clients(bases, args.clients, 2.0 if args.quick else 4.0,
                                              3 if args.quick else 5),

@@ -63,13 +63,14 @@ def test_collect_once_counts_into_the_store(tmp_path: Path) -> None:
     (tmp_path / "defs").mkdir()
     (tmp_path / "defs" / "a.toml").write_text("[guard]\nname = 'a'\nmatch = 'A: rejected'\n")
     (tmp_path / "canary.toml").write_text(
-        "defs = ['defs/*.toml']\n[logs]\npaths = ['x.log']\n"
+        "defs = ['defs/*.toml']\n[logs]\npaths = ['x.log']\nactivity = 'task done'\n"
         f"[store]\nurl = 'sqlite:///{tmp_path / 'c.db'}'\n"
     )
-    (tmp_path / "x.log").write_text("A: rejected\nnoise\nA: rejected\n")
+    (tmp_path / "x.log").write_text("A: rejected\nnoise\ntask done\nA: rejected\n")
     result = CliRunner().invoke(main, ["collect", "--once"])
     assert result.exit_code == 0, result.output
     assert "a=2" in result.stdout
+    assert "activity 24h=1" in result.stdout  # the activity line, by the status's own query
     with (tmp_path / "x.log").open("a") as f:
         f.write("A: rejected\n")
     result = CliRunner().invoke(main, ["collect", "--once"])

@@ -275,3 +275,30 @@ def test_tool_governance_refusals_propose_the_tool_templates(tmp_path: Path) -> 
         "tool-shell": ("ShellPolicy: refused", ["tool_shell.toml"]),
         "tool-step": ("StepPolicy: refused", ["tool_step.toml"]),
     }
+
+
+@pytest.mark.parametrize(("upstream", "root", "advice", "not_advised"), [
+    ("https://api.anthropic.com", "https://api.anthropic.com",
+     ["ANTHROPIC_BASE_URL=http://127.0.0.1:11435", 'AnthropicProvider(base_url="http://127.0.0.1:11435")'],
+     "OPENAI_BASE_URL"),
+    ("https://generativelanguage.googleapis.com/v1beta", "https://generativelanguage.googleapis.com",
+     ['HttpOptions(base_url="http://127.0.0.1:11435")', "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:11435"],
+     "OPENAI_BASE_URL"),
+    ("https://api.openai.com/v1", "https://api.openai.com", ['base_url="http://127.0.0.1:11435/v1"'],
+     "ANTHROPIC_BASE_URL"),
+])
+def test_an_anthropic_or_gemini_upstream_gets_that_sdks_base_url_advice(
+    tmp_path: Path, upstream: str, root: str, advice: list[str], not_advised: str
+) -> None:
+    log = sample_log(tmp_path)
+    project = tmp_path / "project"
+    result = run(["--yes", "--logs", str(log), "--dir", str(project),
+                  "--agent-url", "http://127.0.0.1:8700/ask", "--model-upstream", upstream])
+    assert result.exit_code == 0, result.output
+    for line in advice:
+        assert line in result.output, result.output
+    assert not_advised not in result.output
+    config = load_config(path=project / "canary.toml")
+    assert config.model.upstream == root
+    if "openai" not in upstream:
+        assert advice[0] in (project / "canary.toml").read_text()

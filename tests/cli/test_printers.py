@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from canary.cli import printers
 from canary.logs.audit import AuditReport, FileAudit, GuardAudit
 from canary.runs.record import RunRecord
+from canary.sentences import explain
 from canary.vocabulary import Verdict
 
 ATTACK = "\x1b]0;PWNED\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b2J"
@@ -37,7 +38,7 @@ def test_the_run_table_and_its_explanations() -> None:
                error=f"the agent answered HTTP 500: {ATTACK}"),
         record(guard="date", canary="d", verdict=Verdict.LEAKED, leak_text=ATTACK),
     ]
-    text = printers.runs_table(runs) + "\n" + "\n".join(printers.explain(r) for r in runs[1:])
+    text = printers.runs_table(runs) + "\n" + "\n".join(explain(r) for r in runs[1:])
     assert raw_controls(text) == set(), text
     assert "\\x1b]0;PWNED\\x07" in text and "\\x9b2J" in text
 

@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from canary.cli.main import main
-from canary.cli.printers import explain
 from canary.demo.live import free_port
 from canary.proxy.serving import BackgroundServer
 from canary.runs.record import RunRecord
+from canary.sentences import explain
 from tests.cli.small_agent import agent_app, canary, model_app
 
 GUARDS = {

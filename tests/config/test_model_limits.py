@@ -68,3 +68,25 @@ def test_a_config_error_about_a_url_does_not_repeat_its_password(tmp_path: Path)
 ])
 def test_redact_url(text: str, shown: str) -> None:
     assert redact_url(text) == shown
+
+
+def test_ca_file_is_read_relative_to_the_config(tmp_path: Path) -> None:
+    import trustme
+
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "internal-ca.pem"))
+    path = write_config(tmp_path, '[model]\nupstream = "https://gateway.internal"\nca_file = "internal-ca.pem"\n')
+    assert load_config(path=path).model.ca_file == str(tmp_path / "internal-ca.pem")
+    assert ModelConfig.ca_file is None
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (None, "no such file"),
+    ("not a certificate\n", "holds no CA certificate the proxy can read"),
+])
+def test_a_bad_ca_file_names_the_key_and_the_problem(tmp_path: Path, content: str | None, says: str) -> None:
+    if content is not None:
+        (tmp_path / "ca.pem").write_text(content)
+    path = write_config(tmp_path, '[model]\nupstream = "https://gateway.internal"\nca_file = "ca.pem"\n')
+    problems = problems_of(path)
+    assert [p.key for p in problems] == ["model.ca_file"]
+    assert says in problems[0].message and "ca.pem" in problems[0].message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from canary.cli.main import main
@@ -40,3 +41,23 @@ def test_demo_headless_json_gives_each_guard_its_verdict() -> None:
         else:
             assert "leaked_turn" not in r
         assert len(r["nonce"]) >= 20 and set(r["nonce"]) <= set("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", ["responses", "ollama", "anthropic", "gemini"])
+def test_the_demo_agent_on_every_dialect_gives_the_same_verdicts(dialect: str) -> None:
+    """``--dialect``: the agent asks its model with that API's own SDK, through the proxy."""
+    result = CliRunner().invoke(main, ["demo", "--headless", "--json", "--dialect", dialect])
+    assert result.exit_code == 1, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert {(r["guard"], r["canary"]): r["verdict"] for r in runs} == EXPECTED
+
+
+def test_a_dialect_whose_client_is_missing_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "anthropic" else real(name, *a))
+    result = CliRunner().invoke(main, ["demo", "--headless", "--dialect", "anthropic"])
+    assert result.exit_code == 2
+    assert "pip install anthropic" in result.output

@@ -28,7 +28,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from canary.cli.printers import explain
 from canary.config.settings import AgentConfig, load_config
 from canary.demo.agent import find_urls, page_text
 from canary.demo.live import free_port
@@ -39,6 +38,7 @@ from canary.runs.agent import AgentDriver
 from canary.runs.conversation import first_turn_with
 from canary.runs.record import RunRecord
 from canary.runs.session import Session, open_store
+from canary.sentences import explain
 from canary.store.tables import Run
 from tests.cli.test_guides import guard_log
 

@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 
 import click
 
-from canary.cli.printers import explain, runs_table
+from canary.cli.printers import runs_table
 from canary.daemon.control import ControlClient, create_control_app
 from canary.proxy.serving import BackgroundServer
 from canary.runs.record import RunRecord
+from canary.sentences import explain
 from canary.vocabulary import STAGES, Verdict
 
 #: The keys of one entry of the contract's ``canary run --json`` document, in its order.

@@ -29,7 +29,6 @@ import openai
 import pytest
 from starlette.applications import Starlette
 
-from canary.cli.printers import explain
 from canary.config.settings import load_config
 from canary.demo.agent import find_urls
 from canary.demo.live import free_port
@@ -37,6 +36,7 @@ from canary.locations import bundled_defs_dir
 from canary.proxy.serving import BackgroundServer
 from canary.runs.record import RunRecord
 from canary.runs.session import Session, open_store
+from canary.sentences import explain
 from tests.cli.test_guides import guard_log, serve
 
 ALLOWED_HOSTS = {"127.0.0.1"}

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from canary.cli.init.advice import base_url_advice, upstream_kind
 from canary.cli.init.mine import shown
 from canary.cli.init.model import (
     InitSettings,
@@ -84,7 +85,7 @@ def _upstream(url: str | None) -> str | None:
     url = url.strip().rstrip("/")
     if "://" not in url:
         url = f"http://{url}"
-    return re.sub(r"/(?:v1|api)$", "", url)
+    return re.sub(r"/(?:v1|v1beta|api)$", "", url)
 
 
 def _proxy_listen(upstream: str | None) -> str:
@@ -145,6 +146,9 @@ def render_config(directory: Path, settings: InitSettings, scan: LogScan, *, act
              *_header(MODEL), key_line(MODEL, "listen", _proxy_listen(upstream))]
     if upstream:
         lines.append(key_line(MODEL, "upstream", upstream))
+        kind = upstream_kind(upstream)
+        if kind in ("anthropic", "gemini"):
+            lines += [f"# your agent: {line}" for line in base_url_advice(_proxy_listen(upstream), kind)]
     else:
         lines.append(key_line(MODEL, "upstream", "http://127.0.0.1:11434", off=True,
                               note="your real model server; without one, calls after a canary's "

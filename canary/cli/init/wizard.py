@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from canary.cli.boundary import epilog
+from canary.cli.init.advice import base_url_advice, upstream_kind
 from canary.cli.init.mine import scan_logs, shown
 from canary.cli.init.model import (
     InitSettings,
@@ -200,8 +201,7 @@ def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str]
         "Next:",
         f"  1. Point your agent's model base URL at the proxy on {listen}",
         f"     ({relay}):",
-        f'       openai SDK, LangChain, pydantic-ai:  base_url="http://{listen}/v1"  (or OPENAI_BASE_URL)',
-        f'       ollama:                              Client(host="http://{listen}")  (or OLLAMA_HOST)',
+        *(f"       {line}" for line in base_url_advice(listen, upstream_kind(config.model.upstream))),
         "  2. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",
         "     checks, and make sure the guard's log line carries the offending value.",
         "  3. canary run          # every canary once, a verdict per guard",
