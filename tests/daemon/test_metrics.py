@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
 from canary.daemon.metrics import MetricsSnapshot, render, snapshot_from_store
-from canary.locations import package_dir
+from canary.locations import default_project, package_dir
 from canary.runs.runlog import RunLog
 from canary.store.engine import Store
 from canary.store.tables import Heartbeat
@@ -322,7 +322,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _lines_total(url: str, path: str, timeout: float = 60) -> float:
+def _lines_total(url: str, path: str, timeout: float = 60, *, project: str = "default") -> float:
     """The scraped ``canary_collector_lines_total`` of ``path``, once it is there."""
     import time
 
@@ -331,7 +331,7 @@ def _lines_total(url: str, path: str, timeout: float = 60) -> float:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            found = samples(httpx.get(url, timeout=5, trust_env=False).content)
+            found = samples(httpx.get(url, timeout=5, trust_env=False).content, project=project)
             value = named(found, "canary_collector_lines_total").get((("path", path),))
             if value:
                 return value
@@ -363,7 +363,7 @@ def test_collector_lines_survive_a_daemon_restart(tmp_path: Path) -> None:
         proc = subprocess.Popen([canary, "daemon", "--tick", "0.5"], cwd=tmp_path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            seen.append(_lines_total(url, str(log)))
+            seen.append(_lines_total(url, str(log), project=default_project(tmp_path / "canary.toml")))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
