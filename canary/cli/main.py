@@ -244,6 +244,7 @@ def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
     if all_projects:
         _team_status(config, as_json=as_json)
     doc = status_for(config, now=datetime.now(UTC))
+    doc = {"project": config.project, **doc}  # the contract's first key
     doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
     error = doc["daemon"].get("error")
     if as_json:

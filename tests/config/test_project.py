@@ -82,3 +82,16 @@ def test_an_older_versions_state_folder_is_kept_while_the_project_keeps_its_defa
     assert config.store.url == f"sqlite:///{legacy / 'canary.db'}"
     renamed = load_config(path=_config(tmp_path / "My Agent", 'project = "other"\n'))
     assert renamed.state_folder.name == f"other-{key}"  # a new name is a new project
+
+
+def test_status_json_names_the_project_first(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from canary.cli.main import main
+
+    path = _config(tmp_path / "checkout", 'project = "billing-bot"\n')
+    done = CliRunner().invoke(main, ["status", "--json", "--config", str(path)])
+    doc = json.loads(done.output)
+    assert next(iter(doc)) == "project" and doc["project"] == "billing-bot"
