@@ -22,12 +22,17 @@ from canary.runs.record import RunRecord
 GUARD, CANARY = "citation", "fake-url"
 
 
-def _traffic(url: str, stop: threading.Event, every: float) -> None:
+#: How long the run waits for the users' first task to be answered before it starts anyway.
+FLOWING_WAIT = 30.0
+
+
+def _traffic(url: str, stop: threading.Event, every: float, flowing: threading.Event) -> None:
     """Users' tasks, one after another; each asks the model through the proxy."""
     with httpx.Client(timeout=30, trust_env=False) as http:
         while not stop.is_set():
             with contextlib.suppress(httpx.HTTPError):
                 http.post(url, json={"prompt": "Where can I read about residence permits?"})
+                flowing.set()
             stop.wait(every)
 
 
@@ -37,12 +42,13 @@ def run_organic_demo(directory: Path, *, every: float = 0.05, grace: float = 2.0
     for correlate in (False, True):
         running = start_demo(directory / ("correlate" if correlate else "plain"), fabricate_every=1,
                              kinds=("url",), terse=True, correlate=correlate, grace=grace)
-        stop = threading.Event()
+        stop, flowing = threading.Event(), threading.Event()
         assert running.config.agent is not None and running.config.agent.url is not None
-        users = threading.Thread(target=_traffic, args=(running.config.agent.url, stop, every),
+        users = threading.Thread(target=_traffic, args=(running.config.agent.url, stop, every, flowing),
                                  name="demo users", daemon=True)
         try:
             users.start()
+            flowing.wait(FLOWING_WAIT)  # the run starts amid the users' work, not before it
             guard = next(g for g in running.config.guards if g.name == GUARD)
             canary = next(c for c in guard.canaries if c.name == CANARY)
             assert running.session.runner is not None
