@@ -64,21 +64,60 @@ def _project_key(config_path: Path) -> str:
     return hashlib.sha256(str(config_path.absolute()).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def project_dir(config_path: Path) -> Path:
-    """The state subfolder of the project whose config is ``config_path``: ``projects/<name>-<hash>``."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", config_path.absolute().parent.name).strip("._") or "root"
-    return state_dir() / "projects" / f"{name[:40]}-{_project_key(config_path)[:10]}"
+#: A project's name: it is written into unit names, launchd labels, paths and metric labels.
+PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+#: The project of a config built without a file.
+DEFAULT_PROJECT = "default"
 
 
-def project_store_url(config_path: Path) -> str:
+def as_project_name(text: str) -> str:
+    """``text`` made into a project name (lowercased, other characters as ``-``); "" if nothing is left."""
+    name = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-_")
+    return name[:40].strip("-_")
+
+
+def default_project(config_path: Path | None) -> str:
+    """The project named after the config file's folder: lowercased, other characters as ``-``."""
+    if config_path is None:
+        return DEFAULT_PROJECT
+    return as_project_name(config_path.absolute().parent.name) or DEFAULT_PROJECT
+
+
+def project_dir(config_path: Path, project: str | None = None) -> Path:
+    """The state subfolder of a project: ``projects/<project>-<hash of the config path>``.
+
+    While the project keeps its default name, a folder an older version made for the same
+    config (named after the config's folder as it is written, ``projects/<Folder>-<hash>``) is
+    kept while it exists, so its store and token are never left behind.
+    """
+    key = _project_key(config_path)[:10]
+    name = project or default_project(config_path)
+    current = state_dir() / "projects" / f"{name}-{key}"
+    legacy_name = re.sub(r"[^A-Za-z0-9._-]+", "_", config_path.absolute().parent.name).strip("._") or "root"
+    legacy = state_dir() / "projects" / f"{legacy_name[:40]}-{key}"
+    renamed = project is not None and project != default_project(config_path)
+    if not renamed and legacy != current and legacy.is_dir() and not current.is_dir():
+        return legacy
+    return current
+
+
+def project_store_url(config_path: Path, project: str | None = None) -> str:
     """The default SQLite store of the project whose config is ``config_path``."""
-    return f"sqlite:///{project_dir(config_path) / 'canary.db'}"
+    return f"sqlite:///{project_dir(config_path, project) / 'canary.db'}"
 
 
 def project_control(config_path: Path) -> str:
     """The default control address of the project whose config is ``config_path`` (a port of its own)."""
     port = PROJECT_PORTS.start + int(_project_key(config_path), 16) % len(PROJECT_PORTS)
     return f"127.0.0.1:{port}"
+
+
+def project_log(config_path: Path | None, project: str | None = None) -> Path:
+    """The daemon's log of a project: ``<project folder>/logs/<project>.log``."""
+    if config_path is None:
+        return state_dir() / "logs" / f"{project or DEFAULT_PROJECT}.log"
+    name = project or default_project(config_path)
+    return project_dir(config_path, project) / "logs" / f"{name}.log"
 
 
 def is_owned(path: Path) -> bool:

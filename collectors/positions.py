@@ -43,6 +43,10 @@ class Batch:
     hits: list[Hit]
     lines: int
     bytes: int
+    #: The committed offset this read began at (None: not known): a batch whose end is already
+    #: the committed position, though it began elsewhere, was committed before (its commit's
+    #: answer was lost with the connection) and is not counted twice.
+    since: int | None = None
 
 
 class PositionStore(Protocol):

@@ -420,7 +420,7 @@ class Tailer:
         f.size = max(f.size, f.scanner.read_pos)
         state = f.state()
         try:
-            self.store.commit(Batch(state, hits, lines, size))
+            self.store.commit(Batch(state, hits, lines, size, since=f.base))
         except Exception as exc:  # the store's own errors vary by backend
             # Nothing was committed: forget what was read so it is read again.
             f.unsaved = True

@@ -64,6 +64,7 @@ class DashboardApp(App[int]):
         Binding("R", "run_all", "Run all"),
         Binding("w", "cycle_window", "Window"),
         Binding("a", "alerts", "Alerts"),
+        Binding("t", "team", "Team"),
     ]
 
     overview: reactive[Overview | None] = reactive(None)
@@ -83,7 +84,7 @@ class DashboardApp(App[int]):
     ) -> None:
         super().__init__()
         self.config = config
-        self.store = store if store is not None else Store(config.store.url)
+        self.store = store if store is not None else Store.of(config)
         self.clock = clock
         self.refresh_every = refresh_every
         self.token_file = token_file
@@ -196,7 +197,7 @@ class DashboardApp(App[int]):
         def job() -> Message:
             from canary.daemon.control import connect, token_path
 
-            client = connect(address, self.token_file or token_path(self.config.path))
+            client = connect(address, self.token_file or token_path(self.config.path, self.config.project))
             if client is None:
                 raise UnavailableError(
                     f"no daemon answers on {address} with the control token; "
@@ -265,6 +266,13 @@ class DashboardApp(App[int]):
         if not isinstance(self.screen, AlertsScreen):
             self.push_screen(AlertsScreen())
 
+    def action_team(self) -> None:
+        """Show every project and machine of the store."""
+        from dashboard.screens.team import TeamScreen
+
+        if not isinstance(self.screen, TeamScreen):
+            self.push_screen(TeamScreen())
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         guard = getattr(screen, "selected_guard", lambda: None)()
@@ -278,6 +286,7 @@ class DashboardApp(App[int]):
         if isinstance(screen, OverviewScreen):
             yield SystemCommand("Filter guards", "By name, status or reason (/)", screen.action_filter)
         yield SystemCommand("Alert history", "Every status change and what was sent (a)", self.action_alerts)
+        yield SystemCommand("Team", "Every project and machine of a shared store (t)", self.action_team)
 
     def on_unmount(self) -> None:
         self.store.close()
@@ -286,7 +295,7 @@ class DashboardApp(App[int]):
 def run_dashboard(config: Config, *, store_url: str | None = None) -> int:
     """Open the dashboard on the config's store (or ``store_url``); return the exit code."""
     try:
-        store = Store(store_url or config.store.url)
+        store = Store(store_url) if store_url else Store.of(config)
     except CanaryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

@@ -7,9 +7,10 @@ from datetime import datetime
 
 from textual.message import Message
 
+from canary.status.team import SiteView
 from dashboard.model import AlertHistory, Detail, Overview
 
-__all__ = ["AlertsLoaded", "DetailLoaded", "GuardMuted", "OverviewLoaded", "RunsQueued"]
+__all__ = ["AlertsLoaded", "DetailLoaded", "GuardMuted", "OverviewLoaded", "RunsQueued", "TeamLoaded"]
 
 
 @dataclass
@@ -47,3 +48,10 @@ class GuardMuted(Message):
 
     guard: str
     until: datetime | None
+
+
+@dataclass
+class TeamLoaded(Message):
+    """Every site of the store was read: each project's daemon on each machine, and its guards."""
+
+    sites: list[SiteView]

@@ -192,7 +192,7 @@ def block_cells(
     store keeps no rollup of such blocks.
     """
     table = rollup.table_for(block)
-    if engine.dialect.name != "sqlite" or table is None:
+    if engine.dialect.name not in ("sqlite", "postgresql") or table is None:
         return None
     first = hour_floor(as_utc(start))
     midnight = first.replace(hour=0)
@@ -200,6 +200,8 @@ def block_cells(
     today = as_utc(now).replace(hour=0, minute=0, second=0, microsecond=0)
     current = today + (as_utc(now) - today) // block * block
     shift = cells - 1 - (current - next_block) // block  # the cell of next_block: the current one is last
+    if engine.dialect.name == "postgresql":
+        return _pg_block_cells(engine, table, first, next_block, block=block, shift=shift)
     text = "%Y-%m-%d %H:%M:%S.%f"
     per_day = timedelta(days=1) / block
     with engine.connect() as conn:
@@ -214,6 +216,23 @@ def block_cells(
         ).all()
     return [(g, 0, src, int(n or 0)) for g, src, n in partial] + [
         (g, int(i) + shift, src, int(n)) for g, i, src, n in whole
+    ]
+
+
+def _pg_block_cells(engine: Engine, table: str, first: datetime, next_block: datetime, *, block: timedelta,
+                    shift: int) -> list[CellCount]:
+    """``block_cells`` on PostgreSQL, whose blocks are times: the same rows, the cell counted here."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        partial = conn.execute(text(
+            "SELECT guard, source, SUM(count) FROM hourly_counts WHERE hour >= :first AND hour < :next "
+            "GROUP BY guard, source"), {"first": first, "next": next_block}).all()
+        whole = conn.execute(text(
+            f"SELECT guard, block, source, count FROM {table} WHERE block >= :next AND count != 0"),
+            {"next": next_block}).all()
+    return [(g, 0, src, int(n or 0)) for g, src, n in partial] + [
+        (g, int((as_utc(b) - next_block) // block) + shift, src, int(n)) for g, b, src, n in whole
     ]
 
 

@@ -19,7 +19,7 @@ import click
 
 from canary import __version__
 from canary.cli import printers as fmt
-from canary.cli.boundary import CanaryGroup, config_option, config_path, epilog, load, warn
+from canary.cli.boundary import CanaryGroup, config_option, epilog, load, warn
 from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe, safe_lines
@@ -38,6 +38,7 @@ LAZY_COMMANDS = {
     "templates": "canary.cli.templates:templates_command",
     "init": "canary.cli.init:init_command",
     "alerts": "canary.cli.alerts_cmd:alerts_group",
+    "service": "canary.cli.service_cmd:service",
 }
 
 
@@ -81,7 +82,7 @@ def _relay_warning(config: Config) -> str | None:
     except (OSError, ValueError):
         return None
     model = raw.get("model")
-    if not isinstance(model, dict) or "listen" not in model or svc.installed():
+    if not isinstance(model, dict) or "listen" not in model or svc.installed(project=config.project):
         return None
     if _answers(config.daemon.control):
         return None
@@ -191,7 +192,7 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     from canary.store.engine import Store
 
     config = load(ctx)
-    store = Store(config.store.url)
+    store = Store.of(config)
     collection = Collection(config, store, on_error=warn, start_at_end=from_end)
     if once:
         collection.poll()
@@ -237,14 +238,19 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
 @main.command(epilog=epilog(["canary status", "canary status --json"],
                             {0: "every guard is healthy, new or paused", 1: None, 2: None, 3: None}))
 @click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
+@click.option("--all-projects", is_flag=True,
+              help="Every project's daemon and guards in the store, on every machine (a shared store).")
 @config_option
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
     """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
     from canary.status.overview import status_for
 
     config = load(ctx)
+    if all_projects:
+        _team_status(config, as_json=as_json)
     doc = status_for(config, now=datetime.now(UTC))
+    doc = {"project": config.project, **doc}  # the contract's first key
     doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
     error = doc["daemon"].get("error")
     if as_json:
@@ -267,6 +273,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if error:
         sys.exit(EXIT_UNAVAILABLE)
     bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
+    sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
+
+
+def _team_status(config: Config, *, as_json: bool) -> None:
+    """``canary status --all-projects``: exit 1 when a guard alerts or a daemon is stale."""
+    from canary.status.team import team_document, team_view
+    from canary.store.engine import Store
+
+    store = Store.of(config)
+    try:
+        now = datetime.now(UTC)
+        doc = team_document(team_view(store), now=now)
+    finally:
+        store.close()
+    doc["store"] = _shown_url(config.store.url)
+    click.echo(json.dumps(doc, indent=2) if as_json else fmt.team_table(doc))
+    bad = any(s["daemon"]["stale"] or any(g["alerting"] for g in s["guards"]) for s in doc["projects"])
     sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
 
 
@@ -304,7 +327,7 @@ def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | No
         span = parse_duration(duration)
     except DurationError as exc:
         raise UsageError(f"--for: {exc}", option="--for") from exc
-    store = Store(config.store.url)
+    store = Store.of(config)
     try:
         until = mute(store, guard, span, now=datetime.now(UTC), reason=reason)
     finally:
@@ -325,7 +348,7 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
 
     config = load(ctx)
     _known_guard(config, guard)
-    store = Store(config.store.url)
+    store = Store.of(config)
     try:
         lifted = unmute(store, guard)
     finally:
@@ -356,58 +379,11 @@ def daemon(ctx: click.Context, tick: float, spread: str) -> None:
         spread_for = parse_duration(spread)
     except DurationError as exc:
         raise UsageError(f"--spread: {exc}", option="--spread") from exc
-    log_path = setup_logging()
+    from canary import locations
+
+    log_path = setup_logging(locations.project_log(config.path, config.project), project=config.project)
     click.echo(f"daemon log: {log_path}", err=True)
     sys.exit(Daemon(config, tick=tick, spread=spread_for).run())
-
-
-_SERVICE_EXITS: dict[int, str | None] = {0: "done", 2: None, 3: "the service manager refused"}
-
-
-@main.group(cls=CanaryGroup, epilog=epilog(["canary service install", "canary service status"],
-                                           _SERVICE_EXITS))
-def service() -> None:
-    """Run the daemon as a background service (launchd on macOS, systemd --user on Linux)."""
-
-
-@service.command(name="install", epilog=epilog(["canary service install --dry-run"], _SERVICE_EXITS))
-@click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
-@config_option
-@click.pass_context
-def service_install(ctx: click.Context, dry_run: bool) -> None:
-    """Install and start the service (idempotent)."""
-    from canary.config.settings import find_config
-    from canary.daemon import service as svc
-
-    found = find_config(config_path(ctx))
-    # The service manager holds the proxy's and fixture server's sockets at the configured addresses.
-    config = load(ctx) if found else None
-    listens = {"proxy": config.model.listen, "fixtures": config.fixtures.listen} if config else None
-    report = svc.install(found.resolve() if found else None, dry_run=dry_run, listens=listens)
-    click.echo(safe_lines(svc.render(report)))
-    sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
-
-
-@service.command(name="uninstall", epilog=epilog(["canary service uninstall"], _SERVICE_EXITS))
-def service_uninstall() -> None:
-    """Stop and remove the service."""
-    from canary.daemon import service as svc
-
-    report = svc.uninstall()
-    click.echo(safe_lines(svc.render(report)))
-    sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
-
-
-@service.command(name="status", epilog=epilog(["canary service status"],
-                                              {0: "installed and running", 1: "not installed or not running",
-                                               3: "the service manager could not be asked"}))
-def service_status() -> None:
-    """Whether the service is installed and running."""
-    from canary.daemon import service as svc
-
-    state = svc.status()
-    click.echo(safe_lines(svc.render(state)))
-    sys.exit(EXIT_OK if state.installed and state.running else EXIT_UNHEALTHY)
 
 
 @main.command(epilog=epilog(["canary dashboard", "canary dashboard --config ~/agent/canary.toml"],

@@ -133,3 +133,21 @@ def status_table(doc: Mapping[str, Any]) -> str:
             lines.append(click.style("  " + safe(hole), fg="yellow"))
     return "\n".join(lines)
 
+
+
+def team_table(doc: dict[str, Any]) -> str:
+    """``canary status --all-projects``: a row per guard of every project and machine, and its daemon."""
+    rows = [("PROJECT", "MACHINE", "DAEMON", "GUARD", "STATUS", "REASON")]
+    for site in doc["projects"]:
+        beat = site["daemon"]["heartbeat"] or "never"
+        daemon = "running" if site["daemon"]["running"] else f"stale (last beat {beat})"
+        none = [{"guard": "-", "status": "-", "reason": "no status decided yet"}]
+        for guard in site["guards"] or none:
+            rows.append((site["project"], site["machine"], daemon, guard["guard"], guard["status"],
+                         guard["reason"]))
+    if len(rows) == 1:
+        return f"no project has written to the store at {doc['store']} yet"
+    shown = [[safe(str(cell)) for cell in row] for row in rows]
+    widths = [max(len(r[i]) for r in shown) for i in range(5)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5]
+                     for r in shown)

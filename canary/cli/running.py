@@ -75,7 +75,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     began = time.monotonic()
     keys = [(g.name, c.name) for g, c in pairs]
     matches = {g.name: g.match for g in config.guards if g.match is not None}
-    client = connect(config.daemon.control, token_path(config.path))
+    client = connect(config.daemon.control, token_path(config.path, config.project))
     if client is not None:
         click.echo(f"running through the daemon at {config.daemon.control}"
                    + (" (a run shows its stages once it finishes)" if live else ""), err=True)
@@ -103,7 +103,7 @@ def _through_daemon(config: Config, client: ControlClient, selection: list[str],
     if live is None:
         docs = client.run(selection, wait=True).get("runs", [])
     else:
-        store = Store(config.store.url)
+        store = Store.of(config)
         try:
             with live_runs(live, DaemonRuns(lambda t: runs_since(store.engine, t), since), _console()):
                 docs = client.run(selection, wait=True).get("runs", [])

@@ -120,8 +120,12 @@ TRACES = Section("traces", "The receiver of the agent's OpenTelemetry traces and
 STORE = Section("store", "Where runs, firings and statuses are kept.", (
     Key("url", STRING, None, "the database, as an SQLAlchemy URL (sqlite:///..., "
         "postgresql+psycopg://...)", "a database URL",
-        shown="`<platform state dir>/projects/<folder>-<hash>/canary.db`"),
+        shown="`<platform state dir>/projects/<project>-<hash>/canary.db`"),
     Key("retention", DURATION, "30d", "raw firing rows older than this are pruned"),
+    Key("machine", STRING, None, "this machine's name in a shared store: each project keeps its "
+        "rows per machine, so the daemons of one project on two machines never mix theirs",
+        "`[a-z0-9][a-z0-9._-]*`, at most 63 characters; name it for a CI runner whose host name "
+        "changes every job", shown="this host's name"),
 ))
 
 ALERTS = Section("alerts", "Where alerts go when a guard's status changes, and how often they repeat.", (
@@ -145,6 +149,10 @@ DAEMON = Section("daemon", "The daemon's control API.", (
 CONFIG = Section("", "Keys before any table header.", (
     Key("defs", GLOBS, ["canaries_defs/*.toml"], "globs of the definition files, relative to this "
         "file", "each glob matches at least one file"),
+    Key("project", STRING, None, "the project's name: it names the service unit, the daemon's "
+        "log and state folder, the project label of every metric and this project's rows in a "
+        "shared store", "`[a-z0-9][a-z0-9_-]*`, at most 40 characters",
+        shown="the name of this file's folder, lowercased, other characters as `-`"),
 ), (AGENT, MODEL, FIXTURES, TRACES, LOGS, STORE, ALERTS, DAEMON))
 
 # -- definition files ----------------------------------------------------------------------------

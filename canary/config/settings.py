@@ -104,6 +104,7 @@ class StoreConfig:
 
     url: str = field(default_factory=locations.default_store_url)
     retention: timedelta = STORE.defaults.retention
+    machine: str | None = STORE.defaults.machine  # None: this host's name
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class Config:
 
     path: Path | None = None
     defs: tuple[str, ...] = CONFIG.defaults.defs
+    project: str = locations.DEFAULT_PROJECT
     agent: AgentConfig | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
     fixtures: FixturesConfig = field(default_factory=FixturesConfig)
@@ -142,6 +144,13 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     guards: tuple[GuardDef, ...] = ()
     warnings: tuple[Problem, ...] = ()
+
+    @property
+    def state_folder(self) -> Path:
+        """The project's state folder (``locations.project_dir``); the state directory without a file."""
+        if self.path is None:
+            return locations.state_dir()
+        return locations.project_dir(self.path, self.project)
 
 
 def find_config(explicit: str | None) -> Path | None:
@@ -175,6 +184,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
         raise ConfigError(sink.problems)
     top = CONFIG.open(sink, (), data)
     defs = top.read("defs")
+    project = _project(top, path)
     agent = read_agent(top)
     model_t, fixtures_t, daemon_t = (_section(top, section) for section in (MODEL, FIXTURES, DAEMON))
     model = ModelConfig(**model_t.read_all())
@@ -190,7 +200,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
                            *([(("traces", "listen"), traces.listen)] if traces is not None else []),
                            (("daemon", "control"), daemon.control)])
     logs = _logs(_section(top, LOGS), path.parent)
-    store = _store(_section(top, STORE), path)
+    store = _store(_section(top, STORE), path, project)
     alerts = _alerts(_section(top, ALERTS))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
@@ -203,9 +213,8 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     ]
     if any(p.severity == "error" for p in problems):
         raise ConfigError(problems)
-    return Config(path=path, defs=tuple(defs), agent=agent, model=model, fixtures=fixtures, traces=traces,
-                  logs=logs,
-                  store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
+    return Config(path=path, defs=tuple(defs), project=project, agent=agent, model=model, fixtures=fixtures,
+                  traces=traces, logs=logs, store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
                   warnings=tuple(p for p in problems if p.severity == "warning"))
 
 
@@ -295,15 +304,37 @@ def _project_control(path: Path, model: ModelConfig, fixtures: FixturesConfig) -
     return f"{host}:{port}"
 
 
-def _store(t: Fields, config_path: Path) -> StoreConfig:
+def _project(top: Fields, path: Path) -> str:
+    """The project's name: written, else its folder's name made into one."""
+    name = top.read("project")
+    if name is None:
+        return locations.default_project(path)
+    if not locations.PROJECT_NAME.fullmatch(name):
+        top.sink.error(("project",), "expected a name of a-z, 0-9, '_' and '-' that starts with a "
+                       f"letter or a digit, at most 40 characters, like 'my-agent'; got {name!r}",
+                       suggestion=locations.as_project_name(name) or None)
+        return locations.default_project(path)
+    return str(name)
+
+
+_MACHINE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # canary.store.sites.MACHINE_NAME
+
+
+def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     url = t.read("url")
     retention = t.read("retention")
+    machine = t.read("machine")
+    if machine is not None and not _MACHINE.fullmatch(machine):
+        t.sink.error((*t.keys, "machine"), "expected a name of a-z, 0-9, '.', '_' and '-' that starts "
+                     f"with a letter or a digit, at most 63 characters, like 'ci-runner'; got {machine!r}")
+        machine = None
     if url is None:
-        return StoreConfig(url=locations.project_store_url(config_path), retention=retention)
+        return StoreConfig(url=locations.project_store_url(config_path, project), retention=retention,
+                           machine=machine)
     if not _DB_URL.fullmatch(url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
-    return StoreConfig(url=url, retention=retention)
+    return StoreConfig(url=url, retention=retention, machine=machine)
 
 
 def _alerts(t: Fields) -> AlertsConfig:
@@ -354,6 +385,7 @@ def summarize(config: Config) -> str:
         return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
 
     lines = [f"config   {config.path if config.path is not None else '(none)'}",
+             f"project  {config.project}",
              f"store    {redact_url(config.store.url)}"]
     if config.agent is not None:
         agent = config.agent

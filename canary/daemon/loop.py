@@ -112,6 +112,7 @@ class Daemon:
         from canary.status.warnings import Warnings
 
         self.warnings = Warnings(clock)
+        self._scrape: Any = None  # canary.daemon.scrape.Scrape, made at the first scrape
 
     @property
     def store(self) -> Store:
@@ -119,7 +120,7 @@ class Daemon:
         if self._store is None:
             from canary.store.engine import Store
 
-            self._store = Store(self.config.store.url, attribution=self.attribution)
+            self._store = Store.of(self.config, attribution=self.attribution)
         return self._store
 
     # control API ------------------------------------------------------------
@@ -153,17 +154,17 @@ class Daemon:
         return {"runs": [r.to_json() for r in runner.run_many(pairs)]}
 
     def _metrics(self) -> bytes:
-        from canary.daemon.metrics import render, snapshot_from_store
-        from canary.status.overview import evaluate_all
+        if self._scrape is None:
+            from canary.daemon.scrape import Scrape
 
-        evaluated = evaluate_all(self.store, self.config, now=self.clock())
-        statuses = {s.guard: s.status.value for _f, s in evaluated}
+            self._scrape = Scrape(self.clock)
         lag = None
         if self.session and self.session.collection:
             lag = [(f.path, f.lag) for f in self.session.collection.files()]
-        snapshot = snapshot_from_store(self.store, [g.name for g in self.config.guards], statuses, lag)
         proxy = self.session.counts.snapshot() if self.session else None
-        return render(snapshot, proxy)
+        store_up = self.watch is None or self.watch.problem is None
+        text: bytes = self._scrape.render(self.store, self.config, lag=lag, store_up=store_up, proxy=proxy)
+        return text
 
     # lifecycle ----------------------------------------------------------------
 
@@ -346,7 +347,8 @@ class Daemon:
         from canary.runs.runner import DEFAULT_GRACE
 
         # A daemon taking over waits while the one that started it drains and lets the lock go.
-        with store_lock(self.store, successor_of=self._predecessor, wait=DRAIN + STOP_WAIT + 30.0):
+        with store_lock(self.store, successor_of=self._predecessor, wait=DRAIN + STOP_WAIT + 30.0,
+                        home=self.config.state_folder):
             interrupted = RunLog(self.store).interrupt_in_flight(INTERRUPTED)
             if interrupted:
                 log.warning("marked %d run(s) left in flight as interrupted", interrupted)
@@ -360,7 +362,7 @@ class Daemon:
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
                                     on_hold=self._hold_commits)
             try:
-                token = ensure_token(token_path(self.config.path))
+                token = ensure_token(token_path(self.config.path, self.config.project))
                 host, port = split_listen(self.config.daemon.control)
                 with naming_the_key("[daemon] control", port, self.store.path):
                     self.control = BackgroundServer(

@@ -7,10 +7,13 @@ scrapes a real daemon before and after a restart).
 
 Series:
 
+Every series carries ``project`` (``canary.toml``'s ``project``) as its first label.
+
 - ``canary_guard_firings_total{guard,source}``: firings since the store began; ``organic`` and
   ``canary`` are both present, from zero, for every declared guard.
 - ``canary_guard_status{guard,status}``: one-hot over every status of ``canary.status.evaluate.Status``.
-- ``canary_runs_total{guard,canary,verdict}``: finished runs.
+- ``canary_runs_total{guard,canary,verdict}``: finished runs; every verdict a declared canary can
+  end in is present, from zero.
 - ``canary_last_caught_timestamp_seconds{guard}``: when the latest caught run started; only for
   guards with a caught run (a 0 would read as "caught in 1970" and fire age alerts for guards
   that have no canaries at all).
@@ -19,6 +22,9 @@ Series:
   bytes not read yet; rotated files under one path are summed.
 - ``canary_daemon_heartbeat_timestamp_seconds``: the daemon's last heartbeat; absent until the
   first one.
+- ``canary_store_up``: 1 while the daemon can write its store, 0 while it cannot (a database
+  server down). The scrape then shows the last values read, with the daemon's own time as its
+  heartbeat: the daemon runs, and says its store is what failed.
 - ``canary_proxy_requests_total{outcome}``: the agent's requests through the proxy by outcome
   (every one of ``canary.proxy.health.OUTCOMES``, from zero), and ``canary_proxy_upstream_seconds``,
   a histogram of the model server's time to its response headers. These two are the exception
@@ -38,6 +44,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
+from canary.locations import DEFAULT_PROJECT
 from canary.proxy.health import BUCKETS, OUTCOMES, ProxySnapshot
 from canary.store.engine import Store
 from canary.store.tables import FilePosition, Heartbeat, HourlyCount, Run
@@ -46,6 +53,15 @@ from canary.vocabulary import Status, Verdict
 __all__ = ["SOURCES", "MetricsSnapshot", "render", "snapshot_from_store"]
 
 SOURCES = ("organic", "canary")
+
+
+#: The verdicts a canary can end in, by what it expects: its ``canary_runs_total`` series, from zero.
+VERDICTS = {
+    "reject": (Verdict.CAUGHT, Verdict.FIRED_BUT_LEAKED, Verdict.LEAKED, Verdict.UNLOGGED,
+               Verdict.NOT_INJECTED, Verdict.ERROR, Verdict.AMBIGUOUS),
+    "accept": (Verdict.PASSED, Verdict.FALSE_REJECTION, Verdict.NOT_INJECTED, Verdict.ERROR,
+               Verdict.AMBIGUOUS),
+}
 
 
 @dataclass(frozen=True)
@@ -60,14 +76,23 @@ class MetricsSnapshot:
     collector_lines: dict[str, int] = field(default_factory=dict)  # path -> lines read in total
     collector_lag: dict[str, int] = field(default_factory=dict)  # path -> bytes not read yet
     heartbeat: float | None = None  # unix time of the daemon's last beat
+    project: str = DEFAULT_PROJECT  # the value of every series' project label
+    #: guard -> its declared (canary, expect) pairs: their runs are shown from zero, per verdict
+    canaries: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    store_up: bool = True  # the daemon's latest write of its store worked
 
 
 class SnapshotCollector(Collector):
-    """Yields every guard-canary metric family with values taken from one snapshot."""
+    """Yields every guard-canary metric family with values taken from one snapshot.
+
+    Every series carries the ``project`` label first, so one Prometheus scraping several
+    projects' daemons (on one machine or many) tells them apart without relabelling.
+    """
 
     def __init__(self, snapshot: MetricsSnapshot, proxy: ProxySnapshot | None = None) -> None:
         self.snapshot = snapshot
         self.proxy = proxy
+        self._project = [snapshot.project]
 
     def collect(self) -> Iterable[Metric]:
         """The families, in the order of the module docstring."""
@@ -78,81 +103,99 @@ class SnapshotCollector(Collector):
         if self.proxy is not None:
             yield from self._proxy(self.proxy)
 
-    @staticmethod
-    def _proxy(proxy: ProxySnapshot) -> Iterator[Metric]:
+    def _labels(self, *names: str) -> list[str]:
+        return ["project", *names]
+
+    def _proxy(self, proxy: ProxySnapshot) -> Iterator[Metric]:
         requests = CounterMetricFamily(
-            "canary_proxy_requests", "The agent's requests through the proxy, by outcome.", labels=["outcome"]
+            "canary_proxy_requests", "The agent's requests through the proxy, by outcome.",
+            labels=self._labels("outcome"),
         )
         for outcome in OUTCOMES:
-            requests.add_metric([outcome], proxy.requests.get(outcome, 0))
+            requests.add_metric([*self._project, outcome], proxy.requests.get(outcome, 0))
         yield requests
         cumulative, buckets = 0, []
         for bound, count in zip(BUCKETS, proxy.buckets, strict=True):
             cumulative += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-        yield HistogramMetricFamily(
+        histogram = HistogramMetricFamily(
             "canary_proxy_upstream_seconds", "Seconds the model server took to its response headers.",
-            buckets=buckets, sum_value=proxy.seconds_sum,
+            labels=self._labels(),
         )
+        histogram.add_metric(self._project, buckets=buckets, sum_value=proxy.seconds_sum)
+        yield histogram
 
     def _guards(self) -> Iterator[Metric]:
-        snap = self.snapshot
+        snap, project = self.snapshot, self._project
         firings = CounterMetricFamily(
             "canary_guard_firings", "Guard firings counted from the logs, organic and canary apart.",
-            labels=["guard", "source"],
+            labels=self._labels("guard", "source"),
         )
         status = GaugeMetricFamily(
             "canary_guard_status", "1 for the guard's current status, 0 for every other status.",
-            labels=["guard", "status"],
+            labels=self._labels("guard", "status"),
         )
         caught = GaugeMetricFamily(
             "canary_last_caught_timestamp_seconds",
             "Unix time the guard's latest caught canary run started; absent until one is caught.",
-            labels=["guard"],
+            labels=self._labels("guard"),
         )
         for guard in snap.guards:
             for source in SOURCES:
-                firings.add_metric([guard, source], snap.firings.get((guard, source), 0))
+                firings.add_metric([*project, guard, source], snap.firings.get((guard, source), 0))
             current = Status(snap.statuses.get(guard, Status.NEW))
             for value in Status:
-                status.add_metric([guard, value.value], 1.0 if value is current else 0.0)
+                status.add_metric([*project, guard, value.value], 1.0 if value is current else 0.0)
             if guard in snap.last_caught:
-                caught.add_metric([guard], snap.last_caught[guard])
+                caught.add_metric([*project, guard], snap.last_caught[guard])
         yield firings
         yield status
         yield caught
 
     def _runs(self) -> Iterator[Metric]:
         runs = CounterMetricFamily(
-            "canary_runs", "Finished canary runs by verdict.", labels=["guard", "canary", "verdict"]
+            "canary_runs", "Finished canary runs by verdict.",
+            labels=self._labels("guard", "canary", "verdict"),
         )
         declared = set(self.snapshot.guards)
-        for (guard, canary, verdict), count in sorted(self.snapshot.runs.items()):
-            if guard in declared:
-                runs.add_metric([guard, canary, verdict], count)
+        counts = {key: n for key, n in self.snapshot.runs.items() if key[0] in declared}
+        for guard, pairs in self.snapshot.canaries.items():
+            for canary, expect in pairs if guard in declared else ():
+                for known in VERDICTS.get(expect, ()):
+                    counts.setdefault((guard, canary, known.value), 0)
+        for (guard, canary, verdict), count in sorted(counts.items()):
+            runs.add_metric([*self._project, guard, canary, verdict], count)
         yield runs
 
     def _collectors(self) -> Iterator[Metric]:
         lines = CounterMetricFamily(
-            "canary_collector_lines", "Log lines read from each followed path.", labels=["path"]
+            "canary_collector_lines", "Log lines read from each followed path.", labels=self._labels("path")
         )
         for path, count in sorted(self.snapshot.collector_lines.items()):
-            lines.add_metric([path], count)
+            lines.add_metric([*self._project, path], count)
         lag = GaugeMetricFamily(
-            "canary_collector_lag_bytes", "Bytes of each followed path not read yet.", labels=["path"]
+            "canary_collector_lag_bytes", "Bytes of each followed path not read yet.",
+            labels=self._labels("path"),
         )
         for path, count in sorted(self.snapshot.collector_lag.items()):
-            lag.add_metric([path], count)
+            lag.add_metric([*self._project, path], count)
         yield lines
         yield lag
 
     def _daemon(self) -> Iterator[Metric]:
         beat = GaugeMetricFamily(
-            "canary_daemon_heartbeat_timestamp_seconds", "Unix time of the daemon's last heartbeat."
+            "canary_daemon_heartbeat_timestamp_seconds", "Unix time of the daemon's last heartbeat.",
+            labels=self._labels(),
         )
         if self.snapshot.heartbeat is not None:
-            beat.add_metric([], self.snapshot.heartbeat)
+            beat.add_metric(self._project, self.snapshot.heartbeat)
         yield beat
+        store = GaugeMetricFamily(
+            "canary_store_up", "1 while the daemon can write its store, 0 while it cannot.",
+            labels=self._labels(),
+        )
+        store.add_metric(self._project, 1.0 if self.snapshot.store_up else 0.0)
+        yield store
 
 
 def render(snapshot: MetricsSnapshot, proxy: ProxySnapshot | None = None) -> bytes:
@@ -223,6 +266,9 @@ def snapshot_from_store(
     guards: list[str],
     statuses: Mapping[str, str],
     lag: list[tuple[str, int]] | None = None,
+    *,
+    project: str = DEFAULT_PROJECT,
+    canaries: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
 ) -> MetricsSnapshot:
     """A snapshot of the store; ``lag`` (path, bytes not read yet) overrides the stored lag.
 
@@ -248,4 +294,6 @@ def snapshot_from_store(
         collector_lines=lines,
         collector_lag=live_lag if lag is not None else stored_lag,
         heartbeat=heartbeat(engine),
+        project=project,
+        canaries=dict(canaries or {}),
     )

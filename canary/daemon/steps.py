@@ -25,15 +25,18 @@ if TYPE_CHECKING:  # imported by the steps that use them: the daemon's start-up 
 log = logging.getLogger("canary.daemon.loop")
 
 
-def lock_path(store: Store) -> Path:
-    """The lock file of a store: beside a SQLite file, else in the state directory."""
-    if store.path is not None:
-        return store.path.with_name(store.path.name + ".lock")
-    return locations.state_dir() / "daemon.lock"
+def lock_path(store: Store, home: Path | None = None) -> Path:
+    """The lock file of a store: beside a SQLite file, else in the project's folder ``home``
+    (the state directory without one), so each project's daemon on a shared store has its own."""
+    stem = store.stem
+    if stem is not None:
+        return stem.with_name(stem.name + ".lock")
+    return (home or locations.state_dir()) / "store.lock"
 
 
 @contextlib.contextmanager
-def store_lock(store: Store, *, successor_of: int | None = None, wait: float = 0.0) -> Iterator[Path]:
+def store_lock(store: Store, *, successor_of: int | None = None, wait: float = 0.0,
+               home: Path | None = None) -> Iterator[Path]:
     """Hold the store's daemon lock, or raise UnavailableError naming the holder.
 
     A daemon taking over from ``successor_of`` waits up to ``wait`` seconds while that one holds
@@ -42,8 +45,8 @@ def store_lock(store: Store, *, successor_of: int | None = None, wait: float = 0
     import fcntl
     import time
 
-    path = lock_path(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = lock_path(store, home)
+    locations.private_dir(path.parent, tighten=locations.is_owned(path.parent))
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + wait
     try:
@@ -66,15 +69,17 @@ def store_lock(store: Store, *, successor_of: int | None = None, wait: float = 0
         os.close(fd)
 
 
-def setup_logging(path: Path | None = None, *, level: int = logging.INFO) -> Path:
-    """The daemon's own log (rotated at 5 MB), plus stderr."""
+def setup_logging(path: Path | None = None, *, level: int = logging.INFO,
+                  project: str = locations.DEFAULT_PROJECT) -> Path:
+    """The daemon's own log (rotated at 5 MB), plus stderr; every line names the project."""
     if path is None:
-        path = locations.private_state_dir() / "logs" / "daemon.log"
+        path = locations.project_log(None, project)
     locations.private_dir(path.parent, tighten=True)
     root = logging.getLogger("canary")
     root.setLevel(level)
     # Messages may quote log lines or a webhook's answer: shown safely, in the file and on stderr.
-    fmt = SafeFormatter("%(asctime)s %(levelname)-5s %(name)s %(message)s")
+    # A project name holds no `%` (locations.PROJECT_NAME), so it can stand in the format itself.
+    fmt = SafeFormatter(f"%(asctime)s %(levelname)-5s [{project}] %(name)s %(message)s")
     file_handler = locations.PrivateRotatingFileHandler(path, maxBytes=5 << 20, backupCount=3)
     file_handler.setFormatter(fmt)
     stream = logging.StreamHandler()

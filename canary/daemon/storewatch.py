@@ -66,6 +66,7 @@ class StoreWatch:
     ) -> None:
         self.store = store
         self.path = store.path
+        self.stem = store.stem  # where the problem is written: beside the SQLite file, or the project's
         self.on_reopen = on_reopen
         self.on_hold = on_hold
         self.alert = alert
@@ -73,8 +74,8 @@ class StoreWatch:
         self.problem: StoreProblem | None = None
         self._until: datetime | None = None
         self._identity = _identity(self.path)
-        if self.path is not None:
-            prepare_problem(self.path)
+        if self.stem is not None:
+            prepare_problem(self.stem)
 
     def check(self, now: datetime) -> None:
         """Find a store that was deleted or replaced under the daemon, and re-open it."""
@@ -94,7 +95,7 @@ class StoreWatch:
             return
         self.problem = StoreProblem(now, reason)
         log.error("%s", self.problem.sentence())
-        if self.path is not None and not write_problem(self.path, self.problem):
+        if self.stem is not None and not write_problem(self.stem, self.problem):
             log.error("the problem could not be written beside the store either")
         if self.alert is not None:
             try:
@@ -112,8 +113,8 @@ class StoreWatch:
                     self.problem.reason)
         self.problem = None
         self._until = None
-        if self.path is not None:
-            clear_problem(self.path)
+        if self.stem is not None:
+            clear_problem(self.stem)
 
     def reopen(self, now: datetime) -> None:
         """Open the store's file again (creating it if it is gone); the collectors re-read.
@@ -128,8 +129,8 @@ class StoreWatch:
             self.failed(str(exc).splitlines()[0], now)
             return
         self._identity = _identity(self.path)
-        if self.problem is not None and self.path is not None:
-            write_problem(self.path, self.problem)
+        if self.problem is not None and self.stem is not None:
+            write_problem(self.stem, self.problem)
         if self.on_reopen is not None:
             self.on_reopen()
 

@@ -22,16 +22,16 @@ log = logging.getLogger(__name__)
 TOKEN_FILE = "control.token"
 
 
-def token_path(config_path: Path | None = None) -> Path:
+def token_path(config_path: Path | None = None, project: str | None = None) -> Path:
     """Where the control token is kept: the project's state folder, beside its default store.
 
-    That is ``<state dir>/projects/<name>-<hash>/control.token`` for the project whose config is
-    ``config_path``, so each project's daemon has a token of its own; ``<state dir>/control.token``
-    without one.
+    That is ``<state dir>/projects/<project>-<hash>/control.token`` for the project whose config
+    is ``config_path``, so each project's daemon has a token of its own;
+    ``<state dir>/control.token`` without one.
     """
     if config_path is None:
         return locations.state_dir() / TOKEN_FILE
-    return locations.project_dir(config_path) / TOKEN_FILE
+    return locations.project_dir(config_path, project) / TOKEN_FILE
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -211,7 +211,7 @@ def daemon_demo(directory: Path, *, dialect: str = "chat") -> Iterator[DaemonDem
             thread = threading.Thread(target=daemon.run, kwargs={"install_signals": False},
                                       name="demo-daemon", daemon=True)
             thread.start()
-            store = Store(config.store.url)
+            store = Store.of(config)
             if not _wait_for_daemon(store, thread):
                 raise UnavailableError(f"the demo daemon did not start; see {directory / 'daemon.log'}")
             traffic = Traffic(f"{users.url}/ask", pages.url, store).start()

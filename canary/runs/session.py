@@ -29,7 +29,7 @@ from canary.store.engine import Store
 
 def open_store(config: Config, attribution: Attribution | None = None) -> Store:
     """The configured store, built with the attribution of the runs a session puts in flight."""
-    return Store(config.store.url, attribution=attribution or Attribution.of(config))
+    return Store.of(config, attribution=attribution or Attribution.of(config))
 
 
 def attribution_of(store: Store) -> Attribution:

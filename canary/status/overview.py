@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
+from canary.errors import StoreError
 from canary.status.evaluate import GuardFacts, GuardStatus, evaluate, is_muted
 from canary.status.facts import gather, variant_counts
 from canary.status.families import families
@@ -83,7 +84,7 @@ def daemon_info(store: Store | Reader, *, now: datetime, problem_at: Path | None
     """
     if not isinstance(store, Reader):
         with _reader(store) as reader:
-            return daemon_info(reader, now=now, problem_at=store.path)
+            return daemon_info(reader, now=now, problem_at=store.stem)
     problem = read_problem(problem_at) if problem_at is not None else None
     error = problem.sentence() if problem is not None else None
     row = reads.heartbeat(store)
@@ -103,7 +104,7 @@ def status_document(
     """The contract's ``canary status --json`` document (``problem_at``: the store's file)."""
     if not isinstance(store, Reader):
         with _reader(store) as reader:
-            return status_document(reader, config, now=now, readable=readable, problem_at=store.path)
+            return status_document(reader, config, now=now, readable=readable, problem_at=store.stem)
     info = daemon_info(store, now=now, problem_at=problem_at)
     guards = []
     defined = {g.name: variant_counts(g) for g in config.guards}
@@ -153,8 +154,19 @@ def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
         if reader is not None:
             return status_document(reader, config, now=now, problem_at=reads.sqlite_path(config.store.url))
     from canary.store.engine import Store
+    from canary.store.sites import Site
 
-    store = Store.existing(config.store.url)  # never created here
+    local = config.state_folder / "store"
+    try:
+        store = Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
+                               local=local)
+    except StoreError as exc:
+        problem = read_problem(local)  # the running daemon's word on it, kept in the project's folder
+        if problem is None:
+            raise
+        raise StoreError(f"{exc}; the daemon of project {config.project} runs and {problem.sentence()}, "
+                         "keeping its place in the logs to count them when the store is back",
+                         url=config.store.url) from exc
     try:
         return status_document(store, config, now=now)
     finally:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, event, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -30,8 +30,9 @@ from canary.errors import StoreError
 from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, StoredRun
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import nonce_candidates
-from canary.store.positions import pack_marks, state_of
-from canary.store.signals import SIGNAL_PATH
+from canary.store.positions import committed_before, pack_marks, state_of
+from canary.store.signals import SIGNAL_PATH, signal_counts
+from canary.store.sites import Site, claim_sqlite, register, search_site
 from canary.store.tables import (
     LINE_KEEP,
     FilePosition,
@@ -44,6 +45,9 @@ from canary.store.tables import (
 from canary.vocabulary import CORRELATE_RULE, as_utc, hour_floor
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
 
 #: Seconds a write waits for another process's lock before it fails with a StoreError.
 BUSY_TIMEOUT_S = 30.0
@@ -123,29 +127,52 @@ class Store:
     """The store of one guard-canary installation."""
 
     def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None,
-                 attribution: Attributor | None = None) -> None:
+                 attribution: Attributor | None = None, site: Site | None = None,
+                 local: Path | None = None) -> None:
         self.url = url
+        #: For a server's store: the project's own file stem for the daemon's lock and its word on
+        #: the store (``canary.store.health``), which a SQLite store keeps beside its file.
+        self.local = local
         self._clock = clock or (lambda: datetime.now(UTC))
         #: Which run each committed firing belongs to (``canary.store.attributing``).
         self.attribution: Attributor = attribution if attribution is not None else NoRunsInFlight()
         self.home: Path | None = None
-        try:
-            self.engine = self._create_engine(url)
-            event.listen(self.engine, "handle_error", _as_store_error(url))
-            event.listen(self.engine, "before_cursor_execute", _time_statements)
-            self._migrate(self.engine)
-        except SQLAlchemyError as exc:
-            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
-        except OSError as exc:
-            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
+        #: Whose rows these are (``canary.store.sites``): a project's, on this machine.
+        self.claimed = site is not None
+        self.site = site if site is not None else Site()
+        self.engine = self._open()
+
+    @classmethod
+    def of(cls, config: Config, **kwargs: Any) -> Store:
+        """The configured store, as the site of the config's project on this machine."""
+        return cls(config.store.url, site=Site(config.project, config.store.machine or ""),
+                   local=config.state_folder / "store", **kwargs)
 
     # -- setup --------------------------------------------------------------
 
+    def _open(self) -> Engine:
+        url = self.url
+        try:
+            engine = self._create_engine(url, self.site)
+            event.listen(engine, "handle_error", _as_store_error(url))
+            event.listen(engine, "before_cursor_execute", _time_statements)
+            self._migrate(engine)
+            return engine
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
+        except ImportError as exc:  # the URL names a driver that is not installed
+            raise StoreError(
+                f"cannot open the store at {redact_url(url)}: its driver is not installed ({exc}); for "
+                "PostgreSQL install guard-canary[postgres] (psycopg)", url=url) from exc
+
     @staticmethod
-    def _create_engine(url: str) -> Engine:
+    def _create_engine(url: str, site: Site) -> Engine:
         parsed = make_url(url)
         if parsed.get_backend_name() != "sqlite":
-            return create_engine(url, pool_pre_ping=True)
+            engine = create_engine(url, pool_pre_ping=True)
+            if engine.dialect.name == "postgresql":
+                search_site(engine, site)
+            return engine
         database = parsed.database
         if database and database != ":memory:" and not database.startswith("file:"):
             _private_database(Path(database).expanduser())
@@ -167,6 +194,8 @@ class Store:
                 # Take the write lock before reading the version: two processes opening a new
                 # store at once then migrate one after the other, never both.
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
+            elif engine.dialect.name == "postgresql":
+                register(conn, self.site, as_utc(self._clock()))  # the site's schema, under a lock
             Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
             row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
             current = int(row[0]) if row else 0
@@ -183,6 +212,8 @@ class Store:
                     conn, Meta, [{"key": "schema_version", "value": str(SCHEMA_VERSION)}],
                     keys=["key"], set_={"value": str(SCHEMA_VERSION)},
                 )
+            if self.claimed and engine.dialect.name == "sqlite":
+                claim_sqlite(conn, self.site.project, redact_url(self.url))
 
     def close(self) -> None:
         """Release every connection."""
@@ -192,18 +223,12 @@ class Store:
         """Open the store's file again (a new one if it was deleted), and migrate it."""
         old = self.engine
         try:
-            engine = self._create_engine(self.url)
-            event.listen(engine, "handle_error", _as_store_error(self.url))
-            event.listen(engine, "before_cursor_execute", _time_statements)
-            self._migrate(engine)
-            self.engine = engine  # only once migrated: other threads use it at once
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(redact_url(f"cannot open the store at {self.url}: {exc}"), url=self.url) from exc
+            self.engine = self._open()  # only once migrated: other threads use it at once
         finally:
             old.dispose()
 
     @classmethod
-    def existing(cls, url: str) -> Store:
+    def existing(cls, url: str, *, site: Site | None = None, local: Path | None = None) -> Store:
         """The store at ``url``, never created: a SQLite file not there yet reads as an empty
         store in memory (whose ``path`` still names the file)."""
         parsed = make_url(url)
@@ -214,7 +239,12 @@ class Store:
                 store = cls("sqlite://")
                 store.home = file
                 return store
-        return cls(url)
+        return cls(url, site=site, local=local)
+
+    @property
+    def stem(self) -> Path | None:
+        """The file beside which the daemon keeps its lock and problem: the SQLite file, else ``local``."""
+        return self.path if self.path is not None else self.local
 
     @property
     def path(self) -> Path | None:
@@ -287,7 +317,8 @@ class Store:
 
     def add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
         """Add firings to the hourly counts of (guard, hour, source)."""
-        for (guard, hour, source), n in counts.items():
+        # In key order: two transactions moving the same rows lock them in the same order (no deadlock).
+        for (guard, hour, source), n in sorted(counts.items()):
             self.upsert(
                 conn, HourlyCount,
                 [{"guard": guard, "hour": hour, "source": source, "count": n}],
@@ -316,7 +347,7 @@ class Store:
                     rows.append(row)
                     counts[(row["guard"], hour_floor(row["ts"]), "organic")] += 1
         with self.engine.begin() as conn:
-            counts.update(self._signal_counts(conn, wanted, start))
+            counts.update(signal_counts(conn, wanted, start))
             for table in (Firing, HourlyCount):
                 t = table.__table__  # type: ignore[union-attr]
                 column = t.c.ts if table is Firing else t.c.hour
@@ -327,15 +358,6 @@ class Store:
                 conn.execute(insert(Firing), rows)
             self.add_counts(conn, counts)
         return len(rows)
-
-    @staticmethod
-    def _signal_counts(conn: Connection, guards: set[str],
-                       start: datetime) -> Counter[tuple[str, datetime, str]]:
-        """The organic firings seen in spans (``canary.store.signals``), per guard and hour."""
-        t = Firing.__table__  # type: ignore[attr-defined]
-        rows = conn.execute(select(t.c.guard, t.c.ts).where(
-            t.c.guard.in_(guards), t.c.ts >= start, t.c.run_id.is_(None), t.c.path == SIGNAL_PATH))
-        return Counter((str(guard), hour_floor(as_utc(ts)), "organic") for guard, ts in rows)
 
     def commit(self, batch: Batch) -> None:
         """Firings, hourly counts, activity and the new position, in one transaction."""
@@ -348,12 +370,14 @@ class Store:
             "prior": pack_marks(state.prior, state.earlier),
         }
         with self.engine.begin() as conn:
+            if committed_before(conn, batch):
+                return
             if firings:
                 conn.execute(insert(Firing), firings)
             self.add_counts(conn, counts)
             read_hour = hour_floor(now)
             activity.setdefault(read_hour, 0)
-            for hour, n in activity.items():
+            for hour, n in sorted(activity.items()):
                 scanned = (batch.lines, batch.bytes) if hour == read_hour else (0, 0)
                 table = HourlyActivity.__table__  # type: ignore[attr-defined]
                 self.upsert(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from sqlalchemy import Connection, select
+
 from canary.store.tables import FilePosition
 from collectors.identity import Mark
-from collectors.positions import FileState
+from collectors.positions import Batch, FileState
 
-__all__ = ["pack_mark", "pack_marks", "state_of", "unpack_mark", "unpack_marks"]
+__all__ = ["committed_before", "pack_mark", "pack_marks", "state_of", "unpack_mark", "unpack_marks"]
 
 #: The first byte of several packed marks (a single mark starts with its offset's high byte).
 _SEVERAL = b"\xff"
@@ -76,3 +78,19 @@ def unpack_marks(data: bytes | None) -> list[Mark]:
         marks.append(mark)
         pos += 4 + size
     return marks
+
+
+def committed_before(conn: Connection, batch: Batch) -> bool:
+    """Whether ``batch`` is already committed: the stored position is its end, with the same
+    bytes before it, though the batch began elsewhere. A commit whose answer was lost (the
+    database server went away as it committed) is read and committed again: counted once."""
+    state = batch.state
+    if batch.since is None or batch.since == state.offset:
+        return False
+    table = FilePosition.__table__  # type: ignore[attr-defined]
+    stmt = select(table.c.offset, table.c.head_hash, table.c.tail_hash).where(table.c.key == state.key)
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()  # a concurrent commit of the same file waits for this one
+    row = conn.execute(stmt).first()
+    return (row is not None and int(row[0]) == state.offset and bytes(row[1]) == state.head_hash
+            and bytes(row[2] or b"") == state.tail_hash)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import Connection, insert, select
 
 from canary.store.attributing import Sighting
 from canary.store.tables import Firing
@@ -24,7 +24,7 @@ from canary.vocabulary import as_utc, hour_floor
 if TYPE_CHECKING:
     from canary.store.engine import Store
 
-__all__ = ["SIGNAL_PATH", "SignalHit", "commit_signals"]
+__all__ = ["SIGNAL_PATH", "SignalHit", "commit_signals", "signal_counts"]
 
 #: The ``path`` of a firing seen in a span, an event or a log record received on [traces].
 SIGNAL_PATH = "otlp"
@@ -82,3 +82,11 @@ def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | N
                 conn.execute(insert(Firing), rows)
                 store.add_counts(conn, counts)
     return len(rows)
+
+
+def signal_counts(conn: Connection, guards: set[str], start: datetime) -> Counter[tuple[str, datetime, str]]:
+    """The organic firings seen in signals, per guard and hour from ``start`` (a recount keeps them)."""
+    t = Firing.__table__  # type: ignore[attr-defined]
+    rows = conn.execute(select(t.c.guard, t.c.ts).where(
+        t.c.guard.in_(guards), t.c.ts >= start, t.c.run_id.is_(None), t.c.path == SIGNAL_PATH))
+    return Counter((str(guard), hour_floor(as_utc(ts)), "organic") for guard, ts in rows)

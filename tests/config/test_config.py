@@ -129,6 +129,7 @@ def test_defaults_when_sections_are_absent(tmp_path: Path) -> None:
     config = load_config(path=path)
     assert config == Config(
         path=path,
+        project=locations.default_project(path),
         guards=config.guards,
         store=StoreConfig(locations.project_store_url(path)),
         daemon=DaemonConfig(locations.project_control(path)),

@@ -246,7 +246,8 @@ def test_canary_run_goes_through_the_daemon_and_control_refuses_strangers(world:
         assert httpx.get(f"{control}/status", headers={**auth, "Origin": "http://evil.example"}).status_code == 403
         assert httpx.get(f"{control}/status", headers=auth).json()["daemon"]["running"] is True
         metrics = httpx.get(f"{control}/metrics").text
-        assert 'canary_guard_firings_total{guard="version",source="organic"}' in metrics
+        assert re.search(r'^canary_guard_firings_total\{guard="version",project="[^"]+",source="organic"\}',
+                         metrics, flags=re.M)
         result = subprocess.run(
             [sys.executable, "-m", "canary.cli.main", "--config", str(world["config"]), "run", "version", "--json"],
             capture_output=True, timeout=120, check=False,

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
 from canary.daemon.metrics import MetricsSnapshot, render, snapshot_from_store
-from canary.locations import package_dir
+from canary.locations import default_project, package_dir
 from canary.runs.runlog import RunLog
 from canary.store.engine import Store
 from canary.store.tables import Heartbeat
@@ -24,12 +24,14 @@ NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def samples(text: bytes) -> Samples:
-    """Every sample as (name, sorted labels) -> value."""
+def samples(text: bytes, project: str = "default") -> Samples:
+    """Every sample as (name, sorted labels) -> value; each must carry ``project``, left out of the key."""
     found: Samples = {}
     for family in text_string_to_metric_families(text.decode("utf-8")):
         for sample in family.samples:
-            key = (sample.name, tuple(sorted(sample.labels.items())))
+            labels = dict(sample.labels)
+            assert labels.pop("project", None) == project, f"{sample.name} {sample.labels}: no project"
+            key = (sample.name, tuple(sorted(labels.items())))
             assert key not in found, f"duplicate series {key}"
             found[key] = sample.value
     return found
@@ -98,6 +100,7 @@ def test_exposition_names_and_types() -> None:
         "canary_collector_lines_total": "counter",
         "canary_collector_lag_bytes": "gauge",
         "canary_daemon_heartbeat_timestamp_seconds": "gauge",
+        "canary_store_up": "gauge",
     }
     assert "_total_total" not in text
     assert "_created" not in text
@@ -212,7 +215,7 @@ def test_the_store_renders_end_to_end(store: Store) -> None:
 RULES = package_dir() / "examples" / "prometheus-rules.yml"
 EXPECTED_ALERTS = {
     "GuardAsleep", "GuardDegraded", "GuardInconclusive", "NoCaughtCanaryForADay",
-    "DaemonHeartbeatAbsent", "CollectorLagging",
+    "CanaryDaemonDown", "CanaryDaemonAbsent", "CanaryStoreUnwritable", "CollectorLagging",
 }
 
 
@@ -319,7 +322,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _lines_total(url: str, path: str, timeout: float = 60) -> float:
+def _lines_total(url: str, path: str, timeout: float = 60, *, project: str = "default") -> float:
     """The scraped ``canary_collector_lines_total`` of ``path``, once it is there."""
     import time
 
@@ -328,7 +331,7 @@ def _lines_total(url: str, path: str, timeout: float = 60) -> float:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            found = samples(httpx.get(url, timeout=5, trust_env=False).content)
+            found = samples(httpx.get(url, timeout=5, trust_env=False).content, project=project)
             value = named(found, "canary_collector_lines_total").get((("path", path),))
             if value:
                 return value
@@ -360,8 +363,37 @@ def test_collector_lines_survive_a_daemon_restart(tmp_path: Path) -> None:
         proc = subprocess.Popen([canary, "daemon", "--tick", "0.5"], cwd=tmp_path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            seen.append(_lines_total(url, str(log)))
+            seen.append(_lines_total(url, str(log), project=default_project(tmp_path / "canary.toml")))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
     assert seen == [250.0, 250.0]  # the restarted daemon read nothing new, yet the count holds
+
+
+def test_runs_of_every_declared_canary_start_from_zero_for_each_verdict_it_can_end_in() -> None:
+    snap = MetricsSnapshot(
+        guards=["citation", "grounding"], runs={("citation", "fake-url", "caught"): 3},
+        canaries={"citation": (("fake-url", "reject"),), "grounding": (("real-quote", "accept"),),
+                  "undeclared": (("x", "reject"),)},
+    )
+    runs = named(samples(render(snap)), "canary_runs_total")
+    by_canary: dict[str, dict[str, float]] = {}
+    for labels, value in runs.items():
+        row = dict(labels)
+        by_canary.setdefault(row["canary"], {})[row["verdict"]] = value
+    assert by_canary == {
+        "fake-url": {"caught": 3.0, "fired_but_leaked": 0.0, "leaked": 0.0, "unlogged": 0.0,
+                     "not_injected": 0.0, "error": 0.0, "ambiguous": 0.0},
+        "real-quote": {"passed": 0.0, "false_rejection": 0.0, "not_injected": 0.0, "error": 0.0,
+                       "ambiguous": 0.0},
+    }
+
+
+def test_every_series_names_its_project_and_the_store_state() -> None:
+    from canary.proxy.health import ProxyCounts
+
+    text = render(MetricsSnapshot(guards=["citation"], project="billing-bot", store_up=False),
+                  ProxyCounts().snapshot())
+    found = samples(text, project="billing-bot")  # fails on a series without project="billing-bot"
+    assert named(found, "canary_store_up") == {(): 0.0}
+    assert named(found, "canary_proxy_upstream_seconds_count") == {(): 0.0}

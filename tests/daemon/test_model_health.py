@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from canary.config.settings import load_config
 from canary.demo.live import free_port
 from canary.demo.model import create_model_server
 from canary.proxy.serving import BackgroundServer
@@ -131,9 +132,10 @@ webhook = "{receiver.url}/hook"
         doc = json.loads(canary_cli(config, "status", "--json").stdout)
         assert doc["model"]["state"] == "reachable"
         metrics = httpx.get(f"http://127.0.0.1:{_control(config)}/metrics", trust_env=False).text
-        assert 'canary_proxy_requests_total{outcome="refused"} 3.0' in metrics
-        assert 'canary_proxy_requests_total{outcome="ok"} 1.0' in metrics
-        assert 'canary_proxy_upstream_seconds_count 1.0' in metrics
+        project = load_config(path=config).project
+        assert f'canary_proxy_requests_total{{outcome="refused",project="{project}"}} 3.0' in metrics
+        assert f'canary_proxy_requests_total{{outcome="ok",project="{project}"}} 1.0' in metrics
+        assert f'canary_proxy_upstream_seconds_count{{project="{project}"}} 1.0' in metrics
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from canary import locations
 from canary.config.settings import load_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="POSIX modes")]
@@ -58,9 +59,10 @@ def running_daemon(open_parent: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     with errors.open("wb") as sink:
         proc = subprocess.Popen([canary, "--config", str(config), "daemon", "--tick", "0.5"],
                                 stdout=subprocess.DEVNULL, stderr=sink, umask=0o022)
-    db = Path(load_config(path=config).store.url.removeprefix("sqlite:///"))
+    loaded = load_config(path=config)
+    db = Path(loaded.store.url.removeprefix("sqlite:///"))
     wanted = [db, db.with_name("canary.db-wal"), db.with_name("canary.db-shm"),
-              state / "logs" / "daemon.log", db.with_name("control.token")]
+              locations.project_log(config, loaded.project), db.with_name("control.token")]
     deadline = time.monotonic() + 60
     while not all(p.exists() for p in wanted):
         assert proc.poll() is None, errors.read_text()
@@ -81,13 +83,12 @@ def running_daemon(open_parent: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 def test_after_a_daemon_start_with_umask_022_everything_is_owner_only(running_daemon: Path) -> None:
     state = running_daemon
     assert mode(state) == 0o700
-    assert mode(state / "logs") == 0o700
     project = _project(state)
     assert mode(project.parent) == 0o700 and mode(project) == 0o700
+    assert mode(project / "logs") == 0o700
     for name in ("canary.db", "canary.db-wal", "canary.db-shm", "canary.db.lock", "control.token"):
         assert mode(project / name) == 0o600, name
-    for name in ("logs/daemon.log",):
-        assert mode(state / name) == 0o600, name
+    assert mode(_where(state, "daemon log")) == 0o600
 
 
 def _project(state: Path) -> Path:
@@ -97,7 +98,10 @@ def _project(state: Path) -> Path:
 
 
 def _where(state: Path, name: str) -> Path:
-    return _project(state) / name if name.startswith(("canary.db", "control.token")) else state / name
+    if name == "daemon log":  # <project folder>/logs/<project>.log
+        (log,) = (_project(state) / "logs").glob("*.log")
+        return log
+    return _project(state) / name
 
 
 def _nobody() -> pwd.struct_passwd | None:
@@ -121,15 +125,15 @@ def test_another_user_cannot_read_the_store(running_daemon: Path) -> None:
                               group=nobody.pw_gid, extra_groups=[], capture_output=True, text=True,
                               timeout=30, check=False)
 
-    for name in ("canary.db", "canary.db-wal", "logs/daemon.log", "control.token"):
+    for name in ("canary.db", "canary.db-wal", "daemon log", "control.token"):
         done = as_nobody(_where(running_daemon, name))
         assert done.returncode != 0 and "Permission denied" in done.stderr, name
     # Even with the directory opened up, each file keeps others out on its own.
     os.chmod(running_daemon, 0o755)
-    os.chmod(running_daemon / "logs", 0o755)
+    os.chmod(_project(running_daemon) / "logs", 0o755)
     os.chmod(running_daemon / "projects", 0o755)
     os.chmod(_project(running_daemon), 0o755)
-    for name in ("canary.db", "canary.db-wal", "logs/daemon.log", "control.token"):
+    for name in ("canary.db", "canary.db-wal", "daemon log", "control.token"):
         done = as_nobody(_where(running_daemon, name))
         assert done.returncode != 0 and "Permission denied" in done.stderr, name
     sanity = as_nobody(running_daemon.parent / "agent.log")

@@ -15,14 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from canary import locations
 from canary.daemon import service
-from canary.daemon.service import LABEL, UNIT, ServiceReport, ServiceStatus
+from canary.daemon.service import ServiceReport, ServiceStatus
 from canary.errors import UsageError
 
+# Installed without a config, a service is the project "default"'s.
+LABEL = "io.github.guard-canary.daemon.default"
+UNIT = "guard-canary-default.service"
 UID = os.getuid()
 TARGET = f"gui/{UID}/{LABEL}"
 PYTHON = str(Path(sys.executable).absolute())
-PROXY_SOCKET, FIXTURES_SOCKET = "guard-canary-proxy.socket", "guard-canary-fixtures.socket"
+PROXY_SOCKET, FIXTURES_SOCKET = "guard-canary-default-proxy.socket", "guard-canary-default-fixtures.socket"
 SOCKETS = f"{PROXY_SOCKET} {FIXTURES_SOCKET}"
 LINUX_STEPS = [
     ["systemctl", "--user", "daemon-reload"],
@@ -97,6 +101,7 @@ NOT_LOADED_LAUNCHD = done(
 NO_BUS = done(code=1, err="Failed to connect to bus: No medium found\n")
 NO_SUCH_PROCESS = done(code=3, err="Boot-out failed: 3: No such process\n")
 NOT_PERMITTED = done(code=1, err="Boot-out failed: 1: Operation not permitted\n")
+LISTENS_MOVED = {"proxy": "127.0.0.1:11445", "fixtures": "127.0.0.1:11446"}
 
 
 # -- the plist ---------------------------------------------------------------------------------
@@ -111,16 +116,18 @@ def test_plist_has_every_key_with_the_right_values(
 
     path, contents = service.plan(config, platform="darwin")
 
-    assert path == plist_path(home)
+    # the project is named after the config's folder
+    assert path == home / "Library" / "LaunchAgents" / "io.github.guard-canary.daemon.my-configs.plist"
     job = plistlib.loads(contents)
-    logs = state().absolute() / "logs"
+    logs = locations.project_dir(config, "my-configs").absolute() / "logs"
+    assert logs.parent.name.startswith("my-configs-")
     assert job == {
-        "Label": "io.github.guard-canary.daemon",
+        "Label": "io.github.guard-canary.daemon.my-configs",
         "ProgramArguments": [PYTHON, "-m", "canary.cli.main", "--config", str(config), "daemon"],
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
-        "StandardOutPath": str(logs / "daemon.out.log"),
-        "StandardErrorPath": str(logs / "daemon.err.log"),
+        "StandardOutPath": str(logs / "my-configs.out.log"),
+        "StandardErrorPath": str(logs / "my-configs.err.log"),
         "WorkingDirectory": str(state().absolute()),
         "EnvironmentVariables": {
             "PATH": "/opt/agent/bin:/usr/bin:/bin",
@@ -304,7 +311,7 @@ def test_install_darwin_fresh(home: Path) -> None:
     assert (state() / "logs").is_dir()  # launchd does not create the log directory
     text = service.render(report)
     assert f"wrote {path}" in text
-    assert "daemon.err.log" in text  # how to see the logs
+    assert "default.err.log" in text  # how to see the logs
 
 
 def test_install_darwin_when_loaded_boots_the_old_job_out_first(home: Path) -> None:
@@ -368,44 +375,56 @@ def test_dry_run_writes_nothing_and_runs_nothing(platform: str) -> None:
     assert service.plan(None, platform=platform)[1].decode().splitlines()[1] in service.render(report)
 
 
-@pytest.mark.parametrize(
-    ("platform", "manual"),
-    [
-        ("darwin", f"run by hand: launchctl enable {TARGET} && launchctl bootstrap gui/{UID} "),
-        (
-            "linux",
-            "run by hand: systemctl --user daemon-reload && systemctl --user enable "
-            f"{SOCKETS} guard-canary.service && systemctl --user stop guard-canary.service"
-            f" && systemctl --user restart {SOCKETS} && systemctl --user restart guard-canary.service",
-        ),
-    ],
-)
-def test_missing_service_manager_still_writes_the_file_and_names_the_command(
-    platform: str, manual: str
-) -> None:
+@pytest.mark.parametrize("platform", ["darwin", "linux"])
+def test_a_missing_service_manager_leaves_nothing_installed(platform: str) -> None:
     report = service.install(None, platform=platform, run=missing)
 
-    assert not report.ok
-    assert report.written and report.path.is_file()
+    assert not report.ok and not report.written
+    assert not report.path.exists()
+    assert sorted(p.name for p in report.path.parent.iterdir()) == []  # no socket unit, no temp file
     text = service.render(report)
     assert "was not found on PATH" in text
-    assert manual in text
-    assert len(report.commands) == 1  # stopped at the first command that could not run
+    assert "nothing was left installed" in text
+    assert "canary service install --dry-run" in text  # what to run under a supervisor of one's own
+    # and status no longer calls it installed
+    assert service.status(platform=platform, run=missing).installed is False
 
 
-def test_systemd_without_a_user_session_explains_and_names_the_remaining_commands() -> None:
+def test_systemd_without_a_user_session_explains_and_takes_the_units_back(home: Path) -> None:
     run = Recorder({("systemctl", "--user", "enable"): NO_BUS})
 
     report = service.install(None, platform="linux", run=run)
 
-    assert not report.ok and report.path.is_file()
+    assert not report.ok and not report.path.exists()
+    assert not (report.path.parent / PROXY_SOCKET).exists()
     text = service.render(report)
     assert "Failed to connect to bus" in text
     assert "containers" in text
-    assert (
-        f"run by hand: systemctl --user enable {SOCKETS} guard-canary.service"
-        " && systemctl --user stop guard-canary.service" in text
-    )
+    assert ["systemctl", "--user", "disable", "--now", UNIT, PROXY_SOCKET, FIXTURES_SOCKET] in run.calls
+
+
+def test_a_failed_reinstall_puts_the_previous_units_back(home: Path) -> None:
+    service.install(None, platform="linux", run=Recorder(), listens={"proxy": "127.0.0.1:11435"})
+    before = {p.name: p.read_bytes() for p in unit_path(home).parent.iterdir() if p.is_file()}
+    failing = Recorder({("systemctl", "--user", "restart", UNIT): done(code=1, err="Job failed.")})
+
+    report = service.install(None, platform="linux", run=failing, listens=LISTENS_MOVED)
+
+    assert not report.ok
+    after = {p.name: p.read_bytes() for p in unit_path(home).parent.iterdir() if p.is_file()}
+    assert after == before  # the old unit and socket as they were; no new fixtures socket left
+    assert failing.calls[-1] == ["systemctl", "--user", "restart", PROXY_SOCKET, UNIT]
+    assert "was put back" in service.render(report)
+
+
+def test_a_failed_launchd_install_removes_its_plist(home: Path) -> None:
+    run = Recorder({("launchctl", "print"): NOT_LOADED_LAUNCHD,
+                    ("launchctl", "bootstrap"): done(code=5, err="Bootstrap failed: 5: Input/output error")})
+
+    report = service.install(None, platform="darwin", run=run)
+
+    assert not report.ok and not plist_path(home).exists()
+    assert "Input/output error" in service.render(report)
 
 
 def test_unsupported_platform_is_a_usage_error() -> None:
@@ -475,7 +494,7 @@ def test_uninstall_linux_without_systemctl_removes_the_files_and_names_the_comma
 
     assert not report.ok
     assert not unit_path(home).exists() and not wants.is_symlink()
-    assert "systemctl --user stop guard-canary.service" in service.render(report)
+    assert f"systemctl --user stop {UNIT}" in service.render(report)
 
 
 def test_uninstall_darwin_when_bootout_fails_names_the_command(home: Path) -> None:
@@ -603,8 +622,8 @@ def test_status_reports_the_file(home: Path) -> None:
 
     st = service.status(platform="linux", run=Recorder({("systemctl",): done(out=SHOW_RUNNING)}))
 
-    assert replace(st, sockets=()) == ServiceStatus("linux", unit_path(home), True, True, 4242,
-                                                    "systemd state: active (running)")
+    assert replace(st, sockets=(), config=None) == ServiceStatus(
+        "linux", unit_path(home), True, True, 4242, "systemd state: active (running)", project="default")
     assert [s.name for s in st.sockets] == [FIXTURES_SOCKET, PROXY_SOCKET]  # asked about, each installed one
     text = service.render(st)
     assert f"{unit_path(home)} (installed)" in text

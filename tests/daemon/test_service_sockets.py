@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from canary.daemon import service
-from canary.daemon.service import UNIT
 from canary.errors import UsageError
 
 LISTENS = {"proxy": "127.0.0.1:11435", "fixtures": "[::1]:11436"}
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+# Installed without a config, a service is the project "default"'s.
+UNIT = "guard-canary-default.service"
+PROXY_SOCKET, FIXTURES_SOCKET = "guard-canary-default-proxy.socket", "guard-canary-default-fixtures.socket"
 
 
 @pytest.fixture(autouse=True)
@@ -43,12 +45,12 @@ def _verify(tmp_path: Path, files: list[tuple[Path, bytes]]) -> subprocess.Compl
 def test_linux_install_plans_a_socket_unit_per_listener() -> None:
     files = dict(service.plan_files(None, platform="linux", listens=LISTENS))
     names = sorted(p.name for p in files)
-    assert names == ["guard-canary-fixtures.socket", "guard-canary-proxy.socket", UNIT]
-    proxy = next(c for p, c in files.items() if p.name == "guard-canary-proxy.socket").decode()
+    assert names == [FIXTURES_SOCKET, PROXY_SOCKET, UNIT]
+    proxy = next(c for p, c in files.items() if p.name == PROXY_SOCKET).decode()
     assert "ListenStream=127.0.0.1:11435\n" in proxy
     assert "FileDescriptorName=proxy\n" in proxy
     assert f"Service={UNIT}\n" in proxy
-    fixtures = next(c for p, c in files.items() if p.name == "guard-canary-fixtures.socket").decode()
+    fixtures = next(c for p, c in files.items() if p.name == FIXTURES_SOCKET).decode()
     assert "ListenStream=[::1]:11436\n" in fixtures
     assert "FileDescriptorName=fixtures\n" in fixtures
 
@@ -142,7 +144,7 @@ def test_install_writes_the_socket_units_owner_only(home: Path) -> None:
 
     assert report.ok
     units = home / "xdg" / "systemd" / "user"
-    for name in ("guard-canary-proxy.socket", "guard-canary-fixtures.socket", UNIT):
+    for name in (PROXY_SOCKET, FIXTURES_SOCKET, UNIT):
         assert (units / name).stat().st_mode & 0o777 == 0o600
     assert service.installed(platform="linux")
 
@@ -150,7 +152,7 @@ def test_install_writes_the_socket_units_owner_only(home: Path) -> None:
 def test_the_unit_in_a_dry_run_names_every_file() -> None:
     report = service.install(None, platform="linux", dry_run=True, listens=LISTENS)
     text = service.render(report)
-    assert "guard-canary-proxy.socket:" in text and "guard-canary-fixtures.socket:" in text
+    assert f"{PROXY_SOCKET}:" in text and f"{FIXTURES_SOCKET}:" in text
     assert not any(p.exists() for p, _ in service.plan_files(None, platform="linux", listens=LISTENS))
 
 

@@ -20,10 +20,10 @@ from tests.daemon.test_service import Recorder, done
 FAKE_SYSTEMCTL = """#!/bin/sh
 echo "$@" >> "{calls}"
 case "$*" in
-  *guard-canary-proxy.socket*)
-    printf 'Id=guard-canary-proxy.socket\\nLoadState=loaded\\nActiveState=active\\nSubState=listening\\n'
+  *guard-canary-default-proxy.socket*)
+    printf 'Id=guard-canary-default-proxy.socket\\nLoadState=loaded\\nActiveState=active\\nSubState=listening\\n'
     printf 'Listen=127.0.0.1:11435 (Stream)\\n\\n'
-    printf 'Id=guard-canary-fixtures.socket\\nLoadState=loaded\\nActiveState=failed\\nSubState=failed\\n'
+    printf 'Id=guard-canary-default-fixtures.socket\\nLoadState=loaded\\nActiveState=failed\\nSubState=failed\\n'
     printf 'Listen=127.0.0.1:11436 (Stream)\\n'
     ;;
   *)
@@ -55,20 +55,20 @@ def test_systemd_status_asks_for_each_installed_socket_unit_and_reports_its_stat
     st = service.status(platform="linux")
 
     calls = fake_systemctl.read_text().splitlines()
-    assert "--user show guard-canary-fixtures.socket guard-canary-proxy.socket -p Id,LoadState,ActiveState," \
+    assert "--user show guard-canary-default-fixtures.socket guard-canary-default-proxy.socket -p Id,LoadState,ActiveState," \
            "SubState,Listen" in calls
     by_name = {s.name: s for s in st.sockets}
-    assert by_name["guard-canary-proxy.socket"].held is True
-    assert by_name["guard-canary-proxy.socket"].listen == "127.0.0.1:11435"
-    assert by_name["guard-canary-fixtures.socket"].held is False
+    assert by_name["guard-canary-default-proxy.socket"].held is True
+    assert by_name["guard-canary-default-proxy.socket"].listen == "127.0.0.1:11435"
+    assert by_name["guard-canary-default-fixtures.socket"].held is False
     text = service.render(st)
-    assert "socket: guard-canary-proxy.socket on 127.0.0.1:11435: active (listening)" in text
-    assert "socket: guard-canary-fixtures.socket on 127.0.0.1:11436: failed (failed)" in text
+    assert "socket: guard-canary-default-proxy.socket on 127.0.0.1:11435: active (listening)" in text
+    assert "socket: guard-canary-default-fixtures.socket on 127.0.0.1:11436: failed (failed)" in text
 
 
 def test_systemd_status_without_socket_units_says_so_and_asks_nothing_more(fake_systemctl: Path) -> None:
     service.install(None, platform="linux", run=Recorder())
-    for unit in systemd.installed_sockets(systemd.unit_dir()):
+    for unit in systemd.installed_sockets(systemd.unit_dir(), service.names_of("default")):
         unit.unlink()  # as an install from before the socket units left it
 
     st = service.status(platform="linux")
@@ -89,7 +89,7 @@ def test_systemd_status_when_systemctl_cannot_say_reports_the_sockets_as_unknown
 
 def test_launchd_status_reports_the_plist_sockets_held_while_the_agent_is_loaded(fake_systemctl: Path) -> None:
     service.install(None, platform="darwin", run=Recorder())
-    entries = plistlib.loads(launchd.plist_path().read_bytes())["Sockets"]
+    entries = plistlib.loads(launchd.plist_path(service.names_of("default")).read_bytes())["Sockets"]
     loaded = Recorder({("launchctl",): done(out="state = running\npid = 77\n")})
 
     st = service.status(platform="darwin", run=loaded)

@@ -5,7 +5,6 @@ long windows read from them give the counts the raw rows give."""
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text
 
 from canary.runs.runlog import RunLog
 from canary.store.engine import Store
@@ -22,6 +22,7 @@ from collectors.positions import Batch, FileState
 from dashboard.model import WINDOWS, WindowSpec, window_series
 from tests.helpers_store import TiedBy
 from tests.profiles import examples
+from tests.store.conftest import as_time, fresh_store
 
 NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
 GUARDS = ("alpha", "beta", "gamma")
@@ -32,26 +33,24 @@ def block_of(moment: datetime, hours: int) -> datetime:
     return moment.replace(hour=moment.hour // hours * hours, minute=0, second=0, microsecond=0)
 
 
-def raw_blocks(db: Path) -> Counter[tuple[int, str, str, str]]:
+def raw_blocks(store: Store) -> Counter[tuple[int, str, datetime, str]]:
     """(hours, guard, block, source) -> firings, counted from the firing rows."""
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT guard, ts, run_id FROM firings").fetchall()
-    conn.close()
-    counted: Counter[tuple[int, str, str, str]] = Counter()
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT guard, ts, run_id FROM firings")).all()
+    counted: Counter[tuple[int, str, datetime, str]] = Counter()
     for guard, ts, run_id in rows:
-        moment = datetime.fromisoformat(ts)
+        moment = as_time(ts)
         for hours in TABLES:
-            counted[(hours, guard, block_of(moment, hours).isoformat(" "), "organic" if run_id is None else "canary")] += 1
+            counted[(hours, guard, block_of(moment, hours), "organic" if run_id is None else "canary")] += 1
     return counted
 
 
-def rollup(db: Path) -> Counter[tuple[int, str, str, str]]:
-    counted: Counter[tuple[int, str, str, str]] = Counter()
-    with sqlite3.connect(db) as conn:
+def rollup(store: Store) -> Counter[tuple[int, str, datetime, str]]:
+    counted: Counter[tuple[int, str, datetime, str]] = Counter()
+    with store.engine.connect() as conn:
         for hours, table in TABLES.items():
-            for g, b, s, n in conn.execute(f"SELECT guard, block, source, count FROM {table} WHERE count != 0"):
-                counted[(hours, g, datetime.fromisoformat(b).isoformat(" "), s)] = n
-    conn.close()
+            for g, b, s, n in conn.execute(text(f"SELECT guard, block, source, count FROM {table} WHERE count != 0")):
+                counted[(hours, g, as_time(b), s)] = n
     return counted
 
 
@@ -63,16 +62,16 @@ near_window = st.tuples(st.sampled_from(GUARDS), st.one_of(st.integers(-31 * 24 
                         st.booleans(), st.booleans())
 
 
-@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(firing, min_size=1, max_size=30), min_size=1, max_size=4),
        claim=st.integers(0, 5), recount_minutes=st.integers(0, 40 * 24 * 60))
 def test_the_rollup_equals_the_firing_rows_after_every_kind_of_write(
-    batches: list[list[tuple[str, int, bool, bool]]], claim: int, recount_minutes: int
+    backend: str, batches: list[list[tuple[str, int, bool, bool]]], claim: int, recount_minutes: int
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "c.db"
-        store = Store(f"sqlite:///{db}", clock=lambda: NOW, attribution=TiedBy(7, lambda t: t.endswith("canary")))
-        try:
+    tied = TiedBy(7, lambda t: t.endswith("canary"))
+    with fresh_store(backend, clock=lambda: NOW, attribution=tied) as store:
+        if True:
             offset = 0
             hits_by_offset: dict[int, Hit] = {}
             for batch in batches:
@@ -85,21 +84,19 @@ def test_the_rollup_equals_the_firing_rows_after_every_kind_of_write(
                     hits_by_offset[offset] = hit
                 store.commit(Batch(FileState("1:2", 1, 2, "/l/a.log", offset, 10, b"h" * 16, offset),
                                    hits, len(hits), offset))
-                assert rollup(db) == raw_blocks(db)
+                assert rollup(store) == raw_blocks(store)
             organic = [(o, h) for o, h in hits_by_offset.items() if h.text.endswith("organic")][:claim]
             for o, h in organic:
                 RunLog(store).claim(9, h.guards[0], [(o, h.text)], NOW - timedelta(days=1))
-            assert rollup(db) == raw_blocks(db)
+            assert rollup(store) == raw_blocks(store)
             since = NOW - timedelta(minutes=recount_minutes)
             again = [("/l/a.log", "1:2", h) for h in list(hits_by_offset.values())[::2]]
             store.recount(["alpha", "beta"], since, again)
-            assert rollup(db) == raw_blocks(db)
-            assert sum(raw_blocks(db).values()) == store.count_firings() * len(TABLES)
-        finally:
-            store.close()
+            assert rollup(store) == raw_blocks(store)
+            assert sum(raw_blocks(store).values()) == store.count_firings() * len(TABLES)
 
 
-def expected_series(db: Path, now: datetime, spec: WindowSpec) -> dict[str, tuple[int, int, list[int]]]:
+def expected_series(store: Store, now: datetime, spec: WindowSpec) -> dict[str, tuple[int, int, list[int]]]:
     """A long window from the firing rows: from the instant the window starts, a cell per UTC
     block ending with the current one, the first block's partial hours in the first cell; the
     window starts at its instant, as ``canary status`` counts."""
@@ -107,11 +104,10 @@ def expected_series(db: Path, now: datetime, spec: WindowSpec) -> dict[str, tupl
     start = now - spec.span
     current = block_of(now, hours)
     series = {g: (0, 0, [0] * spec.cells) for g in GUARDS}
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT guard, ts, run_id FROM firings").fetchall()
-    conn.close()
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT guard, ts, run_id FROM firings")).all()
     for guard, ts, run_id in rows:
-        moment = datetime.fromisoformat(ts).replace(tzinfo=UTC)
+        moment = as_time(ts)
         if moment < start:
             continue
         back = (current - block_of(moment, hours)) // spec.cell
@@ -123,22 +119,18 @@ def expected_series(db: Path, now: datetime, spec: WindowSpec) -> dict[str, tupl
 
 
 @pytest.mark.parametrize("spec", LONG, ids=lambda w: w.label)
-@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(batch=st.lists(near_window, min_size=1, max_size=60), hour=st.integers(0, 23), minute=st.integers(0, 59))
 def test_a_long_window_counts_what_the_firing_rows_count(
-    spec: WindowSpec, batch: list[tuple[str, int, bool, bool]], hour: int, minute: int
+    backend: str, spec: WindowSpec, batch: list[tuple[str, int, bool, bool]], hour: int, minute: int
 ) -> None:
     now = NOW.replace(hour=hour, minute=minute)
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "c.db"
-        store = Store(f"sqlite:///{db}", clock=lambda: now, attribution=TiedBy(7, lambda t: t.endswith("canary")))
-        try:
-            hits = [Hit(10 * i, f"{g} {'canary' if c else 'organic'}", (g,), False, now + timedelta(minutes=m))
-                    for i, (g, m, c, _) in enumerate(batch)]
-            store.commit(Batch(FileState("1:2", 1, 2, "/l/a.log", 1, 10, b"h" * 16, 1), hits, len(hits), 1))
-            assert window_series(store, list(GUARDS), now=now, spec=spec) == expected_series(db, now, spec)
-        finally:
-            store.close()
+    with fresh_store(backend, clock=lambda: now, attribution=TiedBy(7, lambda t: t.endswith("canary"))) as store:
+        hits = [Hit(10 * i, f"{g} {'canary' if c else 'organic'}", (g,), False, now + timedelta(minutes=m))
+                for i, (g, m, c, _) in enumerate(batch)]
+        store.commit(Batch(FileState("1:2", 1, 2, "/l/a.log", 1, 10, b"h" * 16, 1), hits, len(hits), 1))
+        assert window_series(store, list(GUARDS), now=now, spec=spec) == expected_series(store, now, spec)
 
 
 def test_a_store_from_before_the_rollup_gets_it_filled_from_its_hourly_counts(tmp_path: Path) -> None:
@@ -153,5 +145,8 @@ def test_a_store_from_before_the_rollup_gets_it_filled_from_its_hourly_counts(tm
                                f" DROP TRIGGER {table}_delete; DROP TABLE {table};")
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     conn.close()
-    Store(f"sqlite:///{db}").close()
-    assert rollup(db) == raw_blocks(db) and sum(rollup(db).values()) == 40 * len(TABLES)
+    again = Store(f"sqlite:///{db}")
+    try:
+        assert rollup(again) == raw_blocks(again) and sum(rollup(again).values()) == 40 * len(TABLES)
+    finally:
+        again.close()

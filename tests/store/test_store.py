@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,8 +51,8 @@ def test_unopenable_store_is_a_store_error(tmp_path: Path) -> None:
         Store(f"sqlite:///{blocker / 'c.db'}")
 
 
-def test_commit_writes_firings_counts_activity_and_position_together(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW)
+def test_commit_writes_firings_counts_activity_and_position_together(open_store: Callable[..., Store]) -> None:
+    store = open_store(clock=lambda: NOW)
     hits = [
         Hit(0, "g1 and g2", ("g1", "g2"), False, NOW),
         Hit(20, "x" * 5000, ("g1",), True, None),
@@ -61,6 +62,7 @@ def test_commit_writes_firings_counts_activity_and_position_together(tmp_path: P
     assert store.position("1:2") == state(60)
     with store.engine.connect() as conn:
         rows = conn.execute(text("SELECT guard, length(line), ts_from_line FROM firings ORDER BY id")).all()
+        rows = [(g, n, int(f)) for g, n, f in rows]
         counts = conn.execute(text("SELECT guard, source, count FROM hourly_counts ORDER BY guard")).all()
         activity = conn.execute(text("SELECT activity, lines FROM hourly_activity ORDER BY hour")).all()
     assert rows == [("g1", 9, 1), ("g2", 9, 1), ("g1", 2048, 0)]
@@ -68,14 +70,14 @@ def test_commit_writes_firings_counts_activity_and_position_together(tmp_path: P
     assert activity == [(1, 0), (1, 3)]
 
 
-def test_a_failed_commit_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_a_failed_commit_leaves_nothing_behind(open_store: Callable[..., Store]) -> None:
     class Boom(TiedBy):
         def attribute(self, sighting: Sighting, stored: StoredRun | None) -> int | None:
             if sighting.offset == 20:
                 raise RuntimeError("attribution failed")
             return None
 
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW, attribution=Boom(0, bool))
+    store = open_store(clock=lambda: NOW, attribution=Boom(0, bool))
     hits = [Hit(0, "a", ("g1",), False, NOW), Hit(20, "b", ("g1",), False, NOW)]
     with pytest.raises(RuntimeError):
         store.commit(Batch(state(40), hits, 2, 40))
@@ -83,12 +85,29 @@ def test_a_failed_commit_leaves_nothing_behind(tmp_path: Path) -> None:
     assert store.position("1:2") is None
 
 
-def test_canary_attribution_keeps_counts_apart(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: NOW,
-                  attribution=TiedBy(7, lambda t: "nonce123" in t))
+def test_canary_attribution_keeps_counts_apart(open_store: Callable[..., Store]) -> None:
+    store = open_store(clock=lambda: NOW, attribution=TiedBy(7, lambda t: "nonce123" in t))
     hits = [Hit(0, "rejected nonce123", ("g",), False, NOW), Hit(30, "rejected", ("g",), False, NOW)]
     store.commit(Batch(state(50), hits, 2, 50))
     from canary.store.queries import window_counts
 
     counts = window_counts(store.engine, NOW)
     assert (counts["g"].organic, counts["g"].canary) == (1, 1)
+
+
+def test_a_batch_committed_again_after_a_lost_answer_is_counted_once(open_store: Callable[..., Store]) -> None:
+    """The server committed, the connection went before its answer: the tailer reads the batch
+    again from its committed position and commits it again. Nothing is doubled."""
+    store = open_store(clock=lambda: NOW)
+    store.commit(Batch(state(20), [Hit(0, "first", ("g",), False, NOW)], 1, 20, since=0))
+    again = Batch(state(60), [Hit(20, "second", ("g",), False, NOW)], 1, 60, since=20)
+    store.commit(again)
+    store.commit(again)  # the retry of a commit whose answer was lost
+    assert store.count_firings() == 2
+    from canary.store.queries import window_counts
+
+    assert window_counts(store.engine, NOW)["g"].organic == 2
+    assert store.position("1:2") == state(60)
+    # a batch that starts at the committed position still commits
+    store.commit(Batch(state(90), [Hit(60, "third", ("g",), False, NOW)], 1, 90, since=60))
+    assert store.count_firings() == 3

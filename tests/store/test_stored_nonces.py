@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from canary.runs.attribution import Attribution
 from canary.runs.registry import Registry
@@ -32,10 +32,10 @@ def batch(*texts: str) -> Batch:
                  hits, len(texts), 100 * len(texts))
 
 
-def test_live_collection_stores_a_late_line_of_a_finished_run_as_canary(tmp_path: Path) -> None:
+def test_live_collection_stores_a_late_line_of_a_finished_run_as_canary(open_store: Callable[..., Store]) -> None:
     # as the daemon builds it: with the attribution of its runs in flight (none is in flight here)
     attribution = Attribution(Registry(has_upstream=False, clock=T0.timestamp), clock=T0.timestamp)
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0, attribution=attribution)
+    store = open_store(clock=lambda: T0, attribution=attribution)
     try:
         nonce = new_nonce()
         rid = a_finished_run(store, nonce)
@@ -53,8 +53,8 @@ def test_live_collection_stores_a_late_line_of_a_finished_run_as_canary(tmp_path
         store.close()
 
 
-def test_a_recount_replaces_organic_firings_only_and_keeps_nonce_lines_out(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0)
+def test_a_recount_replaces_organic_firings_only_and_keeps_nonce_lines_out(open_store: Callable[..., Store]) -> None:
+    store = open_store(clock=lambda: T0)
     try:
         nonce = new_nonce()
         a_finished_run(store, nonce)
@@ -69,11 +69,11 @@ def test_a_recount_replaces_organic_firings_only_and_keeps_nonce_lines_out(tmp_p
         store.close()
 
 
-def test_a_finished_runs_line_is_no_unmarked_candidate_of_a_run_in_flight(tmp_path: Path) -> None:
+def test_a_finished_runs_line_is_no_unmarked_candidate_of_a_run_in_flight(open_store: Callable[..., Store]) -> None:
     from canary.runs.inflight import ActiveRun
 
     registry = Registry(has_upstream=False, clock=T0.timestamp)
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0,
+    store = open_store(clock=lambda: T0,
                   attribution=Attribution(registry, clock=T0.timestamp))
     try:
         old = new_nonce()

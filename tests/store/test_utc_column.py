@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -107,10 +108,25 @@ def test_a_time_in_another_zone_is_stored_as_its_utc_instant(tmp_path: Path) -> 
     store.close()
 
 
-def test_a_naive_time_is_taken_as_utc(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+def test_a_naive_time_is_taken_as_utc(open_store: Callable[..., Store]) -> None:
+    store = open_store()
     with store.engine.begin() as conn:
         conn.execute(insert(Transition).values(guard="g", at=NOW.replace(tzinfo=None), status="new", reason="r"))
     with store.engine.connect() as conn:
-        assert conn.execute(select(col(Transition.at))).scalar_one() == NOW
-    store.close()
+        at = conn.execute(select(col(Transition.at))).scalar_one()
+    assert at == NOW and at.tzinfo is UTC
+
+
+def test_a_time_in_another_zone_compares_as_its_instant_on_every_back_end(open_store: Callable[..., Store]) -> None:
+    store = open_store()
+    paris = timezone(timedelta(hours=1))
+    with store.engine.begin() as conn:
+        conn.execute(insert(Transition).values(guard="g", at=datetime(2026, 11, 29, 11, 30, 15, 250000, tzinfo=paris),
+                                               status="alive", reason="r"))
+    with store.engine.connect() as conn:
+        at = conn.execute(select(col(Transition.at))).scalar_one()
+        later = conn.execute(
+            select(func.count()).where(col(Transition.at) < datetime(2026, 11, 29, 11, 0, tzinfo=paris))
+        ).scalar_one()
+    assert at == NOW and at.tzinfo is UTC
+    assert later == 0

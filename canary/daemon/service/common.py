@@ -15,12 +15,47 @@ from pathlib import Path
 from canary import locations
 from canary.errors import UsageError
 
-#: The launchd label, also the plist's file name.
+#: The launchd label an older version gave its one agent; a project's label is ``<LABEL>.<project>``.
 LABEL = "io.github.guard-canary.daemon"
-#: The systemd user unit's name.
+#: The systemd user unit an older version installed; a project's unit is ``guard-canary-<project>.service``.
 UNIT = "guard-canary.service"
 #: The names the service manager gives the sockets it holds, as the daemon asks for them.
 SOCKET_NAMES = ("proxy", "fixtures")
+
+
+@dataclass(frozen=True)
+class Names:
+    """What one project's service is called: its systemd units and its launchd label.
+
+    ``project`` None names the one unnamed service an older version installed, so that it can be
+    listed, and replaced by the same project's install.
+    """
+
+    project: str | None
+
+    @property
+    def unit(self) -> str:
+        """The systemd service unit: ``guard-canary-<project>.service``."""
+        return UNIT if self.project is None else f"guard-canary-{self.project}.service"
+
+    def socket(self, listener: str) -> str:
+        """The socket unit of one listener: ``guard-canary-<project>-proxy.socket``."""
+        return f"{self.unit.removesuffix('.service')}-{listener}.socket"
+
+    @property
+    def sockets(self) -> tuple[str, ...]:
+        """Every socket unit this service may have, one per listener."""
+        return tuple(self.socket(n) for n in SOCKET_NAMES)
+
+    @property
+    def label(self) -> str:
+        """The launchd label, also the plist's file name: ``io.github.guard-canary.daemon.<project>``."""
+        return LABEL if self.project is None else f"{LABEL}.{self.project}"
+
+    @property
+    def shown(self) -> str:
+        """The project as a sentence names it."""
+        return f"project {self.project!r}" if self.project is not None else "an older version's service"
 
 DARWIN = "darwin"
 LINUX = "linux"
@@ -47,6 +82,7 @@ class ServiceReport:
     commands: list[list[str]]
     messages: list[str]
     ok: bool
+    project: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +106,8 @@ class ServiceStatus:
     pid: int | None
     detail: str
     sockets: tuple[SocketStatus, ...] = ()
+    project: str | None = None  # None: the unnamed service of an older version
+    config: Path | None = None  # the config the installed service runs with
 
 
 def platform_name(platform: str | None) -> str:
@@ -109,13 +147,15 @@ def state_directory() -> Path:
     return path
 
 
-def log_paths() -> tuple[Path, Path]:
-    """The launchd agent's stdout and stderr files, under the state directory's ``logs/``."""
-    logs = state_directory() / "logs"
-    return logs / "daemon.out.log", logs / "daemon.err.log"
+def log_paths(config_path: Path | None = None, project: str | None = None) -> tuple[Path, Path]:
+    """The launchd agent's stdout and stderr files, beside the project's daemon log."""
+    log = locations.project_log(config_arg(config_path), project).absolute()
+    refuse_control("the log path", str(log))
+    stem = log.name.removesuffix(".log")
+    return log.with_name(f"{stem}.out.log"), log.with_name(f"{stem}.err.log")
 
 
-def _config_arg(config_path: Path | None) -> Path | None:
+def config_arg(config_path: Path | None) -> Path | None:
     """The config the service is given: the explicit one, else the one `canary check` would find now.
 
     The service starts in the state directory, so a ``./canary.toml`` found from the current
@@ -137,7 +177,7 @@ def program_arguments(config_path: Path | None) -> list[str]:
     """
     argv = [refuse_control("the Python interpreter's path", str(Path(sys.executable).absolute())),
             "-m", "canary.cli.main"]
-    config = _config_arg(config_path)
+    config = config_arg(config_path)
     if config is not None:
         argv += ["--config", refuse_control("the config path", str(config))]
     return [*argv, "daemon"]

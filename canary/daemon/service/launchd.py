@@ -1,4 +1,9 @@
-"""The launchd LaunchAgent on macOS: the plist (with its ``Sockets``), and the launchctl steps."""
+"""The launchd LaunchAgent on macOS: the plist (with its ``Sockets``), and the launchctl steps.
+
+Each project has its own agent, labelled ``io.github.guard-canary.daemon.<project>``; its plist's
+``ProgramArguments`` name the config it runs with, so an install tells its own agent from
+another project's.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Any
 
 from canary.daemon.service.common import (
     LABEL,
+    Names,
     Outcome,
     Runner,
     SocketStatus,
@@ -22,6 +28,7 @@ from canary.daemon.service.common import (
     refuse_control,
     service_environment,
     state_directory,
+    write_private,
 )
 
 #: launchctl's answers when the job is not loaded (3: "No such process", 113: "Could not find service").
@@ -31,9 +38,55 @@ _NOT_LOADED_TEXT = ("could not find", "no such process", "not loaded", "not-foun
 _BOOTSTRAP_TRIES = 3
 
 
-def plist_path() -> Path:
-    """``~/Library/LaunchAgents/<LABEL>.plist``."""
-    return Path.home() / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+def agents_dir() -> Path:
+    """``~/Library/LaunchAgents``."""
+    return Path.home() / "Library" / "LaunchAgents"
+
+
+def plist_path(names: Names | None = None) -> Path:
+    """``~/Library/LaunchAgents/<label>.plist``."""
+    return agents_dir() / f"{(names or Names(None)).label}.plist"
+
+
+def installed_agents(where: Path) -> list[tuple[Names, Path]]:
+    """Every guard-canary plist in ``where``: each project's, and an older version's."""
+    found: list[tuple[Names, Path]] = []
+    for path in sorted(where.glob(f"{LABEL}*.plist")):
+        label = path.name.removesuffix(".plist")
+        if label == LABEL:
+            found.append((Names(None), path))
+        elif label.startswith(f"{LABEL}.") and label != f"{LABEL}.":
+            found.append((Names(label.removeprefix(f"{LABEL}.")), path))
+    return found
+
+
+def _job(path: Path) -> dict[str, Any]:
+    try:
+        job = plistlib.loads(path.read_bytes())
+    except (OSError, plistlib.InvalidFileException, ValueError):
+        return {}
+    return job if isinstance(job, dict) else {}
+
+
+def plist_config(path: Path) -> tuple[bool, Path | None]:
+    """(known, config) of an installed plist: the ``--config`` of its ProgramArguments."""
+    argv = _job(path).get("ProgramArguments")
+    if not isinstance(argv, list) or not argv:
+        return False, None
+    if "--config" in argv[:-1]:
+        return True, Path(str(argv[argv.index("--config") + 1]))
+    return True, None
+
+
+def plist_listens(path: Path) -> list[str]:
+    """The host:port of every ``Sockets`` entry of an installed plist."""
+    entries = _job(path).get("Sockets", {})
+    listens = []
+    for entry in entries.values() if isinstance(entries, dict) else ():
+        if isinstance(entry, dict):
+            node, port = str(entry.get("SockNodeName", "")), str(entry.get("SockServiceName", ""))
+            listens.append(f"[{node}]:{port}" if ":" in node else f"{node}:{port}")
+    return listens
 
 
 def _split(listen: str) -> tuple[str, str]:
@@ -55,11 +108,11 @@ def sockets_entry(listens: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return entry
 
 
-def plist(config_path: Path | None, listens: Mapping[str, str]) -> bytes:
+def plist(config_path: Path | None, listens: Mapping[str, str], names: Names) -> bytes:
     """The LaunchAgent's plist, XML."""
-    out, err = log_paths()
+    out, err = log_paths(config_path, names.project)
     job: dict[str, Any] = {
-        "Label": LABEL,
+        "Label": names.label,
         "ProgramArguments": program_arguments(config_path),
         "RunAtLoad": True,
         # Like systemd's Restart=on-failure: a crash is restarted, a deliberate clean exit stays down.
@@ -76,10 +129,14 @@ def plist(config_path: Path | None, listens: Mapping[str, str]) -> bytes:
     return plistlib.dumps(job, fmt=plistlib.FMT_XML, sort_keys=True)
 
 
-def logs_hint() -> str:
-    """The command that follows the agent's output."""
-    out, err = log_paths()
-    return f"tail -f {shlex.quote(str(err))} {shlex.quote(str(out))}"
+def logs_hint(path: Path | None = None) -> str:
+    """The command that follows the agent's output (the files its plist at ``path`` names)."""
+    job = _job(path) if path is not None else {}
+    out, err = str(job.get("StandardOutPath", "")), str(job.get("StandardErrorPath", ""))
+    if not out or not err:
+        default_out, default_err = log_paths()
+        out, err = str(default_out), str(default_err)
+    return f"tail -f {shlex.quote(err)} {shlex.quote(out)}"
 
 
 def domain() -> str:
@@ -87,9 +144,9 @@ def domain() -> str:
     return f"gui/{os.getuid()}"
 
 
-def target() -> str:
+def target(names: Names | None = None) -> str:
     """The job's launchctl service target."""
-    return f"{domain()}/{LABEL}"
+    return f"{domain()}/{(names or Names(None)).label}"
 
 
 def not_loaded(outcome: Outcome) -> bool:
@@ -100,35 +157,34 @@ def not_loaded(outcome: Outcome) -> bool:
     return outcome.returncode in _NOT_LOADED_CODES or any(t in text for t in _NOT_LOADED_TEXT)
 
 
-def load_steps(path: Path) -> list[list[str]]:
+def load_steps(path: Path, names: Names) -> list[list[str]]:
     """enable, then bootstrap: a job once disabled with `launchctl disable` refuses to bootstrap."""
-    return [["launchctl", "enable", target()], ["launchctl", "bootstrap", domain(), str(path)]]
+    return [["launchctl", "enable", target(names)], ["launchctl", "bootstrap", domain(), str(path)]]
 
 
-def dry_run_steps(path: Path) -> list[list[str]]:
+def dry_run_steps(path: Path, names: Names) -> list[list[str]]:
     """What an install would run (the bootout only if an older version is loaded)."""
-    return [["launchctl", "bootout", target()], *load_steps(path)]
+    return [["launchctl", "bootout", target(names)], *load_steps(path, names)]
 
 
-def install(run: Runner, path: Path, issued: list[list[str]], messages: list[str]) -> bool:
-    """Load the written plist, booting an older version out first."""
-    enable, bootstrap = load_steps(path)
-    probe = call(run, ["launchctl", "print", target()], issued)
+def install(run: Runner, path: Path, names: Names, issued: list[list[str]], messages: list[str]) -> bool:
+    """Load the written plist, booting an older version out first; stop at the first failure."""
+    enable, bootstrap = load_steps(path, names)
+    probe = call(run, ["launchctl", "print", target(names)], issued)
     if probe.returncode is None:
-        messages += [probe.describe(), manual([enable, bootstrap])]
+        messages.append(probe.describe())
         return False
-    rest: list[list[str]] = [enable, bootstrap]
     if probe.ok:
         # A loaded job keeps its old plist until it is booted out; kickstart alone would not reread it.
-        bootout = ["launchctl", "bootout", target()]
+        bootout = ["launchctl", "bootout", target(names)]
         out = call(run, bootout, issued)
         if not out.ok and not not_loaded(out):
-            messages += [out.describe(), manual([bootout, *rest])]
+            messages.append(out.describe())
             return False
-        messages.append(f"unloaded the running {LABEL} to load the new plist")
+        messages.append(f"unloaded the running {names.label} to load the new plist")
     done = call(run, enable, issued)
     if not done.ok:
-        messages += [done.describe(), manual(rest)]
+        messages.append(done.describe())
         return False
     for attempt in range(_BOOTSTRAP_TRIES):
         done = call(run, bootstrap, issued)
@@ -137,24 +193,40 @@ def install(run: Runner, path: Path, issued: list[list[str]], messages: list[str
         if attempt + 1 < _BOOTSTRAP_TRIES:
             time.sleep(1.0)
     if not done.ok:
-        messages += [done.describe(), manual([bootstrap])]
+        messages.append(done.describe())
         return False
-    messages.append(f"loaded {LABEL} into {domain()}")
+    messages.append(f"loaded {names.label} into {domain()}")
     return True
 
 
-def uninstall(run: Runner, path: Path, issued: list[list[str]], messages: list[str]) -> bool:
-    """Boot the job out and remove its plist."""
+def take_back(run: Runner, names: Names, previous: Mapping[Path, bytes | None], issued: list[list[str]],
+              messages: list[str]) -> None:
+    """Undo a failed install: the plist as it was (none, for a first install), loaded again if it was one."""
+    path = plist_path(names)
+    before = previous.get(path)
+    call(run, ["launchctl", "bootout", target(names)], issued)
+    if before is None:
+        path.unlink(missing_ok=True)
+        messages.append(f"nothing was left installed: {path} was removed")
+        return
+    write_private(path, before)
+    call(run, ["launchctl", "bootstrap", domain(), str(path)], issued)
+    messages.append(f"the previous {path.name} was put back as it was")
+
+
+def uninstall(run: Runner, names: Names, issued: list[list[str]], messages: list[str]) -> bool:
+    """Boot one project's job out and remove its plist; other projects' stay as they are."""
+    path = plist_path(names)
     present = path.exists()
-    bootout = ["launchctl", "bootout", target()]
+    bootout = ["launchctl", "bootout", target(names)]
     # launchd keeps a job loaded after its plist is deleted, so the bootout is tried either way.
     out = call(run, bootout, issued)
     ok = True
     if out.ok:
-        messages.append(f"unloaded {LABEL} from {domain()}")
+        messages.append(f"unloaded {names.label} from {domain()}")
     elif not_loaded(out) or (out.returncode is None and not present):
         if present:
-            messages.append(f"{LABEL} was not loaded")
+            messages.append(f"{names.label} was not loaded")
     else:
         messages += [out.describe(), manual([bootout])]
         ok = False
@@ -204,10 +276,7 @@ def parse_launchctl_print(text: str) -> tuple[bool | None, int | None, str]:
 
 def plist_sockets(path: Path, loaded: bool | None) -> tuple[SocketStatus, ...]:
     """The ``Sockets`` entries of the installed plist; launchd holds them while the agent is loaded."""
-    try:
-        entries = plistlib.loads(path.read_bytes()).get("Sockets", {})
-    except (OSError, plistlib.InvalidFileException, ValueError, AttributeError):
-        return ()
+    entries = _job(path).get("Sockets", {})
     if not isinstance(entries, dict):
         return ()
     state = {True: "held by launchd", False: "not held: the agent is not loaded", None: "unknown"}[loaded]

@@ -1,18 +1,23 @@
 """The systemd user units on Linux: the service, a ``.socket`` unit per listener, systemctl's steps.
 
-The socket units hold the proxy's and the fixture server's listening sockets, so the kernel
-queues the agent's connections while the daemon restarts; the service takes them by name
-(``FileDescriptorName=``, read back from ``$LISTEN_FDNAMES``).
+Each project has its own units, ``guard-canary-<project>.service`` and
+``guard-canary-<project>-<listener>.socket``. The socket units hold the proxy's and the fixture
+server's listening sockets, so the kernel queues the agent's connections while the daemon
+restarts; the service takes them by name (``FileDescriptorName=``, read back from
+``$LISTEN_FDNAMES``). The service unit's first lines name its project and its config, so an
+install can tell its own unit from another project's.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from canary.daemon.service.common import (
     UNIT,
+    Names,
     Outcome,
     Runner,
     SocketStatus,
@@ -22,6 +27,7 @@ from canary.daemon.service.common import (
     refuse_control,
     service_environment,
     state_directory,
+    write_private,
 )
 from canary.errors import UsageError
 
@@ -39,9 +45,9 @@ def unit_dir() -> Path:
     return base / "systemd" / "user"
 
 
-def socket_unit(name: str) -> str:
-    """The socket unit's name for one listener (``proxy`` -> ``guard-canary-proxy.socket``)."""
-    return f"{UNIT.removesuffix('.service')}-{name}.socket"
+def socket_unit(name: str, names: Names | None = None) -> str:
+    """The socket unit's name for one listener (``proxy`` -> ``guard-canary-<project>-proxy.socket``)."""
+    return (names or Names(None)).socket(name)
 
 
 def _escape_specifiers(value: str) -> str:
@@ -87,21 +93,30 @@ def systemd_path(what: str, path: Path) -> str:
     return _escape_specifiers(text)
 
 
-def service_unit(config_path: Path | None, sockets: Mapping[str, str]) -> bytes:
+#: The service unit's first lines: its project, and the config it runs with (JSON, or null).
+_PROJECT_LINE = "# guard-canary daemon of project "
+_CONFIG_LINE = "# config: "
+
+
+def service_unit(config_path: Path | None, sockets: Mapping[str, str], names: Names) -> bytes:
     """The service unit; it takes the listed socket units' sockets."""
     argv = program_arguments(config_path)
     exec_start = " ".join(systemd_exec_quote(a, executable=i == 0) for i, a in enumerate(argv))
-    names = " ".join(socket_unit(n) for n in sockets)
+    socket_names = " ".join(names.socket(n) for n in sockets)
+    config = argv[argv.index("--config") + 1] if "--config" in argv else None
     lines = [
+        f"{_PROJECT_LINE}{json.dumps(names.project)}",
+        f"{_CONFIG_LINE}{json.dumps(config)}",
         "[Unit]",
-        "Description=guard-canary daemon: proves which of an LLM agent's guards are awake",
-        f"After={' '.join(['default.target', *names.split()])}",
-        *([f"Requires={names}"] if names else []),
+        f"Description=guard-canary daemon of project {names.project}: proves which of an LLM agent's "
+        "guards are awake",
+        f"After={' '.join(['default.target', *socket_names.split()])}",
+        *([f"Requires={socket_names}"] if socket_names else []),
         "",
         "[Service]",
         "Type=simple",
         f"ExecStart={exec_start}",
-        *([f"Sockets={names}"] if names else []),
+        *([f"Sockets={socket_names}"] if socket_names else []),
         "Restart=on-failure",
         "RestartSec=5",
         # SIGTERM drains: requests and streams in flight finish before the daemon exits.
@@ -116,6 +131,56 @@ def service_unit(config_path: Path | None, sockets: Mapping[str, str]) -> bytes:
     return "\n".join(lines).encode()
 
 
+def unit_config(path: Path) -> tuple[bool, Path | None]:
+    """(known, config) of an installed service unit: the config its daemon runs with.
+
+    ``known`` is False when the unit does not say (an older version's unit whose ExecStart names
+    no config, or a file that cannot be read).
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False, None
+    for line in text.splitlines():
+        if line.startswith(_CONFIG_LINE):
+            try:
+                value = json.loads(line[len(_CONFIG_LINE):])
+            except ValueError:
+                return False, None
+            return True, Path(value) if isinstance(value, str) else None
+        if line.startswith("ExecStart=") and " --config " in line:
+            # An older version's unit: the word after --config, as systemd_exec_quote wrote it.
+            word = line.split(" --config ", 1)[1].rsplit(" daemon", 1)[0]
+            return True, Path(word.strip('"').replace("%%", "%").replace("$$", "$"))
+    return False, None
+
+
+def installed_services(where: Path) -> list[tuple[Names, Path]]:
+    """Every guard-canary service unit in ``where``: each project's, and an older version's."""
+    found: list[tuple[Names, Path]] = []
+    for path in sorted(where.glob("guard-canary*.service")):
+        if path.name == UNIT:
+            found.append((Names(None), path))
+            continue
+        project = path.name.removeprefix("guard-canary-").removesuffix(".service")
+        if path.name.startswith("guard-canary-") and project:
+            found.append((Names(project), path))
+    return found
+
+
+def socket_listens(where: Path, names: Names) -> list[str]:
+    """The ListenStream= addresses of a service's installed socket units."""
+    listens = []
+    for path in installed_sockets(where, names):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        listens += [line.partition("=")[2].strip() for line in text.splitlines()
+                    if line.startswith("ListenStream=")]
+    return listens
+
+
 def listen_stream(listen: str) -> str:
     """``127.0.0.1:11435`` or ``[::1]:11435`` as a ListenStream= value (the same text, checked)."""
     host, sep, port = refuse_control("a listen address", listen).rpartition(":")
@@ -124,16 +189,17 @@ def listen_stream(listen: str) -> str:
     return listen
 
 
-def socket_unit_text(name: str, listen: str) -> bytes:
+def socket_unit_text(name: str, listen: str, names: Names) -> bytes:
     """One ``.socket`` unit holding the listener ``name`` for the service."""
     lines = [
         "[Unit]",
-        f"Description=guard-canary {name} socket: holds connections while the daemon restarts",
+        f"Description=guard-canary {name} socket of project {names.project}: holds connections while "
+        "the daemon restarts",
         "",
         "[Socket]",
         f"ListenStream={listen_stream(listen)}",
         f"FileDescriptorName={name}",
-        f"Service={UNIT}",
+        f"Service={names.unit}",
         "NoDelay=true",
         "",
         "[Install]",
@@ -143,23 +209,24 @@ def socket_unit_text(name: str, listen: str) -> bytes:
     return "\n".join(lines).encode()
 
 
-def files(config_path: Path | None, sockets: Mapping[str, str]) -> list[tuple[Path, bytes]]:
+def files(config_path: Path | None, sockets: Mapping[str, str], names: Names) -> list[tuple[Path, bytes]]:
     """Every unit file, the service first."""
     where = unit_dir()
-    result = [(where / UNIT, service_unit(config_path, sockets))]
-    result += [(where / socket_unit(n), socket_unit_text(n, listen)) for n, listen in sockets.items()]
+    result = [(where / names.unit, service_unit(config_path, sockets, names))]
+    result += [(where / names.socket(n), socket_unit_text(n, listen, names)) for n, listen in sockets.items()]
     return result
 
 
-def install_steps(sockets: Mapping[str, str]) -> list[list[str]]:
+def install_steps(sockets: Mapping[str, str], names: Names) -> list[list[str]]:
     """systemctl's steps: reload, enable, free the ports, (re)open the sockets, restart the daemon."""
-    names = [socket_unit(n) for n in sockets]
-    steps = [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", *names, UNIT]]
-    if names:
+    units = [names.socket(n) for n in sockets]
+    steps = [["systemctl", "--user", "daemon-reload"],
+             ["systemctl", "--user", "enable", *units, names.unit]]
+    if units:
         # An older daemon may hold the ports itself, and a socket unit cannot bind them while it does.
-        steps += [["systemctl", "--user", "stop", UNIT], ["systemctl", "--user", "restart", *names]]
+        steps += [["systemctl", "--user", "stop", names.unit], ["systemctl", "--user", "restart", *units]]
     # restart, not start: a reinstall must replace a daemon still running the old unit.
-    return [*steps, ["systemctl", "--user", "restart", UNIT]]
+    return [*steps, ["systemctl", "--user", "restart", names.unit]]
 
 
 def no_user_manager_hint(outcome: Outcome) -> str | None:
@@ -174,25 +241,61 @@ def no_user_manager_hint(outcome: Outcome) -> str | None:
     return None
 
 
-def install(run: Runner, sockets: Mapping[str, str], issued: list[list[str]], messages: list[str]) -> bool:
-    """Run the install steps; on the first failure, name the rest."""
-    steps = install_steps(sockets)
-    for i, step in enumerate(steps):
+def install(run: Runner, sockets: Mapping[str, str], names: Names, issued: list[list[str]],
+            messages: list[str]) -> bool:
+    """Run the install steps; stop at the first failure and say why."""
+    for step in install_steps(sockets, names):
         done = call(run, step, issued)
         if not done.ok:
             messages.append(done.describe())
             hint = no_user_manager_hint(done)
             if hint:
                 messages.append(hint)
-            messages.append(manual(steps[i:]))
             return False
-    messages.append(f"enabled and started {UNIT}" + "".join(f", {socket_unit(n)}" for n in sockets))
+    messages.append(f"enabled and started {names.unit}" + "".join(f", {names.socket(n)}" for n in sockets))
     return True
 
 
-def installed_sockets(where: Path) -> list[Path]:
-    """The socket unit files installed beside the service unit."""
-    return sorted(where.glob(socket_unit("*")))
+def _wants(where: Path, names: Names) -> list[Path]:
+    """The links `systemctl enable` makes for a service and its sockets."""
+    return [where / "default.target.wants" / names.unit,
+            *(where / "sockets.target.wants" / s for s in names.sockets)]
+
+
+def take_back(run: Runner, names: Names, previous: Mapping[Path, bytes | None], issued: list[list[str]],
+              messages: list[str]) -> None:
+    """Undo a failed install: the files as they were before it (none, for a first install), and
+    systemd told; a service that ran before is started again on its old units."""
+    where = unit_dir()
+    fresh = previous.get(where / names.unit) is None
+    if fresh:
+        call(run, ["systemctl", "--user", "disable", "--now", names.unit, *names.sockets], issued)
+    for path, contents in previous.items():
+        if contents is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_private(path, contents)
+    if fresh:
+        for link in _wants(where, names):
+            if link.is_symlink():
+                link.unlink()
+    call(run, ["systemctl", "--user", "daemon-reload"], issued)
+    if not fresh:
+        again = [*installed_socket_names(where, names), names.unit]
+        call(run, ["systemctl", "--user", "restart", *again], issued)
+        messages.append(f"the previous {names.unit} was put back as it was")
+    else:
+        messages.append(f"nothing was left installed: {names.unit} and its socket units were removed")
+
+
+def installed_sockets(where: Path, names: Names | None = None) -> list[Path]:
+    """The socket unit files of one service installed beside it (exact names: never another project's)."""
+    return sorted(path for s in (names or Names(None)).sockets if (path := where / s).is_file())
+
+
+def installed_socket_names(where: Path, names: Names) -> list[str]:
+    """The names of ``installed_sockets``."""
+    return [p.name for p in installed_sockets(where, names)]
 
 
 def socket_show(units: list[str]) -> list[str]:
@@ -225,13 +328,15 @@ def parse_socket_show(text: str, units: list[str]) -> tuple[SocketStatus, ...]:
     return tuple(result)
 
 
-def uninstall(run: Runner, path: Path, issued: list[list[str]], messages: list[str]) -> bool:
-    """Stop and disable the units and remove their files."""
-    sockets = installed_sockets(path.parent)
+def uninstall(run: Runner, names: Names, issued: list[list[str]], messages: list[str]) -> bool:
+    """Stop and disable one project's units and remove their files; other projects' stay as they are."""
+    where = unit_dir()
+    path = where / names.unit
+    sockets = installed_sockets(where, names)
     if not path.exists() and not sockets:
         messages.append(f"not installed: no unit at {path}; nothing to do")
         return True
-    disable = ["systemctl", "--user", "disable", "--now", UNIT, *(s.name for s in sockets)]
+    disable = ["systemctl", "--user", "disable", "--now", names.unit, *(s.name for s in sockets)]
     out = call(run, disable, issued)
     ok = out.ok
     if out.ok:
@@ -246,9 +351,7 @@ def uninstall(run: Runner, path: Path, issued: list[list[str]], messages: list[s
             unit.unlink()
             messages.append(f"removed {unit}")
     # What `disable` would have removed, so no dangling link is left when systemctl could not run.
-    links = [path.parent / "default.target.wants" / UNIT]
-    links += [path.parent / "sockets.target.wants" / s.name for s in sockets]
-    for wants in links:
+    for wants in _wants(where, names):
         if wants.is_symlink():
             wants.unlink()
             messages.append(f"removed {wants}")
@@ -259,7 +362,7 @@ def uninstall(run: Runner, path: Path, issued: list[list[str]], messages: list[s
             messages += [done.describe(), manual([reload])]
             ok = False
     else:
-        stop = ["systemctl", "--user", "stop", UNIT, *(s.name for s in sockets)]
+        stop = ["systemctl", "--user", "stop", names.unit, *(s.name for s in sockets)]
         messages.append("if the daemon still runs, " + manual([stop, reload]))
     return ok
 

@@ -1,0 +1,80 @@
+"""``canary status --all-projects``: every project and machine of a shared store, whose daemon is stale."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from click.testing import CliRunner
+from sqlalchemy import insert
+
+from canary.cli.main import main
+from canary.daemon.steps import beat
+from canary.store.engine import Store
+from canary.store.sites import Site
+from canary.store.tables import Transition
+from tests.store.conftest import drop_site, pg_url
+
+
+def _daemon_was_here(store: Store, *, at: datetime, statuses: dict[str, str]) -> None:
+    """What a site's daemon leaves: its heartbeat and a transition per guard (the older first)."""
+    beat(store, pid=4242, started=at - timedelta(hours=1), now=at, files=1, addresses={})
+    with store.engine.begin() as conn:
+        for guard, status in statuses.items():
+            conn.execute(insert(Transition).values(guard=guard, at=at - timedelta(hours=2), status="new",
+                                                   previous=None, reason="nothing known yet"))
+            conn.execute(insert(Transition).values(guard=guard, at=at - timedelta(minutes=5), status=status,
+                                                   previous="new", reason=f"{guard} is {status}"))
+
+
+def test_all_projects_lists_each_project_and_machine_and_the_stale_daemon(tmp_path: Path) -> None:
+    url = pg_url()
+    tag = uuid.uuid4().hex[:6]
+    laptop, ci = Site(f"billing{tag}", "laptop"), Site(f"research{tag}", "ci-runner")
+    now = datetime.now(UTC)
+    stores = [Store(url, site=laptop), Store(url, site=ci)]
+    try:
+        _daemon_was_here(stores[0], at=now, statuses={"citation": "alive", "date": "asleep"})
+        _daemon_was_here(stores[1], at=now - timedelta(hours=3), statuses={"quote": "alive"})  # gone since
+        config = tmp_path / "canary.toml"
+        config.write_text(f"defs = []\nproject = 'billing{tag}'\n[store]\nurl = {json.dumps(url)}\n"
+                          "machine = 'laptop'\n")
+
+        done = CliRunner().invoke(main, ["status", "--all-projects", "--json", "--config", str(config)])
+
+        assert done.exit_code == 1, done.output  # a guard is asleep, and a daemon is stale
+        sites = {(s["project"], s["machine"]): s for s in json.loads(done.output)["projects"]}
+        billing, research = sites[(laptop.project, "laptop")], sites[(ci.project, "ci-runner")]
+        assert billing["daemon"]["running"] is True and billing["daemon"]["stale"] is False
+        assert [(g["guard"], g["status"], g["alerting"]) for g in billing["guards"]] == [
+            ("citation", "alive", False), ("date", "asleep", True)]
+        assert research["daemon"]["stale"] is True
+        assert [(g["guard"], g["status"]) for g in research["guards"]] == [("quote", "alive")]
+
+        table = CliRunner().invoke(main, ["status", "--all-projects", "--config", str(config)]).output
+        header, *rows = table.splitlines()
+        assert header.split()[:5] == ["PROJECT", "MACHINE", "DAEMON", "GUARD", "STATUS"]
+        assert any(r.startswith(ci.project) and "ci-runner" in r and "stale (last beat" in r for r in rows)
+        assert any(r.startswith(laptop.project) and " date " in r and "asleep" in r for r in rows)
+    finally:
+        for store in stores:
+            store.close()
+        drop_site(laptop)
+        drop_site(ci)
+
+
+def test_all_projects_on_a_sqlite_store_is_its_one_project(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    store = Store(f"sqlite:///{db}", site=Site("solo", "laptop"))
+    _daemon_was_here(store, at=datetime.now(UTC), statuses={"citation": "alive"})
+    store.close()
+    config = tmp_path / "canary.toml"
+    config.write_text(f"defs = []\nproject = 'solo'\n[store]\nurl = 'sqlite:///{db.as_posix()}'\nmachine = 'laptop'\n")
+
+    done = CliRunner().invoke(main, ["status", "--all-projects", "--json", "--config", str(config)])
+
+    assert done.exit_code == 0, done.output
+    (site,) = json.loads(done.output)["projects"]
+    assert (site["project"], site["machine"], site["daemon"]["running"]) == ("solo", "laptop", True)
