@@ -1,9 +1,9 @@
-"""Firings seen in spans in the store: once per span and guard, and kept when the logs are counted again."""
+"""Firings seen in spans in the store (SQLite and PostgreSQL): once per span and guard, and kept when the logs are counted again."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from canary.store.engine import Store
 from canary.store.queries import window_counts
@@ -16,8 +16,8 @@ def hit(key: str, guard: str = "grounding") -> SignalHit:
     return SignalHit(guard, key, key.split(":")[0], NOW.timestamp(), f"span 'check' trace {key}")
 
 
-def test_a_span_is_one_firing_of_each_guard_and_survives_a_recount(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+def test_a_span_is_one_firing_of_each_guard_and_survives_a_recount(open_store: Callable[..., Store]) -> None:
+    store = open_store()
     assert commit_signals(store, [hit("a" * 32 + ":" + "1" * 16), hit("b" * 32 + ":" + "1" * 16)]) == 2
     # sent again (a retried export), and once more for another guard
     assert commit_signals(store, [hit("a" * 32 + ":" + "1" * 16), hit("a" * 32 + ":" + "1" * 16, "other")]) == 1
@@ -27,4 +27,3 @@ def test_a_span_is_one_firing_of_each_guard_and_survives_a_recount(tmp_path: Pat
     counts = window_counts(store.engine, NOW - timedelta(hours=2))
     assert (counts["grounding"].organic, counts["other"].organic) == (2, 1)
     assert store.count_firings() == 3
-    store.close()
