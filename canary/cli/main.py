@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -144,15 +145,20 @@ def _parse_since(since: str | None, window: str | None, now: datetime) -> dateti
 )
 @click.option("--window", default=None, help="Only lines of the last D (e.g. 24h); same as --since D.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
+@click.option("--otlp", "otlp", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
+              help="Also count the spans and log records of an OTLP JSON export file (the OpenTelemetry "
+                   "Collector's file exporter); repeatable.")
 @config_option
 @click.pass_context
-def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bool) -> None:
-    """Count every guard's firings in the logs from their start (rotated and .gz files too)."""
+def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bool,
+          otlp: tuple[Path, ...]) -> None:
+    """Count every guard's firings in the logs from their start (rotated and .gz files too), and in
+    OTLP export files."""
     from canary.logs.audit import audit as run_audit
 
     config = load(ctx)
     now = datetime.now(UTC)
-    report = run_audit(config, since=_parse_since(since, window, now), now=now)
+    report = run_audit(config, since=_parse_since(since, window, now), now=now, otlp=otlp)
     for f in report.files:
         if f.error:
             warn(f.path, f"could not read {f.path}: {f.error}")
@@ -161,7 +167,7 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
     if report.store_problem:
         warn("", f"the store's runs could not be read ({report.store_problem}): "
                  "lines carrying a run's nonce are counted organic")
-    if not report.files:
+    if not report.files and not otlp:
         warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))

@@ -32,7 +32,7 @@ def audit_table(report: AuditReport) -> str:
     """The ``canary audit`` table and its summary lines."""
     rows = [("guard", "firings", "organic", "canary", "first", "last", "")]
     for g in report.guards:
-        flag = "ASLEEP" if g.flag == "asleep" else ""
+        flag = "ASLEEP" if g.flag == "asleep" else "spans not read: --otlp FILE" if g.flag == "unread" else ""
         count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
         rows.append((safe(g.guard), count, str(g.organic), str(g.canary), stamp(g.first), stamp(g.last),
                      flag))
@@ -42,7 +42,7 @@ def audit_table(report: AuditReport) -> str:
         cells = [row[0].ljust(widths[0]), *(row[j].rjust(widths[j]) for j in (1, 2, 3)),
                  row[4].ljust(widths[4]), row[5].ljust(widths[5]), row[6]]
         line = "  ".join(cells).rstrip()
-        if row[6]:
+        if row[6] == "ASLEEP":
             line = click.style(line, fg="red", bold=True)
         elif i == 0:
             line = click.style(line, bold=True)

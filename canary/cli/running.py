@@ -74,7 +74,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     live = sys.stdout.isatty() and not as_json
     began = time.monotonic()
     keys = [(g.name, c.name) for g, c in pairs]
-    matches = {g.name: g.match for g in config.guards}
+    matches = {g.name: g.match for g in config.guards if g.match is not None}
     client = connect(config.daemon.control, token_path(config.path, config.project))
     if client is not None:
         click.echo(f"running through the daemon at {config.daemon.control}"

@@ -29,6 +29,7 @@ from canary.config.injection import (
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.schema import Fields
 from canary.config.sections import CANARY, DEFINITION, GUARD
+from canary.config.signals import SignalMatch, parse_signal_match
 from canary.config.tomlcheck import (
     KeyPath,
     Sink,
@@ -100,16 +101,23 @@ class CanaryDef:
 
 @dataclass(frozen=True, kw_only=True)
 class GuardDef:
-    """One guard: the log line that proves it fired, and its canaries."""
+    """One guard: the log line (or span, or event) that proves it fired, and its canaries."""
 
     name: str
     description: str
     path: Path
-    match: str | dict[str, object]
+    match: str | dict[str, object] | None  # None: the guard fires only through spans or events
     pattern: re.Pattern[str] | None
     window: timedelta
     grace: timedelta
     canaries: tuple[CanaryDef, ...]
+    span: SignalMatch | None = None  # a span received on [traces]
+    event: SignalMatch | None = None  # a span event or an OTLP log record received on [traces]
+
+    @property
+    def signals(self) -> bool:
+        """Whether the guard fires through what the trace receiver gets."""
+        return self.span is not None or self.event is not None
 
 
 def expand_glob(pattern: str, base: Path) -> list[Path]:
@@ -228,14 +236,18 @@ def _parse_file(
     pattern: re.Pattern[str] | None = None
     if g.has("match"):
         match, pattern = check_matcher(sink, ("guard", "match"), g.get("match"), log_format)
-    else:
-        g.missing("match", GUARD.key("match").hint)
+    span, event = (parse_signal_match(sink, ("guard", key), g.get(key)) if g.has(key) else None
+                   for key in ("span", "event"))
+    if not (g.has("match") or g.has("span") or g.has("event")):
+        g.missing("match", GUARD.key("match").hint + ", or span / event tables for a guard that "
+                  "reports through OpenTelemetry")
     window, grace = g.read("window"), g.read("grace")
     canaries = _parse_canaries(sink, canary_tables, name or "")
-    if sink.errors or name is None or match is None:
+    if sink.errors or name is None or (match is None and span is None and event is None):
         return name, None
     return name, GuardDef(name=name, description=description, path=sink.path_or_empty, match=match,
-                          pattern=pattern, window=window, grace=grace, canaries=tuple(canaries))
+                          pattern=pattern, window=window, grace=grace, canaries=tuple(canaries),
+                          span=span, event=event)
 
 
 def _parse_canaries(sink: Sink, tables: list[dict[str, object]], guard: str) -> list[CanaryDef]:

@@ -37,6 +37,7 @@ __all__ = [
     "LOGS",
     "MODEL",
     "STORE",
+    "TRACES",
     "TURN",
 ]
 
@@ -104,6 +105,18 @@ LOGS = Section("logs", "The agent's log files and how to read their lines.", (
         "time it is read"),
 ))
 
+TRACES = Section("traces", "The receiver of the agent's OpenTelemetry traces and logs (OTLP/HTTP, "
+                 "protobuf or JSON): guards with span or event matchers fire from what it receives. "
+                 "Without this table nothing is received.", (
+    Key("listen", LISTEN, "127.0.0.1:4318", "where the receiver listens; the agent's "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (or an OpenTelemetry Collector's otlphttp exporter) points "
+        "here", _LOOPBACK),
+    Key("allow_remote", BOOLEAN, False, _REMOTE),
+    Key("max_body", SIZE, "20 MiB", "the largest export request the receiver reads, compressed or "
+        "not; a larger one gets 413", "at least one byte: an integer, or a string with B, KB, MB, "
+        "GB, KiB, MiB or GiB"),
+))
+
 STORE = Section("store", "Where runs, firings and statuses are kept.", (
     Key("url", STRING, None, "the database, as an SQLAlchemy URL (sqlite:///..., "
         "postgresql+psycopg://...)", "a database URL",
@@ -140,18 +153,25 @@ CONFIG = Section("", "Keys before any table header.", (
         "log and state folder, the project label of every metric and this project's rows in a "
         "shared store", "`[a-z0-9][a-z0-9_-]*`, at most 40 characters",
         shown="the name of this file's folder, lowercased, other characters as `-`"),
-), (AGENT, MODEL, FIXTURES, LOGS, STORE, ALERTS, DAEMON))
+), (AGENT, MODEL, FIXTURES, TRACES, LOGS, STORE, ALERTS, DAEMON))
 
 # -- definition files ----------------------------------------------------------------------------
 
-GUARD = Section("guard", "The guard: the log line that proves it fired.", (
+GUARD = Section("guard", "The guard: the log line (or span) that proves it fired.", (
     Key("name", STRING, None, "the guard's name", f"{_NAME}; unique across files", required=True,
         hint="the guard's name, like 'citation'"),
     Key("description", STRING, "", "what the guard checks"),
     Key("match", raw("regex or table"), None, "the guard's log line",
         "text logs: a regex searched in each line; jsonl logs: a table of fields that must all "
-        "be equal", required=True,
+        "be equal; at least one of match, span and event",
         hint="the regex (text logs) or fields (jsonl logs) of the guard's log line"),
+    Key("span", raw("table"), None, "the guard's span, received on [traces]: "
+        "{ name = 'regex', attributes = { \"key\" = 'regex' } }",
+        "name and attributes optional, at least one; each regex searched in the span's name or "
+        "the attribute's value, and every one must match"),
+    Key("event", raw("table"), None, "the guard's span event or OTLP log record, received on "
+        "[traces]: { name = 'regex', attributes = { \"key\" = 'regex' } }",
+        "as span; a log record's name is its event name"),
     Key("window", DURATION, "24h", "the span over which firings are counted"),
     Key("grace", DURATION, "1h", "a canary's latest conclusive run may be every + grace old "
         "before the guard reads inconclusive"),

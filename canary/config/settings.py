@@ -21,7 +21,7 @@ from canary.config.durations import format_duration
 from canary.config.logs import check_correlate
 from canary.config.placeholders import ALERT_PLACEHOLDERS
 from canary.config.schema import Fields, Section
-from canary.config.sections import ALERTS, CONFIG, DAEMON, FIXTURES, LOGS, MODEL, STORE
+from canary.config.sections import ALERTS, CONFIG, DAEMON, FIXTURES, LOGS, MODEL, STORE, TRACES
 from canary.config.tomlcheck import (
     KeyPath,
     Sink,
@@ -45,6 +45,7 @@ __all__ = [
     "LogsConfig",
     "ModelConfig",
     "StoreConfig",
+    "TracesConfig",
     "find_config",
     "load_config",
     "summarize",
@@ -71,6 +72,15 @@ class FixturesConfig:
 
     listen: str = FIXTURES.defaults.listen
     allow_remote: bool = FIXTURES.defaults.allow_remote
+
+
+@dataclass(frozen=True)
+class TracesConfig:
+    """The OTLP/HTTP receiver of the agent's traces and logs."""
+
+    listen: str = TRACES.defaults.listen
+    allow_remote: bool = TRACES.defaults.allow_remote
+    max_body: int = TRACES.defaults.max_body
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,7 @@ class Config:
     agent: AgentConfig | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
     fixtures: FixturesConfig = field(default_factory=FixturesConfig)
+    traces: TracesConfig | None = None  # None: no [traces] table, nothing is received
     logs: LogsConfig = field(default_factory=LogsConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
@@ -181,14 +192,19 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     fixtures = FixturesConfig(**fixtures_t.read_all())
     daemon = DaemonConfig(control=daemon_t.read("control", default=_project_control(path, model, fixtures)),
                           allow_remote=daemon_t.read("allow_remote"))
+    traces_t = top.table("traces")
+    traces = (TracesConfig(**TRACES.open(sink, ("traces",), traces_t).read_all())
+              if traces_t is not None else None)
     _distinct_ports(sink, [(("model", "listen"), model.listen),
                            (("fixtures", "listen"), fixtures.listen),
+                           *([(("traces", "listen"), traces.listen)] if traces is not None else []),
                            (("daemon", "control"), daemon.control)])
     logs = _logs(_section(top, LOGS), path.parent)
     store = _store(_section(top, STORE), path, project)
     alerts = _alerts(_section(top, ALERTS))
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
+    _unreceived(sink, traces, guards)
     check_conversations(sink, agent, [(c.key, c.path, c.inject_turn) for g in guards for c in g.canaries
                                       if c.multi_turn], has_upstream=bool(model.upstream))
     defs_line = locate(sink.text, ("defs",))
@@ -198,9 +214,19 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     if any(p.severity == "error" for p in problems):
         raise ConfigError(problems)
     return Config(path=path, defs=tuple(defs), project=project, agent=agent, model=model, fixtures=fixtures,
-                  logs=logs,
-                  store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
+                  traces=traces, logs=logs, store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
                   warnings=tuple(p for p in problems if p.severity == "warning"))
+
+
+def _unreceived(sink: Sink, traces: TracesConfig | None, guards: list[GuardDef]) -> None:
+    """A guard that fires only through spans, with no [traces] table to receive them, is never seen."""
+    if traces is not None:
+        return
+    for guard in guards:
+        if guard.signals:
+            sink.warning(("traces",), f"the guard {guard.name!r} ({guard.path.name}) matches spans "
+                         "or events, but there is no [traces] table, so nothing receives them: "
+                         "add [traces] with listen = \"127.0.0.1:4318\"")
 
 
 def _ca_file(t: Fields, value: str | None, base: Path) -> str | None:
@@ -333,6 +359,24 @@ def unmatched_globs(config: Config) -> list[str]:
             for p in config.logs.paths if not expand_glob(p, base)]
 
 
+def _guard_lines(guard: GuardDef) -> list[str]:
+    """What ``canary check`` prints under a guard: how it fires, then its canaries."""
+    fires = [f"{key} {value!r}" for key, value in (
+        ("match", guard.match), ("span", guard.span and guard.span.spec),
+        ("event", guard.event and guard.event.spec)) if value is not None]
+    lines = [f"    {'   '.join(fires)}   window {format_duration(guard.window)}"
+             f"   grace {format_duration(guard.grace)}"]
+    for canary in guard.canaries:
+        schedule = (f"every {format_duration(canary.every)}" if canary.every is not None
+                    else f"cron {canary.cron!r}")
+        variants = len(canary.variants)
+        lines.append(f"    - {canary.name}   {schedule}   expect {canary.expect}   "
+                     f"{variants} variant{'s' if variants != 1 else ''}")
+    if not guard.canaries:
+        lines.append("    (no canaries: known alive only through organic firings)")
+    return lines
+
+
 def summarize(config: Config) -> str:
     """What ``canary check`` prints for a valid config: files, store, logs, guards, warnings."""
     base = config.path.parent if config.path is not None else Path.cwd()
@@ -351,6 +395,11 @@ def summarize(config: Config) -> str:
         lines.append(f"agent    {target}; fabricated answers go {how}")
     if config.model.upstream:
         lines.append(f"model    proxy on {config.model.listen} relays to {redact_url(config.model.upstream)}")
+    if config.traces is not None:
+        listen = config.traces.listen
+        lines.append(f"traces   OTLP/HTTP receiver on {listen}; point the agent at it with "
+                     f"OTEL_EXPORTER_OTLP_ENDPOINT=http://{listen} and "
+                     "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (or tee a Collector to it: docs/traces.md)")
     logs = config.logs
     activity = f", activity {logs.activity!r}" if logs.activity is not None else ""
     activity += f", task ids {logs.correlate!r}" if logs.correlate is not None else ""
@@ -363,16 +412,7 @@ def summarize(config: Config) -> str:
     lines.append(f"guards   {len(config.guards)}")
     for guard in config.guards:
         lines.append(f"  {guard.name}   {shown(guard.path)}")
-        lines.append(f"    match {guard.match!r}   window {format_duration(guard.window)}"
-                     f"   grace {format_duration(guard.grace)}")
-        for canary in guard.canaries:
-            schedule = (f"every {format_duration(canary.every)}" if canary.every is not None
-                        else f"cron {canary.cron!r}")
-            variants = len(canary.variants)
-            lines.append(f"    - {canary.name}   {schedule}   expect {canary.expect}   "
-                         f"{variants} variant{'s' if variants != 1 else ''}")
-        if not guard.canaries:
-            lines.append("    (no canaries: known alive only through organic firings)")
+        lines.extend(_guard_lines(guard))
     if config.warnings:
         lines.append(f"warnings {len(config.warnings)}")
         lines.extend(f"  {w.render()}" for w in config.warnings)

@@ -1,4 +1,5 @@
-"""The daemon's step for the model server: the proxy's counts become a stored health and transitions."""
+"""The daemon's steps for what it serves: the proxy's counts become a stored health and transitions,
+the trace receiver's counts a stored fact."""
 
 from __future__ import annotations
 
@@ -51,3 +52,12 @@ def upstream_step(store: Store, config: Config, counts: Any, *, now: datetime,
     if change is not None:
         log.warning("%s: %s", upstream.MODEL_SERVER, change["reason"])
     return change
+
+
+def traces_step(store: Store, server: Any) -> None:
+    """Store what the trace receiver (a ``BackgroundServer`` of ``canary.traces``, or None) took in."""
+    if server is None:
+        return
+    from canary.status import receiver
+
+    receiver.record(store, server.app.counts.to_json(), server.app.shapes.to_json())

@@ -259,7 +259,7 @@ class Daemon:
         reschedule(self)
 
     def _tick(self, now: datetime) -> None:
-        from canary.daemon.health import upstream_step
+        from canary.daemon.health import traces_step, upstream_step
         from canary.daemon.steps import beat, decide_statuses, prune
 
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
@@ -270,6 +270,7 @@ class Daemon:
         if self.session is not None:
             upstream_step(self.store, self.config, self.session.counts, now=now,
                           per_minute=self._per_minute(self.session.counts.snapshot().agent_requests))
+            traces_step(self.store, self.session.traces)
         self._alerts_due.set()
         if self._last_prune is None or now - self._last_prune >= timedelta(hours=1):
             removed = prune(self.store, older_than=self.config.store.retention, now=now)

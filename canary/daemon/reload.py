@@ -63,7 +63,8 @@ def load_checked(config: Config) -> Config | str:
 
 
 def changed_guards(old: Config, new: Config) -> list[str]:
-    """Guards of ``new`` that ``old`` lacked, or whose match or window differ."""
+    """Guards of ``new`` that ``old`` lacked, or whose match or window differ (a span matcher
+    counts only what arrives from now on, so it needs no recount)."""
     before = {g.name: g for g in old.guards}
     out: list[str] = []
     for guard in new.guards:

@@ -6,6 +6,10 @@ are placed in the window by their own timestamps; a firing whose line carries
 no timestamp cannot be placed, so with a window it is reported apart as
 ``untimed`` rather than guessed in or out.
 
+OTLP JSON export files (``--otlp``, the Collector's file exporter) are read the same way: each
+span, span event or log record a guard's ``span`` or ``event`` matches is one firing, placed
+by its own time (``canary.traces.files``).
+
 A firing whose line carries the nonce of a run the store holds (read read-only,
 ``canary.store.nonces``) is a canary firing, counted apart from the organic
 ones, as the collectors store it; with no store, every firing is organic.
@@ -14,6 +18,7 @@ ones, as the collectors store it; with no store, every firing is organic.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +45,8 @@ class GuardAudit:
     last: datetime | None = None
     untimed: int = 0
     canary: int = 0  # of ``firings``: lines carrying a stored run's nonce
+    unread: bool = False  # it fires only through spans, and no OTLP export file was read
+
 
     @property
     def organic(self) -> int:
@@ -48,7 +55,10 @@ class GuardAudit:
 
     @property
     def flag(self) -> str | None:
-        """``asleep`` when the guard never fired in the window."""
+        """``asleep`` when the guard never fired in the window; ``unread`` when nothing it fires
+        through was read (a span-only guard with no ``--otlp`` file): its zero proves nothing."""
+        if self.unread and self.firings == 0:
+            return "unread"
         return "asleep" if self.firings == 0 and self.untimed == 0 else None
 
 
@@ -141,8 +151,10 @@ def audit(
     since: datetime | None = None,
     until: datetime | None = None,
     now: datetime | None = None,
+    otlp: Sequence[Path] = (),
 ) -> AuditReport:
-    """Read every log file from its start and count firings per guard between since and until."""
+    """Read every log file (and each ``otlp`` export file) from its start and count firings per
+    guard between since and until."""
     moment = now or datetime.now(UTC)
     end = until or moment
     matcher = build_matcher(config)
@@ -150,7 +162,7 @@ def audit(
     report = AuditReport(
         since=since,
         until=end,
-        guards=[GuardAudit(g.name) for g in config.guards],
+        guards=[GuardAudit(g.name, unread=g.match is None and not otlp) for g in config.guards],
         activity_configured=config.logs.activity is not None,
     )
     by_name = {g.guard: g for g in report.guards}
@@ -180,7 +192,38 @@ def audit(
         file_audit.warnings = [w.message for w in scanner.warnings]
         if scanner.warnings_dropped:
             file_audit.warnings.append(f"{path}: {scanner.warnings_dropped} more warnings")
+    _audit_exports(config, report, otlp, by_name=by_name, since=since, until=end, nonces=nonces)
     return report
+
+
+def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], *,
+                   by_name: dict[str, GuardAudit], since: datetime | None, until: datetime,
+                   nonces: frozenset[str]) -> None:
+    """Count the firings in OTLP JSON export files; a span in two files is counted once."""
+    if not paths:
+        return
+    from canary.traces.files import OtlpFile, read_export_file
+    from canary.traces.matching import SignalRules
+
+    rules = SignalRules(config.guards)
+    seen: set[tuple[str, str]] = set()
+    for path in paths:
+        read = OtlpFile(str(path))
+        file_audit = FileAudit(str(path))
+        report.files.append(file_audit)
+        try:
+            firings = rules.firings(read_export_file(path, read))
+        except (OSError, EOFError, ValueError) as exc:
+            file_audit.error = f"{type(exc).__name__}: {exc}"
+            firings = []
+        file_audit.lines, file_audit.bytes, file_audit.warnings = read.lines, read.bytes, read.warnings
+        for firing in firings:
+            if (firing.guard, firing.key) in seen:
+                continue
+            seen.add((firing.guard, firing.key))
+            ts = datetime.fromtimestamp(firing.ts, UTC) if firing.ts is not None else None
+            text = f"{firing.evidence}\n{firing.context}"
+            _count(report, by_name, Hit(-1, text, (firing.guard,), False, ts), since, until, nonces=nonces)
 
 
 def _count(

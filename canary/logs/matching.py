@@ -20,7 +20,8 @@ def build_matcher(config: Config, *, correlate: bool = False) -> Matcher:
     With ``correlate``, lines that carry a task id (``[logs] correlate``) are hits too, under
     the rule name ``CORRELATE_RULE``, so a run in flight can learn its task id from them.
     """
-    rules = [_rule(guard.name, guard.pattern or guard.match) for guard in config.guards]
+    rules = [_rule(guard.name, guard.pattern or guard.match) for guard in config.guards
+             if guard.match is not None]
     logs = config.logs
     if correlate and logs.correlate is not None:
         if logs.correlate_pattern is not None:

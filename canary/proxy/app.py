@@ -47,16 +47,17 @@ class ModelCall:
     that passes through never needs it.
     """
 
-    __slots__ = ("_stream", "body", "dialect", "family", "path", "query")
+    __slots__ = ("_stream", "body", "dialect", "family", "path", "query", "traceparent")
 
-    def __init__(self, path: str, dialect: Dialect, body: bytes, stream: bool | None = None,
-                 query: bytes = b"") -> None:
+    def __init__(self, path: str, dialect: Dialect, body: bytes, stream: bool | None = None, *,
+                 query: bytes = b"", traceparent: str | None = None) -> None:
         self.path = path  # request path as received, e.g. "/v1/chat/completions" or "/api/chat"
         self.dialect: Dialect = dialect
         self.family: Family = dialects.family(dialect)
         self.body = body  # the raw request body
         self.query = query
         self._stream = stream
+        self.traceparent = traceparent  # the W3C trace context header the agent sent, if any
 
     @property
     def stream(self) -> bool:
@@ -207,7 +208,8 @@ class ProxyApp:
                 return
             body = read
             if self.interceptor is not None:
-                call = ModelCall(path, spoken.name, body, query=query)  # type: ignore[arg-type]
+                call = ModelCall(path, spoken.name, body, query=query,  # type: ignore[arg-type]
+                                 traceparent=_header(scope, b"traceparent") or None)
                 text = self._intercept(call)
                 if text is not None:
                     await _send_scripted(send, call, text)

@@ -2,7 +2,8 @@
 
 A firing belongs to a run when its line (or span) carries
 
-0. the trace id of one of the run's model calls; else
+0. the trace id of one of the run's model calls, and of no other model call (a trace the agent
+   shares between requests names none of them); else
 1. the run's nonce: of a run in flight here, or of any run the store holds (a
    finished run's late line is its own, never offered to the runs in flight); else
 2. the run's task id (learned from the first line that carries both its nonce and an id); else
@@ -10,8 +11,10 @@ A firing belongs to a run when its line (or span) carries
 4. nothing of the run, and it is a firing of the run's guard in the run's span: it is
    only a *candidate*, decided at the verdict. It is the run's when the agent did no
    other work in the span; with other work it makes the run ambiguous, unless it
-   carries another task's id or trace id, or names a value of the run's kind that is
-   not the run's: then it is someone else's.
+   carries another task's id, or the trace id of a model call of no run (and none of the
+   run's), or names a value of the run's kind that is not the run's: then it is someone
+   else's. A span in a trace no model call carried is only a candidate: the agent may
+   report its guard outside the trace of its model calls.
 
 ``tie`` applies rules 0-3 and names the candidates of rule 4 when a firing is committed;
 ``attributed`` decides rule 4 at the verdict. ``Attribution`` is the store's
@@ -51,14 +54,16 @@ def _claimed(run: ActiveRun, rule: AttributionRule) -> Tie:
 
 
 def tie(sighting: Sighting, stored: StoredRun | None, runs: Sequence[ActiveRun], *,
-        moment: float, task: str | None) -> Tie:
+        moment: float, task: str | None, elsewhere: bool = False) -> Tie:
     """The run a firing belongs to by the strongest rule (0-3) any run meets; else its rule-4 candidates.
 
     ``stored`` is the run the store holds whose nonce the line carries, ``moment`` the
-    firing's time, ``task`` the task id its line carries.
+    firing's time, ``task`` the task id its line carries, ``elsewhere`` whether its trace id
+    was carried by a model call of no run.
     """
-    trace, text = sighting.trace_id, sighting.text
-    if trace is not None and (run := _first(runs, lambda r: trace in r.trace_ids)) is not None:
+    trace, text = sighting.trace_id, sighting.marked
+    if trace is not None and not elsewhere and (
+            run := _first(runs, lambda r: trace in r.trace_ids)) is not None:
         return _claimed(run, "trace")
     if stored is not None and stored.finished:
         return Tie(stored.run_id, "nonce")
@@ -72,17 +77,19 @@ def tie(sighting: Sighting, stored: StoredRun | None, runs: Sequence[ActiveRun],
     span = [r for r in runs if r.guard == sighting.guard and r.in_span(moment)]
     if (run := _first(span, lambda r: r.marks.carries_value(text))) is not None:
         return _claimed(run, "value")
-    return Tie(candidates=tuple((r, _candidate(sighting, r, moment, task)) for r in span))
+    return Tie(candidates=tuple((r, _candidate(sighting, r, moment, task, elsewhere)) for r in span))
 
 
-def _candidate(sighting: Sighting, run: ActiveRun, moment: float, task: str | None) -> Candidate:
-    """An unmarked firing in the run's span; a task id or trace id it carries is another's (else it tied)."""
+def _candidate(sighting: Sighting, run: ActiveRun, moment: float, task: str | None,
+               elsewhere: bool) -> Candidate:
+    """An unmarked firing in the run's span; a task id it carries is another's (else it tied), and so
+    is a trace id another model call carried and none of the run's."""
     return Candidate(
         sighting.offset, moment, sighting.text,
         other_task=task is not None and run.task_id is not None,
-        other_value=run.marks.carries_other_value(sighting.text),
+        other_value=run.marks.carries_other_value(sighting.marked),
         trace_id=sighting.trace_id,
-        other_trace=sighting.trace_id is not None and bool(run.trace_ids),
+        other_trace=elsewhere and sighting.trace_id not in run.trace_ids,
     )
 
 
@@ -156,9 +163,11 @@ class Attribution:
     def attribute(self, sighting: Sighting, stored: StoredRun | None) -> int | None:
         """The run a firing belongs to (``tie``); the run in flight records it as a claim or a candidate."""
         moment = self._clock() if sighting.ts is None else sighting.ts
-        task = self._task(sighting.text)
+        task = self._task(sighting.marked)
+        trace = sighting.trace_id
+        elsewhere = trace is not None and not self.runs.idle and self.runs.traced_elsewhere(trace)
         with self.runs.holding() as runs:
-            found = tie(sighting, stored, runs, moment=moment, task=task)
+            found = tie(sighting, stored, runs, moment=moment, task=task, elsewhere=elsewhere)
             if found.run is not None and found.rule is not None:
                 found.run.claims.append(Claim(sighting.guard, found.rule, moment, sighting.text))
             for run, candidate in found.candidates:

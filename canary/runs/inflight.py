@@ -39,7 +39,7 @@ class Candidate:
     other_task: bool  # it carries a task id, and the run's is another
     other_value: bool  # it names a value of the run's kind, none of the run's
     trace_id: str | None = None  # the trace id of the span it was read from
-    other_trace: bool = False  # it carries a trace id, and the run's model calls carried others
+    other_trace: bool = False  # its trace id was carried by a model call of no run, and none of the run's
 
     @property
     def someone_elses(self) -> bool:

@@ -4,15 +4,20 @@ The registry is the proxy's interceptor: a model call is changed only when its
 body carries the nonce of a run in flight and it is the call ``inject_at``
 selects; each run injects at most once, and never after its deadline. Every
 model call that does not carry a run's nonce is counted as that run's foreign
-work. The fixture server reads each run's page from here and records the fetch.
+work. A model call's W3C ``traceparent`` names its trace: a run keeps the trace ids of its own
+calls (attribution rule 0), and the registry keeps the latest ones of every other call, so a
+guard span in one of those traces is known to be someone else's.
+The fixture server reads each run's page from here and records the fetch.
 Which run a firing belongs to is ``canary.runs.attribution``'s to say, over the
 runs held here.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -25,6 +30,22 @@ from canary.runs.inflight import ActiveRun
 if TYPE_CHECKING:
     from canary.proxy.app import ModelCall
 
+#: ``version-traceid-parentid-flags``; the trace id is kept in lowercase, as OTLP ids read.
+_TRACEPARENT = re.compile(r"\s*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})", re.IGNORECASE)
+#: Trace ids of other model calls remembered (the oldest are forgotten first).
+FOREIGN_TRACES = 4096
+
+
+def trace_id(traceparent: str | None) -> str | None:
+    """The trace id of a W3C ``traceparent`` header, lowercase; None when absent or invalid."""
+    if not traceparent:
+        return None
+    found = _TRACEPARENT.match(traceparent)
+    if found is None or found.group(1).lower() == "ff":
+        return None
+    trace = found.group(2).lower()
+    return None if trace == "0" * 32 or found.group(3) == "0" * 16 else trace
+
 
 class Registry:
     """Thread-safe map of nonce -> run in flight; the proxy's ``Interceptor``."""
@@ -36,6 +57,7 @@ class Registry:
         self._runs: dict[str, ActiveRun] = {}
         self._needles: dict[bytes, ActiveRun] = {}
         self._finder: Needles[ActiveRun] = Needles({})
+        self._foreign: OrderedDict[str, None] = OrderedDict()  # trace ids of calls of no run
 
     def add(self, run: ActiveRun) -> None:
         """Put a run in flight."""
@@ -75,8 +97,12 @@ class Registry:
     # -- proxy ----------------------------------------------------------------
 
     def intercept(self, call: ModelCall) -> str | ToolCall | None:
-        """The scripted text or tool call for this call, or None to pass it through; counts foreign calls."""
+        """The scripted text or tool call for this call, or None to pass it through; counts foreign
+        calls, and records the call's trace id with its run, or as another's."""
+        trace = trace_id(call.traceparent) if call.traceparent else None
         if not self._runs:
+            if trace is not None:
+                self._foreign_trace(trace)
             return None
         # One pass for every live nonce; the body is never parsed when it carries none.
         owner = self._finder.find(call.body)
@@ -84,7 +110,23 @@ class Registry:
             for run in self._runs.values():
                 if run is not owner:
                     run.foreign_calls += 1
+            if trace is not None and owner is not None:
+                owner.trace_ids.add(trace)
+        if trace is not None and owner is None:
+            self._foreign_trace(trace)
         return self._decide(owner, call) if owner is not None else None
+
+    def _foreign_trace(self, trace: str) -> None:
+        with self._lock:
+            self._foreign[trace] = None
+            self._foreign.move_to_end(trace)
+            if len(self._foreign) > FOREIGN_TRACES:
+                self._foreign.popitem(last=False)
+
+    def traced_elsewhere(self, trace: str) -> bool:
+        """Whether a model call that carried no run's nonce carried this trace id (lately)."""
+        with self._lock:
+            return trace in self._foreign
 
     def _decide(self, run: ActiveRun, call: ModelCall) -> str | ToolCall | None:
         now = self._clock()

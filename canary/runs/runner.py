@@ -39,6 +39,9 @@ from canary.vocabulary import Stage, Verdict
 
 #: Seconds to wait after the answer for the guard's line to reach the log and the store.
 DEFAULT_GRACE = 3.0
+#: Seconds to wait for a guard that fires through spans: an OpenTelemetry SDK's batch span
+#: processor sends every 5 s by default (OTEL_BSP_SCHEDULE_DELAY).
+DEFAULT_SPAN_GRACE = 6.5
 ANSWER_KEEP = 8192
 #: Verdicts of a run no firing was tied to, where a guard line the match missed is worth telling.
 _UNFIRED = (Verdict.UNLOGGED, Verdict.LEAKED)
@@ -57,6 +60,7 @@ class Runner:
         sync: Callable[[float], bool],
         driver: AgentDriver | None = None,
         grace: float = DEFAULT_GRACE,
+        span_grace: float = DEFAULT_SPAN_GRACE,
     ) -> None:
         if config.agent is None:
             raise ValueError("no [agent] is configured")
@@ -65,6 +69,7 @@ class Runner:
         self.registry = registry
         self.fixture_base = fixture_base
         self.grace = grace
+        self.span_grace = span_grace
         self._sync = sync
         self._driver = driver or AgentDriver(config.agent)
         self._runs = RunLog(store)
@@ -178,14 +183,18 @@ class Runner:
             fitted.append(logs.activity_pattern)
         claimed = {c.line for c in run.claims}
         lines = [line for line in nonce_lines(logs.paths, run.nonce) if line not in claimed]
-        return near_miss(lines, {g.name: g.match for g in self.config.guards}, own=guard.name, fitted=fitted)
+        matches = {g.name: g.match for g in self.config.guards if g.match is not None}
+        return near_miss(lines, matches, own=guard.name, fitted=fitted)
 
     def _await_firings(self, run: ActiveRun, *, wait: bool) -> None:
-        """Read the logs until a marked firing of the run's guard arrives or the grace is over.
+        """Read the logs until a marked firing of the run's guard arrives or the grace is over (for a
+        guard that fires through spans, the span grace: a span arrives with its exporter's batch).
 
         Unmarked firings do not end the wait: other work seen within the grace makes them ambiguous.
         """
-        deadline = time.monotonic() + (self.grace if wait else 0.0)
+        spans = any(g.signals for g in self.config.guards if g.name == run.guard)
+        grace = max(self.grace, self.span_grace) if spans else self.grace
+        deadline = time.monotonic() + (grace if wait else 0.0)
         while True:
             self._sync(max(1.0, self.grace))
             if any(c.guard == run.guard for c in run.claims) or time.monotonic() >= deadline:

@@ -1,5 +1,6 @@
 """Everything a canary run needs, started together: proxy, fixture server, collectors, runner.
 
+With a ``[traces]`` table, the OTLP receiver serves too, so spans fire guards during a run.
 ``canary run`` starts a session when no daemon is running; the demo starts one
 on free loopback ports. The collectors follow files never seen before from
 their current end, and commit every firing to a store built with the
@@ -22,7 +23,7 @@ from canary.proxy.health import ProxyCounts, redact
 from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
 from canary.runs.attribution import Attribution
 from canary.runs.holders import naming_the_key
-from canary.runs.runner import DEFAULT_GRACE, Runner
+from canary.runs.runner import DEFAULT_GRACE, DEFAULT_SPAN_GRACE, Runner
 from canary.store.engine import Store
 
 
@@ -48,6 +49,7 @@ class Session:
         *,
         on_error: ErrorSink | None = None,
         grace: float = DEFAULT_GRACE,
+        span_grace: float = DEFAULT_SPAN_GRACE,
         rescan: float = 1.0,
         start_at_end: bool = True,
         listeners: Mapping[str, socket.socket] | None = None,
@@ -59,6 +61,7 @@ class Session:
         self.registry = self.attribution.runs
         self._on_error = on_error
         self._grace = grace
+        self._span_grace = span_grace
         self._rescan = rescan
         self._start_at_end = start_at_end
         # Sockets the service manager holds ("proxy", "fixtures"), used instead of binding.
@@ -69,6 +72,7 @@ class Session:
         self.proxy: BackgroundServer | None = None
         self.fixtures: BackgroundServer | None = None
         self.collection: Collection | None = None
+        self.traces: BackgroundServer | None = None  # the OTLP receiver of [traces], if configured
         self.runner: Runner | None = None
 
     def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
@@ -100,10 +104,16 @@ class Session:
                 start_at_end=self._start_at_end,
             )
             self.collection.start()
+            if self.config.traces is not None:
+                from canary.traces.service import start_receiver
+
+                with naming_the_key("[traces] listen", split_listen(self.config.traces.listen)[1],
+                                    self.store.path):
+                    self.traces = start_receiver(self.config, self.store, drain=self._drain)
             if self.config.agent is not None:
                 self.runner = Runner(
                     self.config, self.store, self.registry, self.fixtures.url,
-                    sync=self.sync, grace=self._grace,
+                    sync=self.sync, grace=self._grace, span_grace=self._span_grace,
                 )
         except BaseException:
             self.stop()
@@ -131,16 +141,22 @@ class Session:
             config, self.store, on_error=self._on_error, rescan=self._rescan, start_at_end=False,
         )
         self.collection.start()
+        if self.traces is not None:
+            from canary.traces.matching import SignalRules
+
+            self.traces.app.rules = SignalRules(config.guards)
 
     def stop(self) -> None:
         """Stop collectors (after a last read) and servers."""
         if self.collection is not None:
             self.collection.stop()
             self.collection = None
-        for server in (self.fixtures, self.proxy):
+        for server in (self.traces, self.fixtures, self.proxy):
             if server is not None:
                 server.stop()
-        self.fixtures = self.proxy = None
+        if self.traces is not None:
+            self.traces.app.close()  # the firings it was given are stored before it stops
+        self.traces = self.fixtures = self.proxy = None
 
     def __enter__(self) -> Session:
         return self.start()

@@ -131,10 +131,14 @@ def status_document(
     # the collectors' warnings of the daemon running now: each says a count may be short
     noted = [w.to_json() for w in warnings.load(store)
              if info.running and info.since is not None and w.last >= info.since]
+    from canary.status import receiver
+
+    # the running daemon's trace receiver: its address, what it took in, the latest refusal
+    traces = receiver.load(store) if info.running and config.traces is not None else None
     return {
         "daemon": {"running": info.running, "since": iso(info.since) if info.running else None,
                    "files": info.files if info.running else 0, "heartbeat": iso(info.beat),
-                   "error": info.error, "warnings": noted},
+                   "error": info.error, "warnings": noted, "traces": traces},
         "guards": guards,
         # the model server as the running daemon's proxy sees it; null without a daemon or upstream
         "model": health.to_json() if health is not None else None,

@@ -22,6 +22,12 @@ class Sighting:
     ts: float | None = None  # the line's own time, seconds since the epoch; None when it has none
     offset: int = -1  # where the line starts in its file; -1 when it comes from no file
     trace_id: str | None = None  # the trace id of the span it was read from; None for a log line
+    context: str = ""  # a span's other attribute text: searched for a run's marks, never stored
+
+    @property
+    def marked(self) -> str:
+        """The text a run's marks (nonce, values) are searched in: the line, and a span's other text."""
+        return f"{self.text}\n{self.context}" if self.context else self.text
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, Store
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import nonce_candidates
 from canary.store.positions import committed_before, pack_marks, state_of
+from canary.store.signals import SIGNAL_PATH, signal_counts
 from canary.store.sites import Site, claim_sqlite, register, search_site
 from canary.store.tables import (
     LINE_KEEP,
@@ -314,7 +315,8 @@ class Store:
             row = conn.execute(stmt).first()
         return StoredRun(int(row[0]), bool(row[1])) if row is not None else None
 
-    def _add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
+    def add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
+        """Add firings to the hourly counts of (guard, hour, source)."""
         # In key order: two transactions moving the same rows lock them in the same order (no deadlock).
         for (guard, hour, source), n in sorted(counts.items()):
             self.upsert(
@@ -325,8 +327,9 @@ class Store:
             )
 
     def recount(self, guards: Sequence[str], since: datetime, hits: Iterable[tuple[str, str, Hit]]) -> int:
-        """Replace the organic firings of ``guards`` from the hour of ``since`` on by ``hits``
-        (path, file key, hit) read again from the logs; return how many were stored."""
+        """Replace the organic log firings of ``guards`` from the hour of ``since`` on by ``hits``
+        (path, file key, hit) read again from the logs; return how many were stored. Firings seen
+        in spans are kept, and counted again."""
         now = as_utc(self._clock())
         start = hour_floor(as_utc(since))
         wanted = set(guards)
@@ -344,14 +347,16 @@ class Store:
                     rows.append(row)
                     counts[(row["guard"], hour_floor(row["ts"]), "organic")] += 1
         with self.engine.begin() as conn:
+            counts.update(signal_counts(conn, wanted, start))
             for table in (Firing, HourlyCount):
                 t = table.__table__  # type: ignore[union-attr]
                 column = t.c.ts if table is Firing else t.c.hour
-                organic = t.c.run_id.is_(None) if table is Firing else t.c.source == "organic"
+                organic = (t.c.run_id.is_(None) & (t.c.path != SIGNAL_PATH)) if table is Firing else (
+                    t.c.source == "organic")
                 conn.execute(t.delete().where(t.c.guard.in_(wanted), column >= start, organic))
             if rows:
                 conn.execute(insert(Firing), rows)
-            self._add_counts(conn, counts)
+            self.add_counts(conn, counts)
         return len(rows)
 
     def commit(self, batch: Batch) -> None:
@@ -369,7 +374,7 @@ class Store:
                 return
             if firings:
                 conn.execute(insert(Firing), firings)
-            self._add_counts(conn, counts)
+            self.add_counts(conn, counts)
             read_hour = hour_floor(now)
             activity.setdefault(read_hour, 0)
             for hour, n in sorted(activity.items()):

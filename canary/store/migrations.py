@@ -81,6 +81,13 @@ def _v8(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN leaked_turn INTEGER")
 
 
+def _v9(conn: Connection) -> None:
+    """An index of firings by file key: a span sent again is found among the stored ones."""
+    for index in Firing.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name == "ix_firings_file_key":
+            index.create(conn, checkfirst=True)
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 SCHEMA_VERSION = len(MIGRATIONS)

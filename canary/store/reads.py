@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 #: The schema version these queries read: ``canary.store.migrations.SCHEMA_VERSION`` (a test checks).
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 Execute = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]
 

@@ -27,10 +27,10 @@ class Meta(SQLModel, table=True):
 
 
 class Firing(SQLModel, table=True):
-    """One log line that says a guard rejected something."""
+    """One log line (or span) that says a guard rejected something."""
 
     __tablename__ = "firings"
-    __table_args__ = (Index("ix_firings_guard_ts", "guard", "ts"),)
+    __table_args__ = (Index("ix_firings_guard_ts", "guard", "ts"), Index("ix_firings_file_key", "file_key"))
     id: int | None = Field(default=None, primary_key=True)
     guard: str
     ts: datetime = Field(index=True, sa_type=UTCDateTime)  # the line's own time, else the time it was read

@@ -100,6 +100,7 @@ class RunsTable(DataTable[Any]):
 
 
 _MARKS = {
+    "trace": "the trace id of one of the run's model calls (its traceparent) on the guard's span",
     "nonce": "the run's nonce in the guard's line",
     "task": "the run's task id in the guard's line ([logs] correlate)",
     "value": "the run's fabricated value in the guard's line",

@@ -25,6 +25,7 @@ from canary.config.sections import (
     LOGS,
     MODEL,
     STORE,
+    TRACES,
     TURN,
 )
 from canary.config.settings import load_config
@@ -32,7 +33,7 @@ from canary.errors import ConfigError, Problem
 
 ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "configuration.md"
-CONFIG_SECTIONS = (AGENT, MODEL, FIXTURES, LOGS, STORE, ALERTS, DAEMON)
+CONFIG_SECTIONS = (AGENT, MODEL, FIXTURES, TRACES, LOGS, STORE, ALERTS, DAEMON)
 
 GUARD_TEXT = """\
 [guard]
@@ -112,9 +113,10 @@ def test_every_declared_key_of_a_definition_is_known_and_a_near_miss_is_named(tm
 
 
 def test_an_empty_config_takes_every_default_from_the_tables(tmp_path: Path) -> None:
-    (tmp_path / "canary.toml").write_text('defs = []\n[agent]\nurl = "http://127.0.0.1:1/ask"\n')
+    # [traces] is there, empty: without it nothing is received (config.traces is None)
+    (tmp_path / "canary.toml").write_text('defs = []\n[traces]\n[agent]\nurl = "http://127.0.0.1:1/ask"\n')
     config = load_config(path=tmp_path / "canary.toml")
-    loaded = {"agent": config.agent, "model": config.model, "fixtures": config.fixtures,
+    loaded = {"agent": config.agent, "model": config.model, "fixtures": config.fixtures, "traces": config.traces,
               "logs": config.logs, "store": config.store, "alerts": config.alerts, "daemon": config.daemon}
     checked = 0
     for section in CONFIG_SECTIONS:

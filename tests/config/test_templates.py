@@ -8,6 +8,7 @@ and not in the repair; a fabricated value is not on the page; a control's value 
 from __future__ import annotations
 
 import html
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -59,11 +60,19 @@ def test_every_file_loads_with_no_problem_and_one_guard_each() -> None:
 def test_header_documents_the_guard_and_an_example_line_its_match_finds(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     header = text[: text.index("[guard]")]
-    (example,) = re.findall(r"^# Example log line: (.+)$", header, re.M)
     with path.open("rb") as handle:
-        match = tomllib.load(handle)["guard"]["match"]
-    assert re.search(match, example), (match, example)
-    assert "set it to a regex for the line your guard writes" in " ".join(header.replace("#", "").split())
+        table = tomllib.load(handle)["guard"]
+    prose = " ".join(header.replace("#", "").split())
+    if "match" in table:
+        (example,) = re.findall(r"^# Example log line: (.+)$", header, re.M)
+        assert re.search(table["match"], example), (table["match"], example)
+        assert "set it to a regex for the line your guard writes" in prose
+    else:  # a guard that reports through OpenTelemetry: its example span or event matches
+        ((kind, name, attributes),) = re.findall(r"^# Example (span|event): (\S+(?: \S+)?) (\{.+\})$", header, re.M)
+        (guard,) = [g for g in guards() if g.path.name == path.name]
+        matcher = guard.span if kind == "span" else guard.event
+        assert matcher is not None and matcher.matched(name, json.loads(attributes)) is not None
+        assert "set them to what your guard's span carries" in prose
     canary_part = re.split(r"^\[\[canary\]\]$", text, maxsplit=1, flags=re.M)[1]
     for name in re.findall(r'^name = "([a-z0-9-]+)"$', canary_part, re.M):
         assert name in header, f"{path.name}: canary {name} is not described in the header"

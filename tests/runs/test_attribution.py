@@ -238,8 +238,9 @@ Flags = tuple[int, bool, bool, bool]  # a candidate: (run id, other_task, other_
         ("citation", "rejected", None, "tZ", None, T, None, None, [(1, True, False, False)]),
         # one that names another value of the run's kind is about someone else's answer
         ("citation", "rejected 124.42.1", None, None, None, T, None, None, [(1, False, True, False)]),
-        # one whose span carries a trace id none of the run's calls carried is another trace's
-        ("citation", "rejected", "trace-z", None, None, T, None, None, [(1, False, False, True)]),
+        # a span in a trace no model call carried is only a candidate: the agent may report its
+        # guard outside the trace of its model calls
+        ("citation", "rejected", "trace-z", None, None, T, None, None, [(1, False, False, False)]),
     ],
 )
 def test_the_precedence_table(guard: str, text: str, trace: str | None, task: str | None,
@@ -250,6 +251,25 @@ def test_the_precedence_table(guard: str, text: str, trace: str | None, task: st
     assert (found.run.run_id if found.run else None) == (tied if tied in (1, 2) else None)
     assert [(r.run_id, c.other_task, c.other_value, c.other_trace) for r, c in found.candidates] == candidates
     assert all((c.offset, c.ts, c.line, c.trace_id) == (40, at, text, trace) for _, c in found.candidates)
+
+
+@pytest.mark.parametrize(
+    ("guard", "trace", "tied", "rule", "candidates"),
+    [
+        # a span in the trace of a model call of no run is another's, never the run's even by time
+        ("citation", "trace-z", None, None, [(1, False, False, True)]),
+        # a trace the run's call and another call both carried names neither: no rule 0, and for
+        # the run that carried it the span is a plain candidate; for another run it is another's
+        ("citation", "trace-a", None, None, [(1, False, False, False)]),
+        ("quote", "trace-a", None, None, [(2, False, False, True)]),
+    ],
+)
+def test_a_trace_other_model_calls_carried(guard: str, trace: str, tied: int | None, rule: str | None,
+                                           candidates: list[Flags]) -> None:
+    found = tie(Sighting(guard, "rejected", T, 40, trace), None, two_runs(), moment=T, task=None,
+                elsewhere=True)
+    assert (found.run_id, found.rule) == (tied, rule)
+    assert [(r.run_id, c.other_task, c.other_value, c.other_trace) for r, c in found.candidates] == candidates
 
 
 def claim(mark: str, ts: float = T, guard: str = "citation") -> Claim:
@@ -297,3 +317,43 @@ def test_a_trace_id_of_the_runs_model_call_ties_its_span_through_the_attribution
     assert [(c.guard, c.mark) for c in run.claims] == [("quote", "trace")]
     registry.remove(run.nonce)
     assert attribution.attribute(span, None) is None  # out of flight: nothing ties it any more
+
+
+TRACE_A, TRACE_Z = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
+
+
+def traced(nonce: str, trace: str, *, upper: bool = False) -> ModelCall:
+    """A model call carrying a W3C traceparent header for ``trace``."""
+    header = f"00-{trace}-00f067aa0ba902b7-01"
+    return ModelCall("/v1/chat/completions", "chat", f'{{"messages": [{{"content": "{nonce}"}}]}}'.encode(),
+                     traceparent=header.upper() if upper else header)
+
+
+def test_the_registry_records_the_trace_ids_of_a_runs_calls_and_of_the_others() -> None:
+    registry, run, clock = make("first")
+    attribution = Attribution(registry, clock=clock)
+    registry.intercept(traced(run.nonce, TRACE_A, upper=True))  # the trace id is read in lowercase
+    registry.intercept(traced("no nonce here", TRACE_Z))
+    assert run.trace_ids == {TRACE_A}
+    assert (registry.traced_elsewhere(TRACE_Z), registry.traced_elsewhere(TRACE_A)) == (True, False)
+    assert attribution.attribute(Sighting("quote", "QuoteGuard: rejected", clock.now, trace_id=TRACE_A), None) == 1
+    # a guard span in the other call's trace is someone else's, never the run's, even by time
+    assert attribution.attribute(Sighting("citation", "rejected", clock.now, trace_id=TRACE_Z), None) is None
+    assert [c.someone_elses for c in run.candidates] == [True]
+
+
+def test_a_trace_another_call_also_carried_ties_nothing_by_itself() -> None:
+    registry, run, clock = make("first")
+    attribution = Attribution(registry, clock=clock)
+    registry.intercept(traced(run.nonce, TRACE_A))
+    registry.intercept(traced("an organic request in the same trace", TRACE_A))
+    assert attribution.attribute(Sighting("quote", "QuoteGuard: rejected", clock.now, trace_id=TRACE_A), None) is None
+
+
+@pytest.mark.parametrize("header", [None, "", "garbage", f"00-{'0' * 32}-00f067aa0ba902b7-01",
+                                    f"00-{TRACE_A}-{'0' * 16}-01", f"ff-{TRACE_A}-00f067aa0ba902b7-01",
+                                    f"00-{TRACE_A[:-1]}-00f067aa0ba902b7-01"])
+def test_an_invalid_traceparent_records_nothing(header: str | None) -> None:
+    registry, run, _ = make("first")
+    registry.intercept(ModelCall("/v1/chat/completions", "chat", run.nonce.encode(), traceparent=header))
+    assert run.trace_ids == set()

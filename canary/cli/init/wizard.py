@@ -227,10 +227,17 @@ def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str]
 @click.option("--yes", is_flag=True, help="Ask nothing: take the proposed guards; never replace a file.")
 @click.option("--template", multiple=True,
               help="Copy a bundled template into canaries_defs/ (repeatable; see `canary templates`).")
+@click.option("--traces", is_flag=True,
+              help="Propose a guard per guard-shaped span the daemon's trace receiver got ([traces]).")
 def init_command(*, agent_url: str | None, agent_command: str | None, logs: tuple[str, ...],
-                 model_upstream: str | None, directory: str, yes: bool, template: tuple[str, ...]) -> None:
+                 model_upstream: str | None, directory: str, yes: bool, template: tuple[str, ...],
+                 traces: bool) -> None:
     """Propose a guard per rejection line in your agent's logs, write canary.toml and canaries_defs/,
     then check and audit them."""
+    if traces:
+        from canary.cli.init.traces import run_init_traces
+
+        sys.exit(run_init_traces(directory, yes=yes))
     if agent_url and agent_command:
         raise UsageError("give --agent-url or --agent-command, not both", option="--agent-url")
     sys.exit(run_init(directory, agent_url=agent_url, agent_command=agent_command, logs=logs,

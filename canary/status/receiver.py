@@ -1,0 +1,51 @@
+"""The trace receiver as a fact of the store: what the running daemon's receiver took in.
+
+The daemon stores its receiver's counts in ``meta`` under ``traces.receiver`` each tick, so
+``canary status`` and the dashboard read them without the daemon (``daemon.traces``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from canary.store.reads import Reader
+
+if TYPE_CHECKING:
+    from canary.store.engine import Store
+
+#: The ``meta`` keys of the stored counts and of the guard-shaped spans seen (``canary.traces.shapes``).
+TRACES_KEY = "traces.receiver"
+SHAPES_KEY = "traces.shapes"
+
+
+def record(store: Store, counts: dict[str, Any], shapes: list[dict[str, Any]] | None = None) -> None:
+    """Store the receiver's counts (``ReceiverCounts.to_json``) and the shapes it saw."""
+    from canary.store.tables import Meta
+
+    rows = [{"key": TRACES_KEY, "value": json.dumps(counts)}]
+    if shapes:
+        rows.append({"key": SHAPES_KEY, "value": json.dumps(shapes)})
+    with store.engine.begin() as conn:
+        for row in rows:
+            store.upsert(conn, Meta, [row], keys=["key"], set_={"value": row["value"]})
+
+
+def _json(reader: Reader, key: str) -> Any:
+    rows = reader.rows("SELECT value FROM meta WHERE key = :key", key=key)
+    try:
+        return json.loads(rows[0][0]) if rows and rows[0][0] else None
+    except ValueError:
+        return None
+
+
+def load(reader: Reader) -> dict[str, Any] | None:
+    """The stored counts, or None before a daemon with a receiver stored any."""
+    doc = _json(reader, TRACES_KEY)
+    return doc if isinstance(doc, dict) else None
+
+
+def load_shapes(reader: Reader) -> list[dict[str, Any]]:
+    """The guard-shaped spans and events the daemon's receiver saw, most frequent first."""
+    doc = _json(reader, SHAPES_KEY)
+    return [s for s in doc if isinstance(s, dict)] if isinstance(doc, list) else []

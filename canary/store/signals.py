@@ -1,0 +1,92 @@
+"""Firings seen in spans, span events and OTLP log records, committed as firing rows.
+
+A signal's firing is stored like a log line's: in ``firings`` (``path`` is ``SIGNAL_PATH``,
+``file_key`` names the span, the line is its evidence) and in the hourly counts, organic and
+canary apart, with the run its attribution names. A span already stored for a guard (an
+exporter that sent it again) is not stored twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, insert, select
+
+from canary.store.attributing import Sighting
+from canary.store.tables import Firing
+from canary.vocabulary import as_utc, hour_floor
+
+if TYPE_CHECKING:
+    from canary.store.engine import Store
+
+__all__ = ["SIGNAL_PATH", "SignalHit", "commit_signals", "signal_counts"]
+
+#: The ``path`` of a firing seen in a span, an event or a log record received on [traces].
+SIGNAL_PATH = "otlp"
+_LOCK = threading.Lock()  # one commit at a time: two copies of a span sent at once are stored once
+
+
+@dataclass(frozen=True)
+class SignalHit:
+    """One guard firing seen in a signal, as the store is given it."""
+
+    guard: str
+    key: str  # names the span or record: the same one sent again has the same key
+    trace_id: str | None
+    ts: float | None  # seconds since the epoch; None: the time it was received
+    evidence: str  # stored
+    context: str = ""  # searched for a run's marks, never stored
+
+
+def _stored(store: Store, hits: Sequence[SignalHit]) -> set[tuple[str, str]]:
+    table = Firing.__table__  # type: ignore[attr-defined]
+    keys = sorted({h.key for h in hits})
+    found: set[tuple[str, str]] = set()
+    with store.engine.connect() as conn:
+        for start in range(0, len(keys), 500):
+            stmt = select(table.c.guard, table.c.file_key).where(
+                table.c.path == SIGNAL_PATH, table.c.file_key.in_(keys[start:start + 500]))
+            found.update((str(g), str(k)) for g, k in conn.execute(stmt))
+    return found
+
+
+def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | None = None) -> int:
+    """Store the firings not stored yet, each tied to its run (if any); return how many were new."""
+    if not hits:
+        return 0
+    from canary.store.engine import cut_line
+
+    received = as_utc(now or datetime.now(UTC))
+    with _LOCK:
+        seen = _stored(store, hits)
+        rows: list[dict[str, Any]] = []
+        counts: Counter[tuple[str, datetime, str]] = Counter()
+        for hit in hits:
+            if (hit.guard, hit.key) in seen:
+                continue
+            seen.add((hit.guard, hit.key))
+            sighting = Sighting(hit.guard, hit.evidence, hit.ts, -1, hit.trace_id, hit.context)
+            run_id = store.attribution.attribute(sighting, store.stored_run(sighting.marked))
+            ts = datetime.fromtimestamp(hit.ts, UTC) if hit.ts is not None else received
+            rows.append({"guard": hit.guard, "ts": ts, "ts_from_line": hit.ts is not None,
+                         "read_at": received, "path": SIGNAL_PATH, "file_key": hit.key, "offset": -1,
+                         "line": cut_line(hit.evidence), "run_id": run_id})
+            counts[(hit.guard, hour_floor(ts), "organic" if run_id is None else "canary")] += 1
+        if rows:
+            with store.engine.begin() as conn:
+                conn.execute(insert(Firing), rows)
+                store.add_counts(conn, counts)
+    return len(rows)
+
+
+def signal_counts(conn: Connection, guards: set[str], start: datetime) -> Counter[tuple[str, datetime, str]]:
+    """The organic firings seen in signals, per guard and hour from ``start`` (a recount keeps them)."""
+    t = Firing.__table__  # type: ignore[attr-defined]
+    rows = conn.execute(select(t.c.guard, t.c.ts).where(
+        t.c.guard.in_(guards), t.c.ts >= start, t.c.run_id.is_(None), t.c.path == SIGNAL_PATH))
+    return Counter((str(guard), hour_floor(as_utc(ts)), "organic") for guard, ts in rows)

@@ -1,0 +1,63 @@
+"""What users see of the receiver: canary check, status's daemon.traces, inert evidence."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+from click.testing import CliRunner
+
+from canary.cli.main import main
+from canary.daemon.health import traces_step
+from canary.daemon.steps import beat
+from canary.status.overview import status_document
+from canary.terminal import safe
+from tests.traces.conftest import GUARDRAIL, Served, write_project
+
+
+def test_check_says_how_to_point_an_agent_at_the_receiver(tmp_path: Path) -> None:
+    config = write_project(tmp_path, {"grounding": GUARDRAIL}, traces="127.0.0.1:4399")
+    result = CliRunner().invoke(main, ["check", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4399" in result.output
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf" in result.output
+    assert "span {'attributes'" in result.output
+
+
+def test_status_shows_the_running_daemons_receiver(served: Served) -> None:
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "check",
+        "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "GUARDRAIL"}},
+                       {"key": "output.value", "value": {"stringValue": "BLOCKED"}}]}]}]}]}
+    assert httpx.post(f"{served.endpoint}/v1/traces", json=body).status_code == 200
+    assert httpx.post(f"{served.endpoint}/v1/traces", content=b"junk",
+                      headers={"content-type": "application/json"}).status_code == 400
+    assert served.app.flush()
+    now = datetime.now(UTC)
+    beat(served.store, pid=1, started=now, now=now, files=0, addresses={})
+    traces_step(served.store, served.server)
+    doc = status_document(served.store, served.config, now=now)
+    traces = doc["daemon"]["traces"]
+    assert traces["listen"] == served.endpoint.removeprefix("http://")
+    assert (traces["spans"], traces["firings"], traces["refused"]) == (1, 1, 1)
+    assert traces["last_error"].startswith("400: not a OTLP JSON export request")
+    (guard,) = [g for g in doc["guards"] if g["guard"] == "grounding"]
+    assert guard["organic_firings"] == 1
+
+
+def test_attribute_text_in_a_firings_evidence_stays_inert(served: Served) -> None:
+    hostile = "BLOCKED \x1b]52;c;aGVsbG8=\x07 \x1b[2J \u202e \x9b"
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "check \x1b[31m",
+        "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "GUARDRAIL"}},
+                       {"key": "output.value", "value": {"stringValue": hostile}}]}]}]}]}
+    assert httpx.post(f"{served.endpoint}/v1/traces", content=json.dumps(body).encode(),
+                      headers={"content-type": "application/json"}).status_code == 200
+    assert served.app.flush()
+    with served.store.engine.connect() as conn:
+        (line,) = conn.exec_driver_sql("SELECT line FROM firings").one()
+    # the stored evidence quotes every value, so no control character is in it, raw or made safe
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in line)
+    assert safe(line) == line and "\\x1b]52" in line
