@@ -13,7 +13,7 @@ NOW = datetime.now(UTC)
 
 
 def hit(key: str, guard: str = "grounding") -> SignalHit:
-    return SignalHit(guard, key, key.split(":")[0], NOW.timestamp(), f"span 'check' trace {key}")
+    return SignalHit(guard, key, key.split(":", maxsplit=1)[0], NOW.timestamp(), f"span 'check' trace {key}")
 
 
 def test_a_span_is_one_firing_of_each_guard_and_survives_a_recount(open_store: Callable[..., Store]) -> None:
