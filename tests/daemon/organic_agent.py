@@ -56,6 +56,11 @@ async def main(url: str, rate: float, stop: Path, out: Path, stream: bool) -> No
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(client, url, scheduled, stream)))
             n += 1
+            if n == 1:  # the caller waits for this: the agent is sending
+                out.with_suffix(".started").touch()
+        if not tasks:
+            out.write_text("[]")
+            return
         done, pending = await asyncio.wait(tasks, timeout=90)
         results = [t.result() for t in tasks if t in done]
         # a call still unanswered 90 s after the stop is a failure, named as such

@@ -110,7 +110,12 @@ def run_agent(world: World, *, rate: float, stream: bool = False) -> tuple[subpr
     tag = "stream" if stream else "plain"
     stop_file, out = world.root / f"agent-{tag}.stop", world.root / f"agent-{tag}.json"
     argv = [sys.executable, str(AGENT), world.proxy_url, str(rate), str(stop_file), str(out)]
-    return subprocess.Popen([*argv, *(["--stream"] if stream else [])]), stop_file, out
+    proc = subprocess.Popen([*argv, *(["--stream"] if stream else [])])
+    deadline = time.monotonic() + 60  # a loaded machine takes a while to start a Python process
+    while not out.with_suffix(".started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the agent never started sending"
+        time.sleep(0.05)
+    return proc, stop_file, out
 
 
 def agent_results(proc: subprocess.Popen[bytes], stop_file: Path, out: Path) -> list[list[Any]]:
