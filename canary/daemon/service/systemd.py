@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from canary.daemon.service import common
 from canary.daemon.service.common import (
     UNIT,
     Names,
@@ -22,12 +23,6 @@ from canary.daemon.service.common import (
     Runner,
     SocketStatus,
     call,
-    manual,
-    program_arguments,
-    refuse_control,
-    service_environment,
-    state_directory,
-    write_private,
 )
 from canary.errors import UsageError
 
@@ -86,7 +81,7 @@ def systemd_path(what: str, path: Path) -> str:
     Such settings take the rest of the line as the path and do not unquote it, so quotes would
     become part of the path; with no control character allowed, no newline can end the line early.
     """
-    text = refuse_control(what, str(path))
+    text = common.refuse_control(what, str(path))
     if text != text.strip():
         raise UsageError(f"{what} begins or ends with white space, which systemd would drop: {text!r}",
                          option="service")
@@ -100,7 +95,7 @@ _CONFIG_LINE = "# config: "
 
 def service_unit(config_path: Path | None, sockets: Mapping[str, str], names: Names) -> bytes:
     """The service unit; it takes the listed socket units' sockets."""
-    argv = program_arguments(config_path)
+    argv = common.program_arguments(config_path)
     exec_start = " ".join(systemd_exec_quote(a, executable=i == 0) for i, a in enumerate(argv))
     socket_names = " ".join(names.socket(n) for n in sockets)
     config = argv[argv.index("--config") + 1] if "--config" in argv else None
@@ -121,8 +116,8 @@ def service_unit(config_path: Path | None, sockets: Mapping[str, str], names: Na
         "RestartSec=5",
         # SIGTERM drains: requests and streams in flight finish before the daemon exits.
         "TimeoutStopSec=90",
-        *(f"Environment={systemd_env_quote(k, v)}" for k, v in service_environment().items()),
-        f"WorkingDirectory={systemd_path('the state directory', state_directory())}",
+        *(f"Environment={systemd_env_quote(k, v)}" for k, v in common.service_environment().items()),
+        f"WorkingDirectory={systemd_path('the state directory', common.state_directory())}",
         "",
         "[Install]",
         "WantedBy=default.target",
@@ -183,7 +178,7 @@ def socket_listens(where: Path, names: Names) -> list[str]:
 
 def listen_stream(listen: str) -> str:
     """``127.0.0.1:11435`` or ``[::1]:11435`` as a ListenStream= value (the same text, checked)."""
-    host, sep, port = refuse_control("a listen address", listen).rpartition(":")
+    host, sep, port = common.refuse_control("a listen address", listen).rpartition(":")
     if not sep or not host or not port.isdigit() or any(c.isspace() for c in listen):
         raise ValueError(f"{listen!r} is not host:port")
     return listen
@@ -274,7 +269,7 @@ def take_back(run: Runner, names: Names, previous: Mapping[Path, bytes | None], 
         if contents is None:
             path.unlink(missing_ok=True)
         else:
-            write_private(path, contents)
+            common.write_private(path, contents)
     if fresh:
         for link in _wants(where, names):
             if link.is_symlink():
@@ -359,11 +354,11 @@ def uninstall(run: Runner, names: Names, issued: list[list[str]], messages: list
     if out.ok:
         done = call(run, reload, issued)
         if not done.ok:
-            messages += [done.describe(), manual([reload])]
+            messages += [done.describe(), common.manual([reload])]
             ok = False
     else:
         stop = ["systemctl", "--user", "stop", names.unit, *(s.name for s in sockets)]
-        messages.append("if the daemon still runs, " + manual([stop, reload]))
+        messages.append("if the daemon still runs, " + common.manual([stop, reload]))
     return ok
 
 

@@ -13,16 +13,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from canary.proxy.dialects import base
 from canary.proxy.dialects.base import (
     AnswerRequest,
-    Family,
+    OneShape,
     Scripted,
     ToolCall,
-    chat_messages,
-    dump,
     estimate_tokens,
-    json_body,
-    parse_object,
     tools_listed,
     typed_sse,
 )
@@ -97,7 +94,7 @@ def message_events(answer: str | ToolCall, request: AnswerRequest, *, token: str
     yield {"type": "message_stop"}
 
 
-class Anthropic(Family):
+class Anthropic(OneShape):
     """Anthropic Messages; ``count_tokens`` and every other path pass through."""
 
     name = "anthropic"
@@ -105,37 +102,29 @@ class Anthropic(Family):
 
     def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
         """``system`` (a string or text blocks) and ``messages``."""
-        data = parse_object(body)
-        return chat_messages(data.get("messages"), system=data.get("system"))
+        data = base.parse_object(body)
+        return base.chat_messages(data.get("messages"), system=data.get("system"))
 
     def asks_thinking(self, path: str, body: bytes) -> bool:
         """Whether ``thinking`` is on (enabled or adaptive): the API then checks each tool turn's block."""
         if b'"thinking"' not in body:
             return False
-        thinking = parse_object(body).get("thinking")
+        thinking = base.parse_object(body).get("thinking")
         return isinstance(thinking, dict) and thinking.get("type") in _THINKING_ON
 
     def offers_tools(self, body: bytes) -> bool:
         """A non-empty ``tools`` list."""
         return tools_listed(body, b'"tools"', lambda data: data.get("tools"))
 
-    def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
-        """The text as a ``message``, or its event stream."""
-        return self._answer(text, request, token)
-
-    def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
-        """The call as a ``tool_use`` block, streamed as ``input_json_delta``."""
-        return self._answer(call, request, token)
-
-    @staticmethod
-    def _answer(answer: str | ToolCall, request: AnswerRequest, token: str) -> Scripted:
+    def answer(self, answer: str | ToolCall, request: AnswerRequest, token: str) -> Scripted:
+        """A ``message`` with a text or ``tool_use`` block, or its event stream (``input_json_delta``)."""
         if request.stream:
             return typed_sse(message_events(answer, request, token=token))
-        return json_body(message_body(answer, request, token=token))
+        return base.json_body(message_body(answer, request, token=token))
 
     def error(self, status: int, kind: str, message: str) -> bytes:
         """Anthropic's error body: ``{"type": "error", "error": {"type": ..., "message": ...}}``."""
-        return dump({"type": "error", "error": {"type": kind, "message": message}})
+        return base.dump({"type": "error", "error": {"type": kind, "message": message}})
 
 
 ANTHROPIC = Anthropic()

@@ -29,9 +29,9 @@ from canary.proxy.framing import (
 )
 
 __all__ = [
-    "JSON_HEADERS", "NDJSON_HEADERS", "SSE_HEADERS", "AnswerRequest", "Family", "Headers", "Scripted",
-    "ToolCall", "chat_messages", "dump", "estimate_tokens", "json_body", "ndjson", "new_token",
-    "parse_object", "requested_stream", "sse", "text_of", "tools_listed", "typed_sse",
+    "JSON_HEADERS", "NDJSON_HEADERS", "SSE_HEADERS", "AnswerRequest", "Family", "Headers", "OneShape",
+    "Scripted", "ToolCall", "chat_messages", "dump", "estimate_tokens", "json_body", "ndjson", "new_token",
+    "parse_object", "requested_stream", "sse", "text_of", "token_usage", "tools_listed", "typed_sse",
 ]
 
 _JSON_SPACE = b" \t\r\n"
@@ -135,6 +135,22 @@ class Family:
         return dump({"error": {"message": message, "type": kind, "param": None, "code": None}})
 
 
+class OneShape(Family):
+    """A family that writes a text answer and a tool call through one function of the answer."""
+
+    def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
+        """The text, as :meth:`answer` writes it."""
+        return self.answer(text, request, token)
+
+    def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
+        """The call, as :meth:`answer` writes it."""
+        return self.answer(call, request, token)
+
+    def answer(self, answer: str | ToolCall, request: AnswerRequest, token: str) -> Scripted:
+        """The text or the call in the request's stream mode."""
+        raise NotImplementedError
+
+
 def text_of(content: Any) -> str:
     """The text of a message's content: a string, or the text of its parts (nested tool results too)."""
     if isinstance(content, str):
@@ -170,6 +186,13 @@ def new_token() -> str:
 def estimate_tokens(size: int) -> int:
     """A rough token count for ``size`` bytes of text (about four bytes a token)."""
     return (size + 3) // 4
+
+
+def token_usage(text: str, request: AnswerRequest, prompt: str = "prompt_tokens",
+                completion: str = "completion_tokens") -> dict[str, int]:
+    """The usage counts of a scripted answer, under the API's names for the prompt and the completion."""
+    size = estimate_tokens(len(text.encode()))
+    return {prompt: request.prompt_tokens, completion: size, "total_tokens": request.prompt_tokens + size}
 
 
 def parse_object(body: bytes) -> dict[str, Any]:

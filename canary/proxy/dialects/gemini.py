@@ -12,16 +12,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from canary.proxy.dialects import base
 from canary.proxy.dialects.base import (
     JSON_HEADERS,
     AnswerRequest,
-    Family,
+    OneShape,
     Scripted,
     ToolCall,
-    dump,
     estimate_tokens,
-    json_body,
-    parse_object,
     sse,
     text_of,
     tools_listed,
@@ -73,7 +71,7 @@ def _thinking_config(data: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-class Gemini(Family):
+class Gemini(OneShape):
     """The Gemini API (``/v1beta``, ``/v1``) and Vertex AI paths (``.../publishers/google/models/...``)."""
 
     name = "gemini"
@@ -94,7 +92,7 @@ class Gemini(Family):
 
     def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
         """``systemInstruction`` and ``contents``, the ``model`` role as ``assistant``."""
-        data = parse_object(body)
+        data = base.parse_object(body)
         found: list[dict[str, str]] = []
         system = data.get("systemInstruction", data.get("system_instruction"))
         if isinstance(system, dict):
@@ -123,33 +121,25 @@ class Gemini(Family):
             return True
         if b"hinking" not in body:
             return False
-        thinking = _thinking_config(parse_object(body))
+        thinking = _thinking_config(base.parse_object(body))
         if thinking is None:
             return False
         budget = thinking.get("thinkingBudget", thinking.get("thinking_budget"))
         return budget != 0 or bool(thinking.get("includeThoughts") or thinking.get("thinkingLevel"))
 
-    def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
-        """The text as a ``text`` part."""
-        return self._answer(text, request, token)
-
-    def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
-        """The call as a ``functionCall`` part, whole in one response."""
-        return self._answer(call, request, token)
-
-    @staticmethod
-    def _answer(answer: str | ToolCall, request: AnswerRequest, token: str) -> Scripted:
+    def answer(self, answer: str | ToolCall, request: AnswerRequest, token: str) -> Scripted:
+        """A ``text`` or ``functionCall`` part, whole in one response even when streamed."""
         body = gemini_body(answer, request, token=token)
         if not request.stream:
-            return json_body(body)
+            return base.json_body(body)
         if request.array:
-            return Scripted(JSON_HEADERS, (dump([body]),), stream=True)
+            return Scripted(JSON_HEADERS, (base.dump([body]),), stream=True)
         return sse(iter([body]), done=False, end=b"\r\n\r\n")
 
     def error(self, status: int, kind: str, message: str) -> bytes:
         """Google's error body: ``{"error": {"code": ..., "message": ..., "status": ...}}``."""
         state = _STATUS.get(status, "INTERNAL")
-        return dump({"error": {"code": status, "message": message, "status": state}})
+        return base.dump({"error": {"code": status, "message": message, "status": state}})
 
 
 GEMINI = Gemini()

@@ -7,15 +7,12 @@ the call is the injection point. Any other call gets ``204``: the agent asks its
 
 from __future__ import annotations
 
+from canary.proxy.dialects import base
 from canary.proxy.dialects.base import (
     AnswerRequest,
     Family,
     Scripted,
     ToolCall,
-    chat_messages,
-    dump,
-    json_body,
-    parse_object,
 )
 
 __all__ = ["HOOK_PATH", "INPROCESS", "NO_ANSWER"]
@@ -33,10 +30,10 @@ class InProcess(Family):
 
     def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
         """``messages``, or the ``prompt`` as one user message."""
-        data = parse_object(body)
+        data = base.parse_object(body)
         if "messages" in data:
-            return chat_messages(data.get("messages"))
-        return chat_messages([{"role": "user", "content": data.get("prompt")}])
+            return base.chat_messages(data.get("messages"))
+        return base.chat_messages([{"role": "user", "content": data.get("prompt")}])
 
     def stream(self, path: str, body: bytes) -> bool:
         """The hook answers whole."""
@@ -48,16 +45,16 @@ class InProcess(Family):
 
     def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """``{"text": ...}``."""
-        return json_body({"text": text})
+        return base.json_body({"text": text})
 
     def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """``{"tool_call": {"name": ..., "arguments": {...}, "id": ...}}``."""
-        return json_body({"tool_call": {"name": call.name, "arguments": dict(call.arguments),
+        return base.json_body({"tool_call": {"name": call.name, "arguments": dict(call.arguments),
                                           "id": call.call_id}})
 
     def error(self, status: int, kind: str, message: str) -> bytes:
         """``{"error": {"message": ..., "type": ...}}``."""
-        return dump({"error": {"message": message, "type": kind}})
+        return base.dump({"error": {"message": message, "type": kind}})
 
 
 INPROCESS = InProcess()

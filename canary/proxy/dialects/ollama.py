@@ -10,17 +10,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from canary.proxy.dialects import base
 from canary.proxy.dialects.base import (
     AnswerRequest,
     Family,
     Scripted,
     ToolCall,
-    chat_messages,
-    dump,
     estimate_tokens,
-    json_body,
     ndjson,
-    parse_object,
 )
 
 __all__ = [
@@ -128,7 +125,7 @@ class _Ollama(Family):
 
     def error(self, status: int, kind: str, message: str) -> bytes:
         """Ollama's own error body: ``{"error": "..."}``."""
-        return dump({"error": message})
+        return base.dump({"error": message})
 
 
 class OllamaChat(_Ollama):
@@ -142,14 +139,14 @@ class OllamaChat(_Ollama):
         stamp = ollama_timestamp(now)
         if request.stream:
             return ndjson(ollama_chat_stream(text, request, created_at=stamp))
-        return json_body(ollama_chat_body(text, request, created_at=stamp))
+        return base.json_body(ollama_chat_body(text, request, created_at=stamp))
 
     def tool(self, call: ToolCall, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The call as ``message.tool_calls``, whole in one object."""
         stamp = ollama_timestamp(now)
         if request.stream:
             return ndjson(ollama_chat_tool_stream(call, request, created_at=stamp))
-        return json_body(ollama_chat_tool_body(call, request, created_at=stamp))
+        return base.json_body(ollama_chat_tool_body(call, request, created_at=stamp))
 
 
 class OllamaGenerate(_Ollama):
@@ -161,15 +158,16 @@ class OllamaGenerate(_Ollama):
 
     def messages(self, path: str, body: bytes) -> list[dict[str, str]]:
         """``system`` and ``prompt``."""
-        data = parse_object(body)
-        return chat_messages([{"role": "user", "content": data.get("prompt")}], system=data.get("system"))
+        data = base.parse_object(body)
+        prompt = [{"role": "user", "content": data.get("prompt")}]
+        return base.chat_messages(prompt, system=data.get("system"))
 
     def text(self, text: str, request: AnswerRequest, *, now: float, token: str) -> Scripted:
         """The text as one ``/api/generate`` object, or NDJSON objects."""
         stamp = ollama_timestamp(now)
         if request.stream:
             return ndjson(ollama_generate_stream(text, request, created_at=stamp))
-        return json_body(ollama_generate_body(text, request, created_at=stamp))
+        return base.json_body(ollama_generate_body(text, request, created_at=stamp))
 
 
 OLLAMA_CHAT = OllamaChat()

@@ -15,21 +15,12 @@ from canary.proxy.dialects.base import (
     Family,
     Scripted,
     ToolCall,
-    estimate_tokens,
     json_body,
     sse,
+    token_usage,
 )
 
 __all__ = ["CHAT", "chat_body", "chat_stream", "chat_tool_body", "chat_tool_stream"]
-
-
-def _usage(text: str, request: AnswerRequest) -> dict[str, int]:
-    completion = estimate_tokens(len(text.encode()))
-    return {
-        "prompt_tokens": request.prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": request.prompt_tokens + completion,
-    }
 
 
 def _head(request: AnswerRequest, created: int, token: str, kind: str) -> dict[str, Any]:
@@ -51,7 +42,7 @@ def chat_body(text: str, request: AnswerRequest, *, created: int, token: str) ->
     return {
         **_head(request, created, token, "chat.completion"),
         "choices": [_choice({"role": "assistant", "content": text, "refusal": None}, "stop")],
-        "usage": _usage(text, request),
+        "usage": token_usage(text, request),
     }
 
 
@@ -67,7 +58,7 @@ def chat_stream(text: str, request: AnswerRequest, *, created: int, token: str) 
         yield _chunk(head, {"content": text}, None)
     yield _chunk(head, {}, "stop")
     if request.include_usage:
-        yield {**head, "choices": [], "usage": _usage(text, request)}
+        yield {**head, "choices": [], "usage": token_usage(text, request)}
 
 
 def _function(call: ToolCall, arguments: str) -> dict[str, Any]:
@@ -83,7 +74,7 @@ def chat_tool_body(call: ToolCall, request: AnswerRequest, *, created: int, toke
     return {
         **_head(request, created, token, "chat.completion"),
         "choices": [_choice(message, "tool_calls")],
-        "usage": _usage(call.as_text, request),
+        "usage": token_usage(call.as_text, request),
     }
 
 
@@ -97,7 +88,7 @@ def chat_tool_stream(
     yield _chunk(head, {"tool_calls": [{"index": 0, "function": {"arguments": call.arguments_json}}]}, None)
     yield _chunk(head, {}, "tool_calls")
     if request.include_usage:
-        yield {**head, "choices": [], "usage": _usage(call.as_text, request)}
+        yield {**head, "choices": [], "usage": token_usage(call.as_text, request)}
 
 
 class Chat(Family):

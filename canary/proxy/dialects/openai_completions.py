@@ -9,23 +9,14 @@ from canary.proxy.dialects.base import (
     AnswerRequest,
     Family,
     Scripted,
-    estimate_tokens,
     json_body,
     parse_object,
     sse,
     text_of,
+    token_usage,
 )
 
 __all__ = ["COMPLETIONS", "completion_body", "completion_stream"]
-
-
-def _usage(text: str, request: AnswerRequest) -> dict[str, int]:
-    completion = estimate_tokens(len(text.encode()))
-    return {
-        "prompt_tokens": request.prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": request.prompt_tokens + completion,
-    }
 
 
 def completion_body(text: str, request: AnswerRequest, *, created: int, token: str) -> dict[str, Any]:
@@ -37,7 +28,7 @@ def completion_body(text: str, request: AnswerRequest, *, created: int, token: s
         "model": request.model,
         "system_fingerprint": None,
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}],
-        "usage": _usage(text, request),
+        "usage": token_usage(text, request),
     }
 
 
@@ -51,7 +42,7 @@ def completion_stream(
     head = {"id": f"cmpl-{token}", "object": "text_completion", "created": created, "model": request.model}
     yield {**head, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}]}
     if request.include_usage:
-        yield {**head, "choices": [], "usage": _usage(text, request)}
+        yield {**head, "choices": [], "usage": token_usage(text, request)}
 
 
 class Completions(Family):

@@ -15,9 +15,9 @@ from canary.proxy.dialects.base import (
     Scripted,
     ToolCall,
     chat_messages,
-    estimate_tokens,
     json_body,
     parse_object,
+    token_usage,
     typed_sse,
 )
 
@@ -25,11 +25,8 @@ __all__ = ["RESPONSES", "responses_body", "responses_stream", "responses_tool_bo
 
 
 def _usage(text: str, request: AnswerRequest) -> dict[str, Any]:
-    output = estimate_tokens(len(text.encode()))
     return {
-        "input_tokens": request.prompt_tokens,
-        "output_tokens": output,
-        "total_tokens": request.prompt_tokens + output,
+        **token_usage(text, request, "input_tokens", "output_tokens"),
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens_details": {"reasoning_tokens": 0},
     }
