@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,12 @@ class Hooks:
 
 
 def write_lines(log: Path, start: int, count: int) -> None:
+    """Lines stamped now, so the daemon's first read back over the window takes them in."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     with log.open("a") as handle:
         for n in range(start, start + count):
-            handle.write(f"2026-12-01T10:00:00Z task finished seq={n}\n"
-                         f"2026-12-01T10:00:00Z CitationGuard: rejected https://x.example.org seq={n}\n")
+            handle.write(f"{stamp} task finished seq={n}\n"
+                         f"{stamp} CitationGuard: rejected https://x.example.org seq={n}\n")
 
 
 def stored_seqs(url: str, project: Project) -> list[int]:
