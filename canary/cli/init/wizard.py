@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from canary.cli.boundary import epilog
+from canary.cli.boundary import config_option, config_path, epilog
 from canary.cli.init.advice import base_url_advice, upstream_kind
 from canary.cli.init.mine import scan_logs, shown
 from canary.cli.init.model import (
@@ -72,6 +72,7 @@ def run_init(
     model_upstream: str | None = None,
     yes: bool = False,
     template: Sequence[str] = (),
+    config_name: str = "canary.toml",
 ) -> int:
     """``canary init``: ask for what is missing, scan, propose, write, check, audit; the exit code."""
     from canary.cli.printers import audit_table
@@ -82,9 +83,9 @@ def run_init(
     root = Path(directory).absolute()
     refuse_the_bundled_folder(root)
     _show_files(copy_templates(template, root))
-    if template and (root / "canary.toml").is_file() and not (agent_url or agent_command or logs
-                                                              or model_upstream):
-        return _templates_added(root / "canary.toml")
+    if template and (root / config_name).is_file() and not (agent_url or agent_command or logs
+                                                            or model_upstream):
+        return _templates_added(root / config_name)
     settings = _settings(agent_url, agent_command, logs, model_upstream, ask=ask)
     scan = scan_logs(settings.logs, Path.cwd())
     mark_covered(scan, root)
@@ -98,7 +99,7 @@ def run_init(
         return ask and click.confirm(f"{path} exists and would change. Replace it?", default=False)
 
     result = init_project(root, settings, accept=lambda p: p in chosen, overwrite=overwrite,
-                          activity=use_activity, scan=scan)
+                          activity=use_activity, scan=scan, config_name=config_name)
     click.echo("")
     _show_files(result.files)
     guards_dir = root / "canaries_defs"
@@ -222,24 +223,38 @@ def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str]
               help="Or: the command that asks the agent (its answer is stdout).")
 @click.option("--logs", multiple=True, help="A glob of the agent's log files (repeat for more).")
 @click.option("--model-upstream", default=None, help="The real model server the proxy relays to.")
-@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False),
-              help="Where to write canary.toml and canaries_defs/ (default: here).")
+@click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
+              help="Where to write canary.toml and canaries_defs/ (default: --config's folder, else here).")
 @click.option("--yes", is_flag=True, help="Ask nothing: take the proposed guards; never replace a file.")
 @click.option("--template", multiple=True,
               help="Copy a bundled template into canaries_defs/ (repeatable; see `canary templates`).")
 @click.option("--traces", is_flag=True,
               help="Propose a guard per guard-shaped span the daemon's trace receiver got ([traces]).")
-def init_command(*, agent_url: str | None, agent_command: str | None, logs: tuple[str, ...],
-                 model_upstream: str | None, directory: str, yes: bool, template: tuple[str, ...],
-                 traces: bool) -> None:
+@config_option
+@click.pass_context
+def init_command(ctx: click.Context, *, agent_url: str | None, agent_command: str | None,
+                 logs: tuple[str, ...], model_upstream: str | None, directory: str | None, yes: bool,
+                 template: tuple[str, ...], traces: bool) -> None:
     """Propose a guard per rejection line in your agent's logs, write canary.toml and canaries_defs/,
     then check and audit them."""
+    folder, name = _where(directory, config_path(ctx))
     if traces:
         from canary.cli.init.traces import run_init_traces
 
-        sys.exit(run_init_traces(directory, yes=yes))
+        sys.exit(run_init_traces(folder, yes=yes, config_name=name))
     if agent_url and agent_command:
         raise UsageError("give --agent-url or --agent-command, not both", option="--agent-url")
-    sys.exit(run_init(directory, agent_url=agent_url, agent_command=agent_command, logs=logs,
-                      model_upstream=model_upstream, yes=yes, template=template))
+    sys.exit(run_init(folder, agent_url=agent_url, agent_command=agent_command, logs=logs,
+                      model_upstream=model_upstream, yes=yes, template=template, config_name=name))
+
+
+def _where(directory: str | None, config: str | None) -> tuple[str, str]:
+    """The folder init writes in and its config file's name: ``--dir``, else ``--config``'s folder."""
+    if config is None:
+        return directory or ".", "canary.toml"
+    target = Path(config).expanduser().absolute()
+    if directory is not None and Path(directory).absolute() != target.parent:
+        raise UsageError(f"--dir {directory!r} and --config {config!r} name different folders; "
+                         "give one of them", option="--dir")
+    return str(target.parent), target.name
 
