@@ -117,19 +117,47 @@ def load_toml(path: Path) -> tuple[dict[str, object] | None, Sink]:
     try:
         return tomllib.loads(sink.text), sink
     except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        position = _TOML_POSITION.search(message)
-        line = None
-        if position:
-            message = message[: position.start()]
-            if position.group(1):
-                line = int(position.group(1))
-                message += f" (column {position.group(2)})"
-            else:
-                line = sink.text.count("\n") + (not sink.text.endswith("\n"))
-                message += " (at the end of the file)"
+        line, message = _syntax_error(sink.text, str(exc))
         sink.problems.append(Problem(path, "", f"invalid TOML: {message}", line=line))
         return None, sink
+
+
+#: Lines above a syntax error searched for the string, array or table it sits in.
+_CONSTRUCT_LINES = 2_000
+
+
+def _syntax_error(text: str, message: str) -> tuple[int | None, str]:
+    """The line a syntax error belongs on, and its message: where the broken construct starts.
+
+    The parser reports where it gave up: for a string, array or inline table never closed that is
+    a later line or the end of the file. The construct starts one line after the longest run of
+    whole lines before that point that still parses.
+    """
+    position = _TOML_POSITION.search(message)
+    if position is None:
+        return None, message
+    message = message[: position.start()]
+    lines = text.splitlines(keepends=True)
+    if position.group(1):
+        given, where = int(position.group(1)), f"line {position.group(1)}, column {position.group(2)}"
+    else:
+        given, where = len(lines), "the end of the file"
+    start = _construct_start(lines, given)
+    if start == given:
+        return given, message + (f" (column {position.group(2)})" if position.group(1) else f" (at {where})")
+    return start, (f"{message} (at {where}): what opens on this line and is never closed "
+                   "(a string, array or inline table)")
+
+
+def _construct_start(lines: Sequence[str], given: int) -> int:
+    """The first line of the construct the error on line ``given`` (1-based) sits in."""
+    for kept in range(given - 1, max(given - 1 - _CONSTRUCT_LINES, 0) - 1, -1):
+        try:
+            tomllib.loads("".join(lines[:kept]))
+        except tomllib.TOMLDecodeError:
+            continue
+        return kept + 1
+    return given
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
