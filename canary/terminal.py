@@ -4,13 +4,31 @@ Log lines, model answers and agent error bodies come from outside; a line holdin
 ``ESC ] 52`` would otherwise write the user's clipboard, retitle the window or clear
 the screen. Every command and every dashboard widget passes such text through
 ``safe`` before it is printed or drawn; ``--json`` documents keep the exact text.
+
+What the terminal may be sent of our own is decided here too: no colour when ``NO_COLOR`` is
+set (and not empty, as no-color.org says) or ``TERM`` is ``dumb``, and no cursor moves on a
+dumb terminal.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 
-__all__ = ["SafeFormatter", "safe", "safe_lines"]
+__all__ = ["SafeFormatter", "colour_wanted", "cursor_moves_wanted", "safe", "safe_lines"]
+
+
+def colour_wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether colours may be written: not with ``NO_COLOR`` set and not empty, nor with ``TERM=dumb``."""
+    env = os.environ if environ is None else environ
+    return not env.get("NO_COLOR") and cursor_moves_wanted(env)
+
+
+def cursor_moves_wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the terminal may be sent cursor moves (live lines redrawn in place): not when ``TERM=dumb``."""
+    env = os.environ if environ is None else environ
+    return env.get("TERM") != "dumb"
 
 
 def _escape(code: int) -> str:

@@ -22,7 +22,7 @@ from canary.cli import printers as fmt
 from canary.cli.boundary import CanaryGroup, config_option, epilog, load, warn
 from canary.config.urls import redact_url
 from canary.errors import UsageError
-from canary.terminal import safe, safe_lines
+from canary.terminal import colour_wanted, safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status, hour_floor
 
 if TYPE_CHECKING:
@@ -47,8 +47,11 @@ LAZY_COMMANDS = {
                            {0: None, 1: None, 2: None, 3: None}))
 @config_option
 @click.version_option(__version__, prog_name="guard-canary")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """guard-canary: prove, continuously, which of your agent's guards are awake."""
+    if not colour_wanted():
+        ctx.color = False  # every command's click.echo strips its styles (NO_COLOR, TERM=dumb)
 
 
 @main.command(epilog=epilog(["canary check", "canary check --config ~/agent/canary.toml"],

@@ -18,7 +18,7 @@ from canary.demo.clients import DIALECTS as DEMO_DIALECTS
 from canary.errors import UnavailableError, UsageError
 from canary.runs.record import RunRecord
 from canary.sentences import explain
-from canary.terminal import safe
+from canary.terminal import colour_wanted, cursor_moves_wanted, safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
 if TYPE_CHECKING:  # rich and the daemon's client load only when a run needs them
@@ -71,7 +71,8 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
     if not pairs:
         raise UsageError("no canaries are defined")
-    live = sys.stdout.isatty() and not as_json
+    on_terminal = sys.stdout.isatty() and not as_json
+    live = on_terminal and cursor_moves_wanted()  # lines redrawn in place: not on a dumb terminal
     began = time.monotonic()
     keys = [(g.name, c.name) for g, c in pairs]
     matches = {g.name: g.match for g in config.guards if g.match is not None}
@@ -85,7 +86,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     else:
         records, proxy = _in_session(config, pairs, keys if live else None)
     code = _report_runs(records, as_json, proxy=proxy, matches=matches)
-    if live:
+    if on_terminal:
         from canary.cli.progress import summary
 
         click.echo("\n" + summary(records, time.monotonic() - began))
@@ -146,7 +147,7 @@ def _in_session(config: Config, pairs: Sequence[tuple[GuardDef, CanaryDef]],
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(file=sys.stdout, highlight=False)
+    return Console(file=sys.stdout, highlight=False, no_color=not colour_wanted())
 
 
 @click.command(epilog=epilog(["canary demo", "canary demo --headless --json"], _RUN_EXITS))

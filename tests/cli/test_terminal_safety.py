@@ -90,10 +90,12 @@ control = "127.0.0.1:{free_port()}"
 """)
 
 
-def run_in_pty(argv: list[str], cwd: Path, timeout: float = 120) -> tuple[int, bytes]:
+def run_in_pty(argv: list[str], cwd: Path, timeout: float = 120,
+               env: dict[str, str] | None = None) -> tuple[int, bytes]:
     """Run a command with a real terminal on stdin, stdout and stderr; return its code and every byte."""
     master, slave = os.openpty()
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                            env=env)
     os.close(slave)
     out = bytearray()
     deadline = time.monotonic() + timeout
