@@ -61,6 +61,7 @@ def main(ctx: click.Context) -> None:
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.alerts.trial import channels_summary
+    from canary.cli.probes import upstream_warning
     from canary.config.settings import summarize, unmatched_globs
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
@@ -68,9 +69,9 @@ def check(ctx: click.Context) -> None:
     click.echo(safe_lines(channels_summary(config.alerts)))
     for pattern in unmatched_globs(config):
         warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
-    warning = _relay_warning(config)
-    if warning:
-        click.echo(safe_lines(warning), err=True)
+    for warning in (upstream_warning(config), _relay_warning(config)):
+        if warning:
+            click.echo(safe_lines(warning), err=True)
 
 
 
@@ -78,6 +79,7 @@ def _relay_warning(config: Config) -> str | None:
     """A warning when the agent may point at a proxy that nothing keeps up: no daemon, no service."""
     import tomllib
 
+    from canary.cli.probes import answers
     from canary.daemon import service as svc
 
     try:
@@ -87,7 +89,7 @@ def _relay_warning(config: Config) -> str | None:
     model = raw.get("model")
     if not isinstance(model, dict) or "listen" not in model or svc.installed(project=config.project):
         return None
-    if _answers(config.daemon.control):
+    if answers(config.daemon.control):
         return None
     return (
         f"warning: [model] listen = {config.model.listen!r}, but no daemon runs and no service is "
@@ -95,18 +97,6 @@ def _relay_warning(config: Config) -> str | None:
         "only with `canary service install` done (the service manager then holds the socket), or "
         "while the daemon runs."
     )
-
-
-def _answers(address: str) -> bool:
-    """Whether something listens on the daemon's control address (``check`` needs no HTTP client)."""
-    import socket
-
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
