@@ -22,6 +22,7 @@ from canary.cli import printers as fmt
 from canary.cli.boundary import CanaryGroup, config_option, epilog, load, warn
 from canary.config.urls import redact_url
 from canary.errors import UsageError
+from canary.sentences import POINT_AT_THE_PROXY
 from canary.terminal import colour_wanted, safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status, hour_floor
 
@@ -91,12 +92,8 @@ def _relay_warning(config: Config) -> str | None:
         return None
     if answers(config.daemon.control):
         return None
-    return (
-        f"warning: [model] listen = {config.model.listen!r}, but no daemon runs and no service is "
-        "installed: an agent pointed at the proxy fails until `canary daemon` runs. Point it there "
-        "only with `canary service install` done (the service manager then holds the socket), or "
-        "while the daemon runs."
-    )
+    return (f"warning: [model] listen = {config.model.listen!r}, but no daemon runs and no service is "
+            f"installed: an agent pointed at the proxy fails until one does. {POINT_AT_THE_PROXY}")
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:

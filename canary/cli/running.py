@@ -17,7 +17,7 @@ from canary.cli.boundary import config_option, epilog, load, warn
 from canary.demo.clients import DIALECTS as DEMO_DIALECTS
 from canary.errors import UnavailableError, UsageError
 from canary.runs.record import RunRecord
-from canary.sentences import explain
+from canary.sentences import POINT_AT_THE_PROXY, explain
 from canary.terminal import colour_wanted, cursor_moves_wanted, safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
@@ -125,9 +125,8 @@ def _in_session(config: Config, pairs: Sequence[tuple[GuardDef, CanaryDef]],
     store = open_store(config)
     try:
         click.echo(
-            f"note: no daemon runs; the model proxy on {config.model.listen} serves only during this run, "
-            "so point the agent's model base URL at it only for the run (or install the service: "
-            "`canary service install`).",
+            f"note: no daemon runs; the model proxy on {config.model.listen} serves only during this run. "
+            + POINT_AT_THE_PROXY,
             err=True,
         )
         with Session(config, store, on_error=warn) as session:

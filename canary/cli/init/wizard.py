@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from canary.cli.init.render import NO_DEFS_YET, WITH_DEFS, comment, match_value
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
+from canary.sentences import POINT_AT_THE_PROXY
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_USAGE
 
@@ -200,15 +202,17 @@ def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str]
              "with no [model] upstream it answers only canary calls: set upstream to your model server")
     steps = [
         "Next:",
-        f"  1. Point your agent's model base URL at the proxy on {listen}",
+        "  1. Keep the proxy up: canary service install   (or canary daemon, in a second terminal)",
+        f"  2. Point your agent's model base URL at the proxy on {listen}",
         f"     ({relay}):",
         *(f"       {line}" for line in base_url_advice(listen, upstream_kind(config.model.upstream))),
-        "  2. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",
+        *textwrap.wrap(POINT_AT_THE_PROXY, 100, initial_indent="     ", subsequent_indent="     "),
+        "  3. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",
         "     checks, and make sure the guard's log line carries the offending value.",
-        "  3. canary run          # every canary once, a verdict per guard",
+        "  4. canary run          # every canary once, a verdict per guard",
     ]
     if unmatched:
-        steps[-1] = (f"  3. fix [logs] paths in canary.toml ({', '.join(map(repr, unmatched))} "
+        steps[-1] = (f"  4. fix [logs] paths in canary.toml ({', '.join(map(repr, unmatched))} "
                      "matches no file), then canary check")
     if not (settings.agent_url or settings.agent_command):
         steps.insert(1, "  0. Tell canary.toml how to reach your agent: [agent] url or command.")
