@@ -35,12 +35,16 @@ def _report_runs(views: Sequence[RunRecord], as_json: bool, *, proxy: str | None
         click.echo(json.dumps({"runs": [r.to_json() for r in views]}, indent=2))
     else:
         click.echo(fmt.runs_table(views))
-        bad = [r for r in views if r.verdict not in HEALTHY_VERDICTS]
-        if bad:
+        # One paragraph per cause: runs whose explanation is the same sentence share it.
+        causes: dict[str, list[str]] = {}
+        for r in views:
+            if r.verdict not in HEALTHY_VERDICTS:
+                causes.setdefault(explain(r, proxy=proxy, matches=matches), []).append(
+                    f"{safe(r.guard)}/{safe(r.canary)}")
+        if causes:
             click.echo("")
-            for r in bad:
-                reason = explain(r, proxy=proxy, matches=matches)
-                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {reason}")
+        for reason, names in causes.items():
+            click.echo(f"{', '.join(dict.fromkeys(names))}: {reason}")
     if views and all(r.verdict == "error" for r in views):
         return EXIT_UNAVAILABLE
     return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in views) else EXIT_UNHEALTHY
