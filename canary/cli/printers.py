@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from canary.sentences import RunView
+from canary.sentences import RunView, counted
 from canary.status.families import holes_line
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
@@ -51,7 +51,7 @@ def audit_table(report: AuditReport) -> str:
         f"from {stamp(report.since)} to {stamp(report.until)}" if report.since else "all lines"
     )
     files_ok = [f for f in report.files if f.error is None]
-    summary = f"{report.lines} lines in {len(files_ok)} file(s), {window}"
+    summary = f"{counted(report.lines, 'line')} in {counted(len(files_ok), 'file')}, {window}"
     if report.activity_configured:
         summary += f"; agent activity: {report.activity}"
     lines.append("")

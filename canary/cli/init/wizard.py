@@ -25,7 +25,7 @@ from canary.cli.init.render import NO_DEFS_YET, WITH_DEFS, comment, match_value
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
-from canary.sentences import POINT_AT_THE_PROXY
+from canary.sentences import POINT_AT_THE_PROXY, counted
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_USAGE
 
@@ -41,7 +41,7 @@ def _proposal_lines(scan: LogScan) -> list[str]:
         kind = f"   {proposal.kind} template" if proposal.template_files else ""
         covered = f"   (already in {proposal.covered_by.name})" if proposal.covered_by else ""
         flag = "" if proposal.strong else "   (weak: no guard named in the line)"
-        lines.append(safe(f"  {proposal.name:<12} {proposal.count:>6} lines   match "
+        lines.append(safe(f"  {proposal.name:<12} {counted(proposal.count, 'line'):>12}   match "
                           f"{match_value(proposal.match)}{kind}{covered}{flag}"))
         for template in proposal.templates[:3]:
             lines.append(safe(f"      {template.count:>6}  {comment(shown(template.text), 110)}"))
@@ -93,7 +93,7 @@ def run_init(
     mark_covered(scan, root)
     unmatched = _show_scan(scan, settings.logs)
     chosen = [p for p in scan.proposals if p.covered_by is None and (
-        click.confirm(f"Add guard {p.name!r} ({p.count} lines)?", default=p.strong) if ask else p.strong)]
+        click.confirm(f"Add guard {p.name!r} ({counted(p.count, 'line')})?", default=p.strong) if ask else p.strong)]
     use_activity = scan.activity is not None and (not ask or click.confirm(
         f"Count {match_value(scan.activity.match)} as one unit of agent work?", default=True))
 
@@ -148,7 +148,7 @@ def _settings(agent_url: str | None, agent_command: str | None, logs: Sequence[s
 
 def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     """What the scan read and proposes; returns the globs that match no file."""
-    click.echo(f"\nRead {scan.lines} lines in {len(scan.files)} file(s) ({scan.log_format}).")
+    click.echo(f"\nRead {counted(scan.lines, 'line')} in {counted(len(scan.files), 'file')} ({scan.log_format}).")
     for path, error in scan.unreadable:
         click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
     unmatched = [p for p in found if not expand_glob(p, Path.cwd())]
@@ -162,7 +162,7 @@ def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     elif scan.files:
         click.echo("No line reads like a guard's rejection (reject, guard, grounding, bounce, citation...).")
     if scan.activity is not None:
-        click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} ({scan.activity.count} lines)."))
+        click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} ({counted(scan.activity.count, 'line')})."))
     return unmatched
 
 
