@@ -195,7 +195,9 @@ def demo(*, headless: bool, as_json: bool, keep: str | None, sample_audit: bool,
             if as_json:
                 click.echo(json.dumps(report.to_json(), indent=2))
             else:
-                click.echo(f"Sample agent logs in {where} (config {config_file.name}):\n")
+                folder = (f"in {where}" if keep else
+                          "in a temporary folder, removed on exit; --keep DIR keeps them")
+                click.echo(f"Sample agent logs {folder} (config {config_file.name}):\n")
                 click.echo(fmt.audit_table(report))
             sys.exit(EXIT_UNHEALTHY if report.asleep else EXIT_OK)
         if organic:
@@ -223,4 +225,6 @@ def demo(*, headless: bool, as_json: bool, keep: str | None, sample_audit: bool,
             asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
             if asleep:
                 click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
+                click.echo(f"The demo ends with exit status {code}, as `canary run` does when a verdict is "
+                           "not caught or passed: these guards are asleep on purpose.")
         sys.exit(code)
