@@ -170,3 +170,12 @@ def test_the_installed_init_refuses_a_checkout(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "guard-canary's own folder" in done.stderr
     assert not (clone / "canary.toml").exists()
+
+
+def test_the_install_section_says_what_to_do_when_uv_warns_of_path() -> None:
+    """``uv tool install`` warns when its tool folder is not on PATH: the README says what to run then."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme[readme.index("## Install"):readme.index("## Onboard your agent")]
+    assert "uv tool update-shell" in install
+    assert "not on your PATH" in install
+    assert "canary --version" in install
