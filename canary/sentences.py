@@ -14,7 +14,8 @@ from typing import Protocol
 from canary.terminal import safe
 from canary.vocabulary import Stage, Verdict
 
-__all__ = ["AMBIGUOUS_ADVICE", "POINT_AT_THE_PROXY", "RunView", "counted", "explain", "meaning", "not_injected"]
+__all__ = ["AMBIGUOUS_ADVICE", "POINT_AT_THE_PROXY", "RunView", "counted", "explain", "meaning",
+           "not_injected"]
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""Showing URLs without their secrets: passwords and secret parameters never reach a screen, a log or the store.
+"""Showing URLs without their secrets: passwords and secret parameters reach no screen, log or store.
 
 A URL's userinfo (``user:pass@``) is hidden whole. In its query and fragment, the value of every
 parameter whose name says it holds a secret (``token``, ``key``, ``api_key``, ``sig``, ``secret``,

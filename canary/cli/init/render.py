@@ -159,5 +159,6 @@ def render_config(directory: Path, settings: InitSettings, scan: LogScan, *, act
               key_line(LOGS, "format", scan.log_format)]
     if scan.activity is not None:
         lines.append(key_line(LOGS, "activity", scan.activity.match, off=not activity,
-                              note=f"{LOGS.key('activity').help} ({counted(scan.activity.count, 'line')} now)"))
+                              note=f"{LOGS.key('activity').help} "
+                                   f"({counted(scan.activity.count, 'line')} now)"))
     return "\n".join(lines) + "\n"

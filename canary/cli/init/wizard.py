@@ -93,7 +93,8 @@ def run_init(
     mark_covered(scan, root)
     unmatched = _show_scan(scan, settings.logs)
     chosen = [p for p in scan.proposals if p.covered_by is None and (
-        click.confirm(f"Add guard {p.name!r} ({counted(p.count, 'line')})?", default=p.strong) if ask else p.strong)]
+        click.confirm(f"Add guard {p.name!r} ({counted(p.count, 'line')})?", default=p.strong)
+        if ask else p.strong)]
     use_activity = scan.activity is not None and (not ask or click.confirm(
         f"Count {match_value(scan.activity.match)} as one unit of agent work?", default=True))
 
@@ -148,7 +149,8 @@ def _settings(agent_url: str | None, agent_command: str | None, logs: Sequence[s
 
 def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     """What the scan read and proposes; returns the globs that match no file."""
-    click.echo(f"\nRead {counted(scan.lines, 'line')} in {counted(len(scan.files), 'file')} ({scan.log_format}).")
+    click.echo(f"\nRead {counted(scan.lines, 'line')} in {counted(len(scan.files), 'file')} "
+               f"({scan.log_format}).")
     for path, error in scan.unreadable:
         click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
     unmatched = [p for p in found if not expand_glob(p, Path.cwd())]
@@ -162,7 +164,8 @@ def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     elif scan.files:
         click.echo("No line reads like a guard's rejection (reject, guard, grounding, bounce, citation...).")
     if scan.activity is not None:
-        click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} ({counted(scan.activity.count, 'line')})."))
+        click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} "
+                        f"({counted(scan.activity.count, 'line')})."))
     return unmatched
 
 
