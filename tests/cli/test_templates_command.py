@@ -95,14 +95,15 @@ def _clone_copy(tmp_path: Path) -> Path:
     return clone
 
 
-@pytest.mark.parametrize("where", ["--dir", "cwd", "--config"])
+@pytest.mark.parametrize("where", ["--dir", "cwd", "--config", "--traces"])
 def test_an_installed_init_refuses_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  where: str) -> None:
     clone = _clone_copy(tmp_path)
     assert (clone / "canaries_defs").resolve() != bundled_defs_dir().resolve()
     args = ["init", "--yes", "--logs", str(clone / "logs" / "a.log")]
-    if where == "cwd":
+    if where in ("cwd", "--traces"):
         monkeypatch.chdir(clone)
+        args += ["--traces"] if where == "--traces" else []
     else:
         args += ["--dir", str(clone)] if where == "--dir" else ["--config", str(clone / "canary.toml")]
     result = CliRunner().invoke(main, args)

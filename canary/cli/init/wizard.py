@@ -245,6 +245,9 @@ def init_command(ctx: click.Context, *, agent_url: str | None, agent_command: st
     """Propose a guard per rejection line in your agent's logs, write canary.toml and canaries_defs/,
     then check and audit them."""
     folder, name = _where(directory, config_path(ctx))
+    from canary.cli.templates import refuse_the_bundled_folder
+
+    refuse_the_bundled_folder(Path(folder).absolute())
     if traces:
         from canary.cli.init.traces import run_init_traces
 
