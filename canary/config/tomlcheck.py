@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from canary.config.durations import DurationError, parse_duration
 from canary.config.placeholders import scan
 from canary.config.positions import KeyPath, locate
+from canary.config.tomlsyntax import syntax_error
 from canary.config.urls import redact_url
 from canary.errors import Problem
 from collectors.patterns import catastrophic, prefilter
@@ -44,7 +45,6 @@ __all__ = [
 
 _DURATION_HINT = "a duration like '90s', '15m', '6h' or '7d'"
 _LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<p6>\d+)|(?P<host>[^:\[\]]+):(?P<port>\d+)")
-_TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)$")
 
 
 def dotted(keys: KeyPath) -> str:
@@ -117,47 +117,9 @@ def load_toml(path: Path) -> tuple[dict[str, object] | None, Sink]:
     try:
         return tomllib.loads(sink.text), sink
     except tomllib.TOMLDecodeError as exc:
-        line, message = _syntax_error(sink.text, str(exc))
+        line, message = syntax_error(sink.text, str(exc))
         sink.problems.append(Problem(path, "", f"invalid TOML: {message}", line=line))
         return None, sink
-
-
-#: Lines above a syntax error searched for the string, array or table it sits in.
-_CONSTRUCT_LINES = 2_000
-
-
-def _syntax_error(text: str, message: str) -> tuple[int | None, str]:
-    """The line a syntax error belongs on, and its message: where the broken construct starts.
-
-    The parser reports where it gave up: for a string, array or inline table never closed that is
-    a later line or the end of the file. The construct starts one line after the longest run of
-    whole lines before that point that still parses.
-    """
-    position = _TOML_POSITION.search(message)
-    if position is None:
-        return None, message
-    message = message[: position.start()]
-    lines = text.splitlines(keepends=True)
-    if position.group(1):
-        given, where = int(position.group(1)), f"line {position.group(1)}, column {position.group(2)}"
-    else:
-        given, where = len(lines), "the end of the file"
-    start = _construct_start(lines, given)
-    if start == given:
-        return given, message + (f" (column {position.group(2)})" if position.group(1) else f" (at {where})")
-    return start, (f"{message} (at {where}): what opens on this line and is never closed "
-                   "(a string, array or inline table)")
-
-
-def _construct_start(lines: Sequence[str], given: int) -> int:
-    """The first line of the construct the error on line ``given`` (1-based) sits in."""
-    for kept in range(given - 1, max(given - 1 - _CONSTRUCT_LINES, 0) - 1, -1):
-        try:
-            tomllib.loads("".join(lines[:kept]))
-        except tomllib.TOMLDecodeError:
-            continue
-        return kept + 1
-    return given
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
