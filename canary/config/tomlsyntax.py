@@ -63,11 +63,11 @@ def _step(text: str, i: int, scan: _Scan) -> tuple[int, bool]:
         return (len(text) if end < 0 else end), False
     quote = next((q for q in _QUOTES if text.startswith(q, i)), None)
     if quote is not None:
-        end = _string_end(text, i + len(quote), quote)
-        if end is None:
+        closed = _string_end(text, i + len(quote), quote)
+        if closed is None:
             return i, True
-        scan.line += text.count("\n", i, end)
-        return end, False
+        scan.line += text.count("\n", i, closed)
+        return closed, False
     _punctuation(text[i], scan)
     return i + 1, False
 

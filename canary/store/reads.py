@@ -178,8 +178,8 @@ def status_runs(reader: Reader, guard: str, canaries: Sequence[str], since: date
         at = reader.time(started)
         assert at is not None
         leaked = int(turn) if turn is not None else None
-        row = RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev, leaked, error)
-        runs.append((at, int(rid), row))
+        run = RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev, leaked, error)
+        runs.append((at, int(rid), run))
     runs.sort(key=lambda t: (t[0], t[1]), reverse=True)
     return [r for _at, _id, r in runs]
 
