@@ -37,13 +37,16 @@ class Problem:
     suggestion: str | None = None
     severity: Severity = "error"
     line: int | None = None
+    #: The key as a person reads it, when it differs (``canary[fake-url].every`` for ``canary[1].every``).
+    label: str | None = None
 
     def render(self) -> str:
         """One line a person can act on: file[:line]: key: what is wrong (did you mean ...?)."""
         where = str(self.path) if self.path is not None else "<config>"
         if self.line is not None:
             where += f":{self.line}"
-        text = f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+        key = self.label or self.key
+        text = f"{where}: {key}: {self.message}" if key else f"{where}: {self.message}"
         if self.suggestion:
             text += f" (did you mean {self.suggestion!r}?)"
         if self.severity == "warning":

@@ -14,7 +14,21 @@ from typing import Protocol
 from canary.terminal import safe
 from canary.vocabulary import Stage, Verdict
 
-__all__ = ["AMBIGUOUS_ADVICE", "RunView", "explain", "meaning", "not_injected"]
+__all__ = ["AMBIGUOUS_ADVICE", "POINT_AT_THE_PROXY", "RunView", "counted", "explain", "meaning",
+           "not_injected"]
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 line``, ``0 lines``, ``2 lines``: a count and its noun, in the number it takes."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+#: When the agent's model base URL may point at the proxy: the one rule ``canary init``, ``canary check``,
+#: ``canary run`` and the docs all say, in these words.
+POINT_AT_THE_PROXY = (
+    "Point the agent's model base URL at the proxy ([model] listen) only while something serves it: "
+    "once `canary service install` is done (the service manager then holds its socket), or while "
+    "`canary daemon` runs; a `canary run` with no daemon serves it for that run only."
+)
 
 #: What an ``ambiguous`` run asks of the user.
 AMBIGUOUS_ADVICE = "log the nonce or the rejected value in the guard's line, or set [logs] correlate"

@@ -65,6 +65,13 @@ class CanaryGroup(click.Group):
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Add a command, giving it the global ``--config`` option if it has none of its own."""
+        if not any(param.name == "config" for param in cmd.params):
+            cmd.params.append(_config_param(global_only=not isinstance(cmd, click.Group)
+                                            and cmd.name in READS_NO_CONFIG))
+        super().add_command(cmd, name)
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; turn a ``CanaryError`` into its message and exit code."""
         try:
@@ -92,18 +99,27 @@ def _remember_config(ctx: click.Context, _param: click.Parameter, value: str | N
         ctx.meta[CONFIG_KEY] = value
 
 
+#: Commands that read no canary.toml: they take ``--config`` like every other, and ignore it.
+READS_NO_CONFIG = frozenset({"templates", "demo"})
+
+_CONFIG_HELP = ("canary.toml to use (default: $CANARY_CONFIG, ./canary.toml, then the platform config dir); "
+                "before or after any command name.")
+
+
+def _config_settings(help_text: str = _CONFIG_HELP) -> dict[str, Any]:
+    return {"type": click.Path(dir_okay=False), "default": None, "expose_value": False,
+            "is_eager": True, "callback": _remember_config, "help": help_text}
+
+
+def _config_param(*, global_only: bool = False) -> click.Option:
+    """The ``--config PATH`` option: wherever it is given, the last one given is the one used."""
+    return click.Option(["--config"], **_config_settings(
+        "canary.toml of the other commands (this one reads none)." if global_only else _CONFIG_HELP))
+
+
 def config_option(command: F) -> F:
-    """``--config PATH`` on a subcommand, the same as before it (the subcommand's wins)."""
-    option = click.option(
-        "--config",
-        type=click.Path(dir_okay=False),
-        default=None,
-        expose_value=False,
-        is_eager=True,
-        callback=_remember_config,
-        help="canary.toml to use (default: $CANARY_CONFIG, ./canary.toml, then the platform config dir).",
-    )
-    return option(command)
+    """``--config PATH`` on a command or group, the same wherever it is given (the last one wins)."""
+    return click.option("--config", **_config_settings())(command)
 
 
 def config_path(ctx: click.Context) -> str | None:

@@ -22,7 +22,8 @@ from canary.cli import printers as fmt
 from canary.cli.boundary import CanaryGroup, config_option, epilog, load, warn
 from canary.config.urls import redact_url
 from canary.errors import UsageError
-from canary.terminal import safe, safe_lines
+from canary.sentences import POINT_AT_THE_PROXY
+from canary.terminal import colour_wanted, safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status, hour_floor
 
 if TYPE_CHECKING:
@@ -47,8 +48,11 @@ LAZY_COMMANDS = {
                            {0: None, 1: None, 2: None, 3: None}))
 @config_option
 @click.version_option(__version__, prog_name="guard-canary")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """guard-canary: prove, continuously, which of your agent's guards are awake."""
+    if not colour_wanted():
+        ctx.color = False  # every command's click.echo strips its styles (NO_COLOR, TERM=dumb)
 
 
 @main.command(epilog=epilog(["canary check", "canary check --config ~/agent/canary.toml"],
@@ -58,6 +62,7 @@ def main() -> None:
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.alerts.trial import channels_summary
+    from canary.cli.probes import upstream_warning
     from canary.config.settings import summarize, unmatched_globs
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
@@ -65,9 +70,9 @@ def check(ctx: click.Context) -> None:
     click.echo(safe_lines(channels_summary(config.alerts)))
     for pattern in unmatched_globs(config):
         warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
-    warning = _relay_warning(config)
-    if warning:
-        click.echo(safe_lines(warning), err=True)
+    for warning in (upstream_warning(config), _relay_warning(config)):
+        if warning:
+            click.echo(safe_lines(warning), err=True)
 
 
 
@@ -75,6 +80,7 @@ def _relay_warning(config: Config) -> str | None:
     """A warning when the agent may point at a proxy that nothing keeps up: no daemon, no service."""
     import tomllib
 
+    from canary.cli.probes import answers
     from canary.daemon import service as svc
 
     try:
@@ -84,26 +90,10 @@ def _relay_warning(config: Config) -> str | None:
     model = raw.get("model")
     if not isinstance(model, dict) or "listen" not in model or svc.installed(project=config.project):
         return None
-    if _answers(config.daemon.control):
+    if answers(config.daemon.control):
         return None
-    return (
-        f"warning: [model] listen = {config.model.listen!r}, but no daemon runs and no service is "
-        "installed: an agent pointed at the proxy fails until `canary daemon` runs. Point it there "
-        "only with `canary service install` done (the service manager then holds the socket), or "
-        "while the daemon runs."
-    )
-
-
-def _answers(address: str) -> bool:
-    """Whether something listens on the daemon's control address (``check`` needs no HTTP client)."""
-    import socket
-
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5):
-            return True
-    except (OSError, ValueError):
-        return False
+    return (f"warning: [model] listen = {config.model.listen!r}, but no daemon runs and no service is "
+            f"installed: an agent pointed at the proxy fails until one does. {POINT_AT_THE_PROXY}")
 
 
 def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:

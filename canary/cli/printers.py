@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from canary.sentences import RunView
+from canary.sentences import RunView, counted
 from canary.status.families import holes_line
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
@@ -51,7 +51,7 @@ def audit_table(report: AuditReport) -> str:
         f"from {stamp(report.since)} to {stamp(report.until)}" if report.since else "all lines"
     )
     files_ok = [f for f in report.files if f.error is None]
-    summary = f"{report.lines} lines in {len(files_ok)} file(s), {window}"
+    summary = f"{counted(report.lines, 'line')} in {counted(len(files_ok), 'file')}, {window}"
     if report.activity_configured:
         summary += f"; agent activity: {report.activity}"
     lines.append("")
@@ -108,6 +108,19 @@ def trace_line(trace: Mapping[Stage, float | None]) -> str:
     return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
 
 
+def _last_verdict(guard: Mapping[str, Any]) -> str:
+    """The status table's "last verdict": a guard asleep or degraded names its failing canary
+    (``fake-url leaked``), not the control that passed after it; else the latest run's verdict."""
+    if guard["status"] in ("asleep", "degraded"):
+        for family in guard.get("families") or ():
+            variants = family["variants"]
+            for v in variants:
+                if v["last_verdict"] is not None and v["last_verdict"] not in HEALTHY_VERDICTS:
+                    which = f" v{v['variant']}" if len(variants) > 1 else ""
+                    return f"{family['canary']}{which} {v['last_verdict']}"
+    return str(guard["last_verdict"] or "-")
+
+
 def status_table(doc: Mapping[str, Any]) -> str:
     """The ``canary status`` table, from the ``canary status --json`` document."""
     rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
@@ -117,7 +130,7 @@ def status_table(doc: Mapping[str, Any]) -> str:
         if g.get("muted_until"):
             status += " (muted)"
         rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
-                     rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
+                     rate, safe(_last_verdict(g)), safe(str(g["reason"]))))
     holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []

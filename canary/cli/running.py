@@ -17,8 +17,8 @@ from canary.cli.boundary import config_option, epilog, load, warn
 from canary.demo.clients import DIALECTS as DEMO_DIALECTS
 from canary.errors import UnavailableError, UsageError
 from canary.runs.record import RunRecord
-from canary.sentences import explain
-from canary.terminal import safe
+from canary.sentences import POINT_AT_THE_PROXY, explain
+from canary.terminal import colour_wanted, cursor_moves_wanted, safe
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, HEALTHY_VERDICTS
 
 if TYPE_CHECKING:  # rich and the daemon's client load only when a run needs them
@@ -35,12 +35,16 @@ def _report_runs(views: Sequence[RunRecord], as_json: bool, *, proxy: str | None
         click.echo(json.dumps({"runs": [r.to_json() for r in views]}, indent=2))
     else:
         click.echo(fmt.runs_table(views))
-        bad = [r for r in views if r.verdict not in HEALTHY_VERDICTS]
-        if bad:
+        # One paragraph per cause: runs whose explanation is the same sentence share it.
+        causes: dict[str, list[str]] = {}
+        for r in views:
+            if r.verdict not in HEALTHY_VERDICTS:
+                causes.setdefault(explain(r, proxy=proxy, matches=matches), []).append(
+                    f"{safe(r.guard)}/{safe(r.canary)}")
+        if causes:
             click.echo("")
-            for r in bad:
-                reason = explain(r, proxy=proxy, matches=matches)
-                click.echo(f"{safe(r.guard)}/{safe(r.canary)}: {reason}")
+        for reason, names in causes.items():
+            click.echo(f"{', '.join(dict.fromkeys(names))}: {reason}")
     if views and all(r.verdict == "error" for r in views):
         return EXIT_UNAVAILABLE
     return EXIT_OK if all(r.verdict in HEALTHY_VERDICTS for r in views) else EXIT_UNHEALTHY
@@ -71,7 +75,8 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
         raise UsageError("canary.toml has no [agent]: canaries need to know how to reach it")
     if not pairs:
         raise UsageError("no canaries are defined")
-    live = sys.stdout.isatty() and not as_json
+    on_terminal = sys.stdout.isatty() and not as_json
+    live = on_terminal and cursor_moves_wanted()  # lines redrawn in place: not on a dumb terminal
     began = time.monotonic()
     keys = [(g.name, c.name) for g, c in pairs]
     matches = {g.name: g.match for g in config.guards if g.match is not None}
@@ -85,7 +90,7 @@ def run(ctx: click.Context, selection: tuple[str, ...], as_json: bool) -> None:
     else:
         records, proxy = _in_session(config, pairs, keys if live else None)
     code = _report_runs(records, as_json, proxy=proxy, matches=matches)
-    if live:
+    if on_terminal:
         from canary.cli.progress import summary
 
         click.echo("\n" + summary(records, time.monotonic() - began))
@@ -124,9 +129,8 @@ def _in_session(config: Config, pairs: Sequence[tuple[GuardDef, CanaryDef]],
     store = open_store(config)
     try:
         click.echo(
-            f"note: no daemon runs; the model proxy on {config.model.listen} serves only during this run, "
-            "so point the agent's model base URL at it only for the run (or install the service: "
-            "`canary service install`).",
+            f"note: no daemon runs; the model proxy on {config.model.listen} serves only during this run. "
+            + POINT_AT_THE_PROXY,
             err=True,
         )
         with Session(config, store, on_error=warn) as session:
@@ -146,7 +150,7 @@ def _in_session(config: Config, pairs: Sequence[tuple[GuardDef, CanaryDef]],
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(file=sys.stdout, highlight=False)
+    return Console(file=sys.stdout, highlight=False, no_color=not colour_wanted())
 
 
 @click.command(epilog=epilog(["canary demo", "canary demo --headless --json"], _RUN_EXITS))
@@ -191,7 +195,9 @@ def demo(*, headless: bool, as_json: bool, keep: str | None, sample_audit: bool,
             if as_json:
                 click.echo(json.dumps(report.to_json(), indent=2))
             else:
-                click.echo(f"Sample agent logs in {where} (config {config_file.name}):\n")
+                folder = (f"in {where}" if keep else
+                          "in a temporary folder, removed on exit; --keep DIR keeps them")
+                click.echo(f"Sample agent logs {folder} (config {config_file.name}):\n")
                 click.echo(fmt.audit_table(report))
             sys.exit(EXIT_UNHEALTHY if report.asleep else EXIT_OK)
         if organic:
@@ -219,4 +225,6 @@ def demo(*, headless: bool, as_json: bool, keep: str | None, sample_audit: bool,
             asleep = sorted({r.guard for r in results if r.verdict not in HEALTHY_VERDICTS})
             if asleep:
                 click.echo(f"\nAsleep: {', '.join(asleep)}. Their unit tests pass; their canaries leak.")
+                click.echo(f"The demo ends with exit status {code}, as `canary run` does when a verdict is "
+                           "not caught or passed: these guards are asleep on purpose.")
         sys.exit(code)

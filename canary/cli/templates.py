@@ -77,10 +77,30 @@ def copy_templates(names: Sequence[str], directory: Path) -> list[tuple[Path, st
     return done
 
 
+#: The distribution name in guard-canary's own ``pyproject.toml``.
+PROJECT_NAME = "guard-canary"
+
+
+def _is_the_checkout(directory: Path) -> bool:
+    """Whether ``directory`` is guard-canary's own source folder (a clone), wherever ``canary`` runs from."""
+    import tomllib
+
+    try:
+        with (directory / "pyproject.toml").open("rb") as handle:
+            project = tomllib.load(handle).get("project")
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(project, dict) and project.get("name") == PROJECT_NAME
+
+
 def refuse_the_bundled_folder(directory: Path) -> None:
-    """``canary init`` in guard-canary's own folder would mix every bundled template into the guards."""
+    """``canary init`` in guard-canary's own folder would mix every bundled template into the guards.
+
+    The folder is known by its templates being the ones this ``canary`` reads (``uv run`` in the
+    clone), or by its ``pyproject.toml`` naming guard-canary (an installed ``canary`` run in a clone).
+    """
     defs = directory / "canaries_defs"
-    if defs.is_dir() and defs.resolve() == bundled_defs_dir().resolve():
+    if defs.is_dir() and (defs.resolve() == bundled_defs_dir().resolve() or _is_the_checkout(directory)):
         raise UsageError(
             f"{directory} is guard-canary's own folder: its canaries_defs/ holds the bundled templates, "
             "which would all become guards. Run `canary init` in your agent's project folder "

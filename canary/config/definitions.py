@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -166,10 +166,30 @@ def load_definitions(
                 guard = None
             else:
                 owners[name] = path
-        problems.extend(sink.problems)
+        problems.extend(_by_canary_name(sink.problems, data))
         if guard is not None:
             guards.append(guard)
     return guards, problems
+
+
+_CANARY_INDEX = re.compile(r"canary\[(\d+)\]")
+
+
+def _by_canary_name(problems: Sequence[Problem], data: dict[str, object] | None) -> list[Problem]:
+    """The problems, each in a ``[[canary]]`` with a name labelled by it: ``canary[fake-url].every``."""
+    tables = data.get("canary") if data is not None else None
+    if not isinstance(tables, list):
+        return list(problems)
+    names = [t.get("name") if isinstance(t, dict) else None for t in tables]
+
+    def label(problem: Problem) -> Problem:
+        found = _CANARY_INDEX.match(problem.key)
+        name = names[int(found.group(1))] if found and int(found.group(1)) < len(names) else None
+        if found is None or not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            return problem
+        return replace(problem, label=f"canary[{name}]{problem.key[found.end():]}")
+
+    return [label(p) for p in problems]
 
 
 def _name_rule(name: str) -> str:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from canary.config.durations import DurationError, parse_duration
 from canary.config.placeholders import scan
 from canary.config.positions import KeyPath, locate
+from canary.config.tomlsyntax import syntax_error
 from canary.config.urls import redact_url
 from canary.errors import Problem
 from collectors.patterns import catastrophic, prefilter
@@ -44,7 +45,6 @@ __all__ = [
 
 _DURATION_HINT = "a duration like '90s', '15m', '6h' or '7d'"
 _LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<p6>\d+)|(?P<host>[^:\[\]]+):(?P<port>\d+)")
-_TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)$")
 
 
 def dotted(keys: KeyPath) -> str:
@@ -117,17 +117,7 @@ def load_toml(path: Path) -> tuple[dict[str, object] | None, Sink]:
     try:
         return tomllib.loads(sink.text), sink
     except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        position = _TOML_POSITION.search(message)
-        line = None
-        if position:
-            message = message[: position.start()]
-            if position.group(1):
-                line = int(position.group(1))
-                message += f" (column {position.group(2)})"
-            else:
-                line = sink.text.count("\n") + (not sink.text.endswith("\n"))
-                message += " (at the end of the file)"
+        line, message = syntax_error(sink.text, str(exc))
         sink.problems.append(Problem(path, "", f"invalid TOML: {message}", line=line))
         return None, sink
 

@@ -122,7 +122,7 @@ class Session:
 
     def _upstream_failed(self, outcome: str, predicate: str, body: bytes) -> None:
         where = redact(self.config.model.upstream)
-        self.registry.upstream_failed(body, f"the model server at {where} {predicate}")
+        self.registry.upstream_failed(body, f"the model server at {where} ([model] upstream) {predicate}")
 
     def sync(self, timeout: float = 10.0) -> bool:
         """Wait until the collectors committed what the logs hold now."""

@@ -31,6 +31,7 @@ class RunFact:
     at: datetime
     evidence: str | None = None  # the firing line that belongs to the run
     leaked_turn: int | None = None  # multi-turn: the first turn whose answer held the leak
+    error: str | None = None  # what failed, for a run that ended in error
 
     @property
     def conclusive(self) -> bool:

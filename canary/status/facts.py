@@ -103,7 +103,8 @@ def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact
         CanaryFact(
             c.name,
             canary_period(c, now),
-            tuple(RunFact(r.canary, r.variant, r.expect, r.verdict, r.started, r.evidence, r.leaked_turn)
+            tuple(RunFact(r.canary, r.variant, r.expect, r.verdict, r.started, r.evidence, r.leaked_turn,
+                          r.error)
                   for r in runs if r.canary == c.name),
         )
         for c in guard.canaries

@@ -88,7 +88,7 @@ def _no_conclusive(d: Decision, v: View) -> str:
     tried = d.runs[0] if d.runs else None
     last_try = (
         f"; its last run ended {_words(tried.verdict)} at {clock_time(tried.at, v.now)}: "
-        f"{meaning(tried.verdict)}"
+        f"{tried.error if tried.verdict == 'error' and tried.error else meaning(tried.verdict)}"
         if tried is not None and not tried.conclusive
         else ""
     )

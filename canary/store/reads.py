@@ -128,9 +128,10 @@ class RunRow:
     started: datetime
     evidence: str | None
     leaked_turn: int | None = None  # multi-turn: the first turn whose answer held the leak
+    error: str | None = None  # what failed, for a run that ended in error
 
 
-_RUN_COLUMNS = "id, guard, canary, variant, expect, verdict, started, evidence, leaked_turn"
+_RUN_COLUMNS = "id, guard, canary, variant, expect, verdict, started, evidence, leaked_turn, error"
 #: The variants a canary has run, walked on the (guard, canary, variant, started) index.
 _VARIANTS = """
 WITH RECURSIVE v(x) AS (
@@ -173,11 +174,12 @@ def status_runs(reader: Reader, guard: str, canaries: Sequence[str], since: date
         if row[2] in wanted:
             by_id[int(row[0])] = row
     runs = []
-    for rid, g, c, v, e, verdict, started, ev, turn in by_id.values():
+    for rid, g, c, v, e, verdict, started, ev, turn, error in by_id.values():
         at = reader.time(started)
         assert at is not None
         leaked = int(turn) if turn is not None else None
-        runs.append((at, int(rid), RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev, leaked)))
+        run = RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev, leaked, error)
+        runs.append((at, int(rid), run))
     runs.sort(key=lambda t: (t[0], t[1]), reverse=True)
     return [r for _at, _id, r in runs]
 

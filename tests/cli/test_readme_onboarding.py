@@ -154,3 +154,28 @@ def test_the_readmes_onboarding_ends_in_real_verdicts(tmp_path: Path, agent: dic
     assert "daemon is not running" not in status.stderr, status.stderr
     verdicts = {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()[1:] if line.strip()}
     assert verdicts["citation"] in ("QUIET", "ALIVE"), status.stdout  # caught just now, no organic firing
+
+
+@pytest.mark.slow
+def test_the_installed_init_refuses_a_checkout(tmp_path: Path) -> None:
+    """The README says init refuses the clone: so it does for the installed command, not only ``uv run``."""
+    canary = install_wheel(tmp_path)
+    clone = tmp_path / "guard-canary"
+    shutil.copytree(ROOT / "canaries_defs", clone / "canaries_defs")
+    shutil.copyfile(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    env = {k: v for k, v in os.environ.items() if k not in ("CANARY_CONFIG", "VIRTUAL_ENV")}
+    done = subprocess.run([str(canary), "init", "--yes", "--agent-url", "http://127.0.0.1:9/ask"], cwd=clone,
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "guard-canary's own folder" in done.stderr
+    assert not (clone / "canary.toml").exists()
+
+
+def test_the_install_section_says_what_to_do_when_uv_warns_of_path() -> None:
+    """``uv tool install`` warns when its tool folder is not on PATH: the README says what to run then."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme[readme.index("## Install"):readme.index("## Onboard your agent")]
+    assert "uv tool update-shell" in install
+    assert "not on your PATH" in install
+    assert "canary --version" in install

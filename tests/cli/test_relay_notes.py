@@ -85,4 +85,36 @@ def test_run_without_a_daemon_says_the_proxy_serves_only_for_the_run(tmp_path: P
     write(tmp_path, f'[model]\nlisten = "127.0.0.1:{free_port()}"')
     result = CliRunner().invoke(main, ["run"])
     assert "serves only during this run" in result.stderr
-    assert "only for the run" in result.stderr
+    assert "serves it for that run only" in result.stderr
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _flat(text: str) -> str:
+    """Text as a sentence reads, whatever its wrapping, indents and Markdown code marks."""
+    return " ".join(text.replace("`", "").split())
+
+
+def test_one_rule_for_pointing_the_agent_at_the_proxy_said_the_same_everywhere(tmp_path: Path) -> None:
+    from canary.sentences import POINT_AT_THE_PROXY
+
+    rule = _flat(POINT_AT_THE_PROXY)
+    write(tmp_path, f'[model]\nlisten = "127.0.0.1:{free_port()}"')
+    said = {
+        "check": CliRunner().invoke(main, ["check"]).stderr,
+        "run": CliRunner().invoke(main, ["run"]).stderr,
+        "init": CliRunner().invoke(main, ["init", "--yes", "--dir", str(tmp_path / "new"),
+                                          "--agent-url", "http://127.0.0.1:9/ask"]).stdout,
+    }
+    for name in ("README.md", "docs/daemon.md", "docs/configuration.md"):
+        said[name] = (ROOT / name).read_text(encoding="utf-8")
+    missing = [where for where, text in said.items() if rule not in _flat(text)]
+    assert not missing, (missing, rule)
+    # init's next steps keep the proxy up before the agent is pointed at it
+    steps = said["init"][said["init"].index("Next:"):]
+    assert steps.index("canary service install") < steps.index("Point your agent's model base URL")
+    # the README's onboarding too: the daemon line comes before the line that points the agent
+    readme = said["README.md"]
+    block = readme[readme.index("cd ~/src/my-agent"):]
+    assert block.index("canary daemon") < block.index("model base URL")

@@ -96,3 +96,14 @@ def test_a_nonce_line_no_match_fits_is_shown_with_the_nearest_guard(project: tup
     assert "WARN CitationGuard rejected https://" in said and "no guard's match fits" in said
     assert "nearest guard: citation (match 'CitationGuard: rejected')" in said, said
     assert "does not log" not in said
+
+
+def test_one_cause_is_explained_once_for_every_canary_it_struck(project: tuple[Path, int]) -> None:
+    """Two canaries whose model calls both missed the proxy: one paragraph, naming both."""
+    root, _proxy = project
+    (root / "defs" / "number.toml").write_text(
+        "[guard]\nname = \"number\"\nmatch = 'SpanGrounding: rejected'\n" + canary("direct", "direct"))
+    code, out = run("citation/direct", "number/direct")
+    assert code == 1, out
+    assert out.count("no model call reached the proxy") == 1, out
+    assert "citation/direct, number/direct: no model call reached the proxy" in out, out

@@ -81,3 +81,32 @@ def test_init_refuses_the_folder_that_holds_the_bundled_templates(tmp_path: Path
     assert "guard-canary's own folder" in result.output
     assert "canary init --template NAME" in result.output
     assert not (tmp_path / "canary.toml").exists()
+
+
+def _clone_copy(tmp_path: Path) -> Path:
+    """guard-canary's checkout as an installed ``canary`` sees it: its templates are not the bundled ones."""
+    import shutil
+
+    clone = tmp_path / "guard-canary"
+    shutil.copytree(ROOT / "canaries_defs", clone / "canaries_defs")
+    shutil.copyfile(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    (clone / "logs").mkdir()
+    (clone / "logs" / "a.log").write_text("CitationGuard: rejected url=http://x.example.org\n")
+    return clone
+
+
+@pytest.mark.parametrize("where", ["--dir", "cwd", "--config", "--traces"])
+def test_an_installed_init_refuses_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 where: str) -> None:
+    clone = _clone_copy(tmp_path)
+    assert (clone / "canaries_defs").resolve() != bundled_defs_dir().resolve()
+    args = ["init", "--yes", "--logs", str(clone / "logs" / "a.log")]
+    if where in ("cwd", "--traces"):
+        monkeypatch.chdir(clone)
+        args += ["--traces"] if where == "--traces" else []
+    else:
+        args += ["--dir", str(clone)] if where == "--dir" else ["--config", str(clone / "canary.toml")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "guard-canary's own folder" in result.stderr
+    assert not (clone / "canary.toml").exists()

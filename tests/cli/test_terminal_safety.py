@@ -90,10 +90,12 @@ control = "127.0.0.1:{free_port()}"
 """)
 
 
-def run_in_pty(argv: list[str], cwd: Path, timeout: float = 120) -> tuple[int, bytes]:
+def run_in_pty(argv: list[str], cwd: Path, timeout: float = 120,
+               env: dict[str, str] | None = None) -> tuple[int, bytes]:
     """Run a command with a real terminal on stdin, stdout and stderr; return its code and every byte."""
     master, slave = os.openpty()
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                            env=env)
     os.close(slave)
     out = bytearray()
     deadline = time.monotonic() + timeout
@@ -145,3 +147,37 @@ def test_run_json_keeps_the_exact_text(tmp_path: Path) -> None:
     runs = json.loads(done.stdout)["runs"]
     assert runs[0]["verdict"] == "caught"
     assert runs[0]["evidence"].startswith(ESCAPES)  # ... and keeps it exactly
+
+
+#: Every character that reorders the text around it on a terminal: embeddings, overrides, isolates, marks.
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
+def test_canary_init_shows_bidirectional_overrides_escaped(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from canary.cli.main import main
+
+    log = tmp_path / "agent.log"
+    log.write_text("".join(f"2026-11-30T10:00:0{n}Z WARN CitationGuard: rejected {BIDI}gpj.exe page "
+                           "url=http://x.example.org/\n" for n in range(3)), encoding="utf-8")
+    result = CliRunner().invoke(main, ["init", "--yes", "--logs", str(log), "--agent-url", "http://127.0.0.1:9/ask"])
+    assert result.exit_code == 0, result.output
+    assert "CitationGuard: rejected" in result.output
+    assert not set(BIDI) & set(result.output), [c for c in result.output if c in BIDI]
+    assert "\\u202e" in result.output  # shown, as the other controls are
+
+
+@pytest.mark.slow
+def test_canary_run_shows_bidirectional_overrides_in_evidence_escaped(tmp_path: Path) -> None:
+    write_project(tmp_path)
+    agent = (tmp_path / "agent.py").read_text()
+    (tmp_path / "agent.py").write_text(agent.replace("task={nonce}", BIDI.encode("unicode_escape").decode()
+                                                     + "task={nonce}"))
+    canary = str(Path(sys.executable).with_name("canary"))
+    done = subprocess.run([canary, "run", "citation"], cwd=tmp_path, capture_output=True, timeout=120,
+                          check=False, env={**os.environ, "COLUMNS": "400"})
+    text = done.stdout.decode()
+    assert "CAUGHT" in text, text + done.stderr.decode()
+    assert not set(BIDI) & set(text), [c for c in text if c in BIDI]
+    assert "\\u202e" in text

@@ -224,7 +224,7 @@ def test_a_misspelled_guard_table_is_reported_once(tmp_path: Path) -> None:
 
 def test_did_you_mean_is_rendered() -> None:
     _, problems = load("unknown_canary_key.toml")
-    assert problems[0].render().endswith("canary[1].evry: unknown key (did you mean 'every'?)")
+    assert problems[0].render().endswith("canary[fake-url-2].evry: unknown key (did you mean 'every'?)")
 
 
 @pytest.mark.parametrize("fixture", ["control_without_grounded.toml", "control_with_leak.toml"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -61,3 +62,22 @@ def test_a_dialect_whose_client_is_missing_names_the_package(monkeypatch: pytest
     result = CliRunner().invoke(main, ["demo", "--headless", "--dialect", "anthropic"])
     assert result.exit_code == 2
     assert "pip install anthropic" in result.output
+
+
+def test_the_headless_demo_says_why_it_exits_1() -> None:
+    result = CliRunner().invoke(main, ["demo", "--headless"])
+    assert result.exit_code == 1, result.output
+    last = result.stdout.strip().splitlines()[-1]
+    assert "exit status 1" in last and "asleep on purpose" in last, result.stdout
+
+
+def test_the_sample_audit_names_no_folder_it_removes(tmp_path: Path) -> None:
+    import re
+
+    result = CliRunner().invoke(main, ["demo", "--sample-audit"])
+    assert result.exit_code == 1, result.output
+    named = re.findall(r"(/\S+canary-demo-\S*)", result.output)
+    assert not named or all(Path(p.rstrip(".,:)")).exists() for p in named), named
+    assert "--keep DIR" in result.output
+    kept = CliRunner().invoke(main, ["demo", "--sample-audit", "--keep", str(tmp_path / "demo")])
+    assert str(tmp_path / "demo") in kept.output and (tmp_path / "demo").is_dir()

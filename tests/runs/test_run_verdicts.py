@@ -221,7 +221,7 @@ def test_a_model_server_that_refuses_is_named_as_the_failing_side(world: dict[st
     out = run_with(world, "caught", canary="second-call", upstream=f"http://user:pw@127.0.0.1:{dead}")
     assert out["verdict"] == "error", out
     assert out["error"] == (
-        f"the model server at http://***@127.0.0.1:{dead} refused the connection "
+        f"the model server at http://***@127.0.0.1:{dead} ([model] upstream) refused the connection "
         "(the proxy answered the agent's model call with an error)"
     )
     assert "pw" not in out["error"]

@@ -52,3 +52,11 @@ def test_the_daemon_log_formatter_shows_escapes_and_keeps_traceback_lines() -> N
         record.exc_text = None
     text = SafeFormatter("%(message)s").format(record)
     assert "\x1b" not in text and "\nValueError: bad\\x1b[2J" in text
+
+
+def test_bidirectional_controls_are_shown_not_obeyed() -> None:
+    from canary.terminal import safe, safe_lines
+
+    raw = "a\u202eb\u2066c\u2069d\u200fe\u061c"
+    assert safe(raw) == safe_lines(raw) == "a\\u202eb\\u2066c\\u2069d\\u200fe\\u061c"
+    assert safe("é ü ß 日本") == "é ü ß 日本"  # other text is left as it is

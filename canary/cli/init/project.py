@@ -65,11 +65,11 @@ def mark_covered(scan: LogScan, directory: Path) -> None:
 
 
 def plan_files(directory: Path, settings: InitSettings, scan: LogScan, chosen: Sequence[Proposal],
-               *, activity: bool = True) -> list[tuple[Path, str]]:
+               *, activity: bool = True, config_name: str = "canary.toml") -> list[tuple[Path, str]]:
     """Every file init would write, with its text."""
     sources = ", ".join(settings.logs) or "the logs"
     has_defs = bool(chosen) or any((directory / "canaries_defs").glob("*.toml"))
-    planned = [(directory / "canary.toml",
+    planned = [(directory / config_name,
                 render_config(directory, settings, scan, activity=activity, has_defs=has_defs))]
     planned += [(directory / "canaries_defs" / f"{p.name}.toml", render_definition(p, sources))
                 for p in chosen]
@@ -106,6 +106,7 @@ def init_project(
     overwrite: Callable[[Path], bool] | None = None,
     activity: bool = True,
     scan: LogScan | None = None,
+    config_name: str = "canary.toml",
 ) -> InitResult:
     """Scan the logs, keep the proposals ``accept`` takes (default: the strong ones), write the files.
 
@@ -118,7 +119,7 @@ def init_project(
         mark_covered(scan, directory)
     take = accept or (lambda p: p.strong)
     chosen = [p for p in scan.proposals if p.covered_by is None and take(p)]
-    planned = plan_files(directory, settings, scan, chosen, activity=activity)
+    planned = plan_files(directory, settings, scan, chosen, activity=activity, config_name=config_name)
     files = write_files(planned, overwrite or (lambda path: False))
-    return InitResult(scan, chosen, directory / "canary.toml", files)
+    return InitResult(scan, chosen, directory / config_name, files)
 

@@ -18,6 +18,7 @@ from canary.cli.init.model import (
 from canary.config.schema import Section, toml_string, toml_value
 from canary.config.sections import AGENT, CONFIG, FIXTURES, LOGS, MODEL
 from canary.locations import bundled_defs_dir
+from canary.sentences import counted
 
 __all__ = ["NO_DEFS_YET", "WITH_DEFS", "comment", "key_line", "match_value", "render_config",
            "render_definition"]
@@ -158,5 +159,6 @@ def render_config(directory: Path, settings: InitSettings, scan: LogScan, *, act
               key_line(LOGS, "format", scan.log_format)]
     if scan.activity is not None:
         lines.append(key_line(LOGS, "activity", scan.activity.match, off=not activity,
-                              note=f"{LOGS.key('activity').help} ({scan.activity.count} lines now)"))
+                              note=f"{LOGS.key('activity').help} "
+                                   f"({counted(scan.activity.count, 'line')} now)"))
     return "\n".join(lines) + "\n"

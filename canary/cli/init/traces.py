@@ -77,14 +77,14 @@ def _shapes(config_path: Path) -> list[dict[str, object]]:
         store.close()
 
 
-def run_init_traces(directory: str, *, yes: bool) -> int:
+def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.toml") -> int:
     """Propose and write a guard per guard-shaped span the daemon received; the exit code."""
     from canary.cli.init.wizard import _checked
 
     root = Path(directory).absolute()
-    config_path = root / "canary.toml"
+    config_path = root / config_name
     if not config_path.is_file():
-        raise UsageError(f"no canary.toml in {root}: run `canary init` first", option="--traces")
+        raise UsageError(f"no {config_name} in {root}: run `canary init` first", option="--traces")
     proposals = propose(_shapes(config_path))
     if not proposals:
         click.echo("The trace receiver has seen no guard-shaped span yet (an OpenInference GUARDRAIL "

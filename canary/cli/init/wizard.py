@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from canary.cli.boundary import epilog
+from canary.cli.boundary import config_option, config_path, epilog
 from canary.cli.init.advice import base_url_advice, upstream_kind
 from canary.cli.init.mine import scan_logs, shown
 from canary.cli.init.model import (
@@ -24,6 +25,7 @@ from canary.cli.init.render import NO_DEFS_YET, WITH_DEFS, comment, match_value
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
+from canary.sentences import POINT_AT_THE_PROXY, counted
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_USAGE
 
@@ -39,7 +41,7 @@ def _proposal_lines(scan: LogScan) -> list[str]:
         kind = f"   {proposal.kind} template" if proposal.template_files else ""
         covered = f"   (already in {proposal.covered_by.name})" if proposal.covered_by else ""
         flag = "" if proposal.strong else "   (weak: no guard named in the line)"
-        lines.append(safe(f"  {proposal.name:<12} {proposal.count:>6} lines   match "
+        lines.append(safe(f"  {proposal.name:<12} {counted(proposal.count, 'line'):>12}   match "
                           f"{match_value(proposal.match)}{kind}{covered}{flag}"))
         for template in proposal.templates[:3]:
             lines.append(safe(f"      {template.count:>6}  {comment(shown(template.text), 110)}"))
@@ -72,6 +74,7 @@ def run_init(
     model_upstream: str | None = None,
     yes: bool = False,
     template: Sequence[str] = (),
+    config_name: str = "canary.toml",
 ) -> int:
     """``canary init``: ask for what is missing, scan, propose, write, check, audit; the exit code."""
     from canary.cli.printers import audit_table
@@ -82,15 +85,16 @@ def run_init(
     root = Path(directory).absolute()
     refuse_the_bundled_folder(root)
     _show_files(copy_templates(template, root))
-    if template and (root / "canary.toml").is_file() and not (agent_url or agent_command or logs
-                                                              or model_upstream):
-        return _templates_added(root / "canary.toml")
+    if template and (root / config_name).is_file() and not (agent_url or agent_command or logs
+                                                            or model_upstream):
+        return _templates_added(root / config_name)
     settings = _settings(agent_url, agent_command, logs, model_upstream, ask=ask)
     scan = scan_logs(settings.logs, Path.cwd())
     mark_covered(scan, root)
     unmatched = _show_scan(scan, settings.logs)
     chosen = [p for p in scan.proposals if p.covered_by is None and (
-        click.confirm(f"Add guard {p.name!r} ({p.count} lines)?", default=p.strong) if ask else p.strong)]
+        click.confirm(f"Add guard {p.name!r} ({counted(p.count, 'line')})?", default=p.strong)
+        if ask else p.strong)]
     use_activity = scan.activity is not None and (not ask or click.confirm(
         f"Count {match_value(scan.activity.match)} as one unit of agent work?", default=True))
 
@@ -98,7 +102,7 @@ def run_init(
         return ask and click.confirm(f"{path} exists and would change. Replace it?", default=False)
 
     result = init_project(root, settings, accept=lambda p: p in chosen, overwrite=overwrite,
-                          activity=use_activity, scan=scan)
+                          activity=use_activity, scan=scan, config_name=config_name)
     click.echo("")
     _show_files(result.files)
     guards_dir = root / "canaries_defs"
@@ -145,7 +149,8 @@ def _settings(agent_url: str | None, agent_command: str | None, logs: Sequence[s
 
 def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     """What the scan read and proposes; returns the globs that match no file."""
-    click.echo(f"\nRead {scan.lines} lines in {len(scan.files)} file(s) ({scan.log_format}).")
+    click.echo(f"\nRead {counted(scan.lines, 'line')} in {counted(len(scan.files), 'file')} "
+               f"({scan.log_format}).")
     for path, error in scan.unreadable:
         click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
     unmatched = [p for p in found if not expand_glob(p, Path.cwd())]
@@ -159,7 +164,8 @@ def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     elif scan.files:
         click.echo("No line reads like a guard's rejection (reject, guard, grounding, bounce, citation...).")
     if scan.activity is not None:
-        click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} ({scan.activity.count} lines)."))
+        click.echo(safe(f"Agent activity: {match_value(scan.activity.match)} "
+                        f"({counted(scan.activity.count, 'line')})."))
     return unmatched
 
 
@@ -199,15 +205,17 @@ def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str]
              "with no [model] upstream it answers only canary calls: set upstream to your model server")
     steps = [
         "Next:",
-        f"  1. Point your agent's model base URL at the proxy on {listen}",
+        "  1. Keep the proxy up: canary service install   (or canary daemon, in a second terminal)",
+        f"  2. Point your agent's model base URL at the proxy on {listen}",
         f"     ({relay}):",
         *(f"       {line}" for line in base_url_advice(listen, upstream_kind(config.model.upstream))),
-        "  2. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",
+        *textwrap.wrap(POINT_AT_THE_PROXY, 100, initial_indent="     ", subsequent_indent="     "),
+        "  3. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",
         "     checks, and make sure the guard's log line carries the offending value.",
-        "  3. canary run          # every canary once, a verdict per guard",
+        "  4. canary run          # every canary once, a verdict per guard",
     ]
     if unmatched:
-        steps[-1] = (f"  3. fix [logs] paths in canary.toml ({', '.join(map(repr, unmatched))} "
+        steps[-1] = (f"  4. fix [logs] paths in canary.toml ({', '.join(map(repr, unmatched))} "
                      "matches no file), then canary check")
     if not (settings.agent_url or settings.agent_command):
         steps.insert(1, "  0. Tell canary.toml how to reach your agent: [agent] url or command.")
@@ -222,24 +230,41 @@ def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str]
               help="Or: the command that asks the agent (its answer is stdout).")
 @click.option("--logs", multiple=True, help="A glob of the agent's log files (repeat for more).")
 @click.option("--model-upstream", default=None, help="The real model server the proxy relays to.")
-@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False),
-              help="Where to write canary.toml and canaries_defs/ (default: here).")
+@click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
+              help="Where to write canary.toml and canaries_defs/ (default: --config's folder, else here).")
 @click.option("--yes", is_flag=True, help="Ask nothing: take the proposed guards; never replace a file.")
 @click.option("--template", multiple=True,
               help="Copy a bundled template into canaries_defs/ (repeatable; see `canary templates`).")
 @click.option("--traces", is_flag=True,
               help="Propose a guard per guard-shaped span the daemon's trace receiver got ([traces]).")
-def init_command(*, agent_url: str | None, agent_command: str | None, logs: tuple[str, ...],
-                 model_upstream: str | None, directory: str, yes: bool, template: tuple[str, ...],
-                 traces: bool) -> None:
+@config_option
+@click.pass_context
+def init_command(ctx: click.Context, *, agent_url: str | None, agent_command: str | None,
+                 logs: tuple[str, ...], model_upstream: str | None, directory: str | None, yes: bool,
+                 template: tuple[str, ...], traces: bool) -> None:
     """Propose a guard per rejection line in your agent's logs, write canary.toml and canaries_defs/,
     then check and audit them."""
+    folder, name = _where(directory, config_path(ctx))
+    from canary.cli.templates import refuse_the_bundled_folder
+
+    refuse_the_bundled_folder(Path(folder).absolute())
     if traces:
         from canary.cli.init.traces import run_init_traces
 
-        sys.exit(run_init_traces(directory, yes=yes))
+        sys.exit(run_init_traces(folder, yes=yes, config_name=name))
     if agent_url and agent_command:
         raise UsageError("give --agent-url or --agent-command, not both", option="--agent-url")
-    sys.exit(run_init(directory, agent_url=agent_url, agent_command=agent_command, logs=logs,
-                      model_upstream=model_upstream, yes=yes, template=template))
+    sys.exit(run_init(folder, agent_url=agent_url, agent_command=agent_command, logs=logs,
+                      model_upstream=model_upstream, yes=yes, template=template, config_name=name))
+
+
+def _where(directory: str | None, config: str | None) -> tuple[str, str]:
+    """The folder init writes in and its config file's name: ``--dir``, else ``--config``'s folder."""
+    if config is None:
+        return directory or ".", "canary.toml"
+    target = Path(config).expanduser().absolute()
+    if directory is not None and Path(directory).absolute() != target.parent:
+        raise UsageError(f"--dir {directory!r} and --config {config!r} name different folders; "
+                         "give one of them", option="--dir")
+    return str(target.parent), target.name
 
