@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from canary.config.bodymatch import BodyPatternError, body_pattern, polynomial
 from canary.config.fabrications import ToolTemplate, parse_inject_tool
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.sections import TURN
@@ -40,6 +41,10 @@ class MatchAt:
     """``inject_at = { match = '...' }``: the first model call of the run whose body matches."""
 
     pattern: re.Pattern[str]
+
+    def found(self, body: bytes) -> bool:
+        """Whether the request body holds a match, searched in time linear in the body."""
+        return body_pattern(self.pattern.pattern, self.pattern.flags).search(body)
 
 
 InjectAt = Literal["first", "after-fetch"] | int | MatchAt
@@ -167,11 +172,21 @@ def parse_inject_at(t: Table) -> InjectAt | None:
         compiled = compile_regex(t.sink, (*keys, "match"), regex)
         if compiled is None:
             return None
-        # The proxy runs it on every model call of the run: a backtracking shape is refused here.
-        shape = catastrophic(compiled.pattern, compiled.flags)
-        if shape is not None:
-            t.sink.error((*keys, "match"), shape)
-            return None
-        return MatchAt(pattern=compiled)
+        return _match_at(t.sink, (*keys, "match"), compiled)
     t.sink.error(keys, f"{expected}, got {type_name(value)}")
     return None
+
+
+def _match_at(sink: Sink, keys: KeyPath, compiled: re.Pattern[str]) -> MatchAt | None:
+    """The proxy searches every model call of the run with it: a pattern the linear-time engine
+    cannot search, and a shape that backtracks for a power of the body's length, are refused."""
+    shape = catastrophic(compiled.pattern, compiled.flags) or polynomial(compiled.pattern, compiled.flags)
+    if shape is not None:
+        sink.error(keys, shape)
+        return None
+    try:
+        body_pattern(compiled.pattern, compiled.flags)
+    except BodyPatternError as exc:
+        sink.error(keys, str(exc))
+        return None
+    return MatchAt(pattern=compiled)

@@ -130,10 +130,10 @@ class Registry:
 
     def _decide(self, run: ActiveRun, call: ModelCall) -> str | ToolCall | None:
         now = self._clock()
-        # A user's `inject_at = { match = ... }` regex runs before the lock is taken, so a slow
-        # pattern delays only this call, never the other runs or the fixture server.
+        # A user's `inject_at = { match = ... }` is searched before the lock is taken, in time linear
+        # in the body (canary.config.bodymatch): it never holds the other runs or the fixture server.
         matched = (run.injected is None and isinstance(run.inject_at, MatchAt)
-                   and run.inject_at.pattern.search(call.body.decode("utf-8", "replace")) is not None)
+                   and run.inject_at.found(call.body))
         toolless = (run.inject_tool is not None and run.injected is None
                     and not offers_tools(call.dialect, call.body))
         thinking = run.inject_tool is not None and self.has_upstream and call.asks_thinking
