@@ -11,6 +11,7 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from canary.config.definitions import CanaryDef, GuardDef
+from canary.config.fingerprints import fingerprint
 from canary.config.settings import Config
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact
 from canary.store import reads
@@ -97,8 +98,9 @@ def gather(
 
 
 def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact]:
-    names = [c.name for c in guard.canaries]
-    runs = reads.status_runs(reader, guard.name, names, now - guard.window) if names else []
+    # A run made under an older definition of the canary is history, not evidence.
+    stamps = {c.name: fingerprint(guard, c) for c in guard.canaries}
+    runs = reads.status_runs(reader, guard.name, stamps, now - guard.window) if stamps else []
     return [
         CanaryFact(
             c.name,
