@@ -68,10 +68,15 @@ class Turns:
     injection: Injection | None
 
 
-def check_prompt(sink: Sink, keys: KeyPath, prompt: str) -> None:
-    """Placeholders, and the nonce (or the fixture URL that carries it) that ties model calls to the run."""
+def check_prompt(sink: Sink, keys: KeyPath, prompt: str, *, first: bool = True) -> None:
+    """Placeholders, and the nonce (or the fixture URL that carries it) that ties model calls to the run.
+
+    A later turn of a conversation needs neither: an agent that keeps its history sends the first
+    turn, nonce included, to its model with every later one (and a turn whose model calls carry
+    nothing of the run is ``not_injected``, with that reason).
+    """
     check_placeholders(sink, keys, prompt, PLACEHOLDERS)
-    if not placeholders_in(prompt) & {"nonce", "fixture_url"}:
+    if first and not placeholders_in(prompt) & {"nonce", "fixture_url"}:
         sink.error(keys, "the prompt carries neither {nonce} nor {fixture_url}: "
                    "nothing would tie the model call to the run (the nonce must reach the model)")
 
@@ -115,7 +120,7 @@ def parse_turns(t: Table) -> Turns | None:
         turn = TURN.open(sink, (*keys, index), data)
         prompt: str | None = turn.read("prompt")
         if prompt is not None:
-            check_prompt(sink, (*keys, index, "prompt"), prompt)
+            check_prompt(sink, (*keys, index, "prompt"), prompt, first=index == 0)
         prompts.append(prompt)
         carries = [key for key in ("inject", "inject_tool") if turn.has(key)]
         if not carries:

@@ -139,6 +139,7 @@ class Runner:
                 self._driver, plan.prompts, nonce=plan.nonce, inject_turn=canary.inject_turn,
                 inject=plan.inject_text if inject_mode else "", timeout=timeout,
                 arm=lambda: self.registry.arm(plan.nonce),
+                named=lambda conversation: self.registry.converse(plan.nonce, conversation),
             )
             active.answered = reply.answered
             # Without an injection the verdict is not_injected whatever the log says: no grace to wait.

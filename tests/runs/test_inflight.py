@@ -168,3 +168,14 @@ def test_the_native_search_agrees_with_re(pattern: str, body: str, found: bool) 
     raw = body.encode("utf-8", "surrogateescape")
     assert (re.search(pattern, raw.decode("utf-8", "replace")) is not None) == found
     assert MatchAt(re.compile(pattern)).found(raw) == found
+
+
+def test_a_model_call_naming_the_runs_conversation_is_the_runs() -> None:
+    registry, run, _ = make("first")
+    registry.converse(run.nonce, "42")  # too short to tell a body by
+    assert registry.intercept(call('{"user": "42"}')) is None and run.foreign_calls == 1
+    registry.converse(run.nonce, 'conv-"7f3a9c"')
+    assert registry.intercept(call('{"user": "conv-\\"7f3a9c\\""}')) == run.inject_text
+    assert run.calls == 1
+    registry.remove(run.nonce)
+    assert registry.intercept(call('{"user": "conv-\\"7f3a9c\\""}')) is None
