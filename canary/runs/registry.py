@@ -4,8 +4,9 @@ The registry is the proxy's interceptor: a model call is changed only when its
 body carries the nonce of a run in flight (or the conversation id a multi-turn
 run's agent named) and it is the call ``inject_at`` selects; each run injects at
 most once, and never after its deadline. Every model call that does not carry a
-run's nonce is counted as that run's foreign work. A model call's W3C ``traceparent`` names its trace: a run keeps the trace ids of its own
-calls (attribution rule 0), and the registry keeps the latest ones of every other call, so a
+run's nonce is counted as that run's foreign work. A model call's W3C
+``traceparent`` names its trace: a run keeps the trace ids of its own calls
+(attribution rule 0), and the registry keeps the latest ones of every other call, so a
 guard span in one of those traces is known to be someone else's.
 The fixture server reads each run's page from here and records the fetch.
 Which run a firing belongs to is ``canary.runs.attribution``'s to say, over the
