@@ -144,8 +144,10 @@ WITH RECURSIVE v(x) AS (
 )
 SELECT x FROM v WHERE x IS NOT NULL
 """
-#: Whether any run of a canary is stamped with a definition.
-_STAMPED = "SELECT 1 FROM runs WHERE guard = :guard AND canary = :canary AND definition IS NOT NULL LIMIT 1"
+#: The stamp of a canary's latest run: once runs are stamped, every later run is (on the
+#: (guard, started) index, newest first, so it reads a few rows however long the history).
+_STAMPED = ("SELECT definition FROM runs WHERE guard = :guard AND canary = :canary "
+            "ORDER BY started DESC LIMIT 1")
 #: One (canary, variant)'s latest conclusive run, and its latest finished run of any verdict, under
 #: the canary's current definition.
 _PAIR = f"""
@@ -175,7 +177,8 @@ class _Current:
 
 
 def _current(reader: Reader, guard: str, canary: str, definition: str | None) -> _Current:
-    legacy = definition is None or not reader.rows(_STAMPED, guard=guard, canary=canary)
+    latest = reader.rows(_STAMPED, guard=guard, canary=canary) if definition is not None else []
+    legacy = not latest or latest[0][0] is None
     return _Current(definition, legacy)
 
 
