@@ -20,8 +20,6 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-import hyperscan
-
 _sre: Any = importlib.import_module("re._parser")
 _c: Any = importlib.import_module("re._constants")
 
@@ -29,9 +27,7 @@ _c: Any = importlib.import_module("re._constants")
 POLYNOMIAL_DEGREE = 3
 #: A bounded repeat is unrolled at most this many times when its cost is counted.
 _UNROLL = 8
-_BASE_FLAGS = hyperscan.HS_FLAG_UTF8 | hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_ALLOWEMPTY
-_RE_FLAGS = ((re.IGNORECASE, hyperscan.HS_FLAG_CASELESS), (re.MULTILINE, hyperscan.HS_FLAG_MULTILINE),
-             (re.DOTALL, hyperscan.HS_FLAG_DOTALL))
+
 
 
 class BodyPatternError(ValueError):
@@ -42,12 +38,18 @@ class BodyPattern:
     """A compiled ``inject_at`` match: whether a request body holds a match, in linear time."""
 
     def __init__(self, pattern: re.Pattern[str]) -> None:
+        # Imported here: a definition without such a match (and `canary status`) never loads it.
+        import hyperscan
+
+        self._hs: Any = hyperscan
         source = ("(?x)" if pattern.flags & re.VERBOSE else "") + pattern.pattern
-        flags = _BASE_FLAGS
-        for python, native in _RE_FLAGS:
+        flags = hyperscan.HS_FLAG_UTF8 | hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_ALLOWEMPTY
+        for python, native in ((re.IGNORECASE, hyperscan.HS_FLAG_CASELESS),
+                               (re.MULTILINE, hyperscan.HS_FLAG_MULTILINE),
+                               (re.DOTALL, hyperscan.HS_FLAG_DOTALL)):
             if pattern.flags & python:
                 flags |= native
-        self._db = _compile(source.encode("utf-8"), flags)
+        self._db = _compile(hyperscan, source.encode("utf-8"), flags)
 
     def search(self, body: bytes) -> bool:
         """Whether the body (UTF-8; invalid bytes read as U+FFFD, as the proxy decodes them) matches."""
@@ -62,12 +64,12 @@ class BodyPattern:
             found.append(1)
             return True  # one match decides: stop the scan
 
-        with contextlib.suppress(hyperscan.ScanTerminated):
+        with contextlib.suppress(self._hs.ScanTerminated):
             self._db.scan(body, match_event_handler=on_match)
         return bool(found)
 
 
-def _compile(source: bytes, flags: int) -> Any:
+def _compile(hyperscan: Any, source: bytes, flags: int) -> Any:
     """The block-mode database; Unicode classes where Hyperscan takes them (it has no ``\\b``
     with them: such a pattern reads word boundaries in ASCII)."""
     last = ""
