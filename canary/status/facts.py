@@ -100,13 +100,16 @@ def gather(
 def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact]:
     # A run made under an older definition of the canary is history, not evidence.
     stamps = {c.name: fingerprint(guard, c) for c in guard.canaries}
-    runs = reads.status_runs(reader, guard.name, stamps, now - guard.window) if stamps else []
+    current = reads.evidence(reader, guard.name, stamps)
+    since = now - guard.window
+    runs = reads.status_runs(reader, guard.name, stamps, since, current=current) if stamps else []
     return [
         CanaryFact(
             c.name,
             canary_period(c, now),
             tuple(RunFact(r.canary, r.variant, r.expect, r.verdict, r.started, r.evidence, r.leaked_turn)
                   for r in runs if r.canary == c.name),
+            redefined=current[c.name].redefined,
         )
         for c in guard.canaries
     ]

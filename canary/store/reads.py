@@ -166,24 +166,38 @@ SELECT {_RUN_COLUMNS} FROM runs WHERE guard = :guard AND started >= :since AND v
 
 
 @dataclass(frozen=True)
-class _Current:
+class Evidence:
     """Which runs of one canary are evidence of its definition now."""
 
     definition: str | None  # its fingerprint; None: every run is
-    legacy: bool  # runs made before runs were stamped still count (no stamped run yet)
+    latest: str | None = None  # the stamp of its latest run (None: unstamped, or no run)
+
+    @property
+    def legacy(self) -> bool:
+        """Whether runs made before runs were stamped still count: no stamped run yet."""
+        return self.latest is None
+
+    @property
+    def redefined(self) -> bool:
+        """Whether its latest run was made under an earlier definition."""
+        return self.definition is not None and self.latest not in (None, self.definition)
 
     def holds(self, stamp: str | None) -> bool:
+        """Whether a run with this stamp is evidence."""
         return self.definition is None or stamp == self.definition or (stamp is None and self.legacy)
 
 
-def _current(reader: Reader, guard: str, canary: str, definition: str | None) -> _Current:
-    latest = reader.rows(_STAMPED, guard=guard, canary=canary) if definition is not None else []
-    legacy = not latest or latest[0][0] is None
-    return _Current(definition, legacy)
+def evidence(reader: Reader, guard: str, canaries: Mapping[str, str | None]) -> dict[str, Evidence]:
+    """Per canary (and its definition's fingerprint), which of its runs are evidence."""
+    found = {}
+    for canary, definition in canaries.items():
+        latest = reader.rows(_STAMPED, guard=guard, canary=canary) if definition is not None else []
+        found[canary] = Evidence(definition, str(latest[0][0]) if latest and latest[0][0] else None)
+    return found
 
 
 def status_runs(reader: Reader, guard: str, canaries: Mapping[str, str | None] | Sequence[str],
-                since: datetime) -> list[RunRow]:
+                since: datetime, *, current: Mapping[str, Evidence] | None = None) -> list[RunRow]:
     """The runs of a guard's canaries its status can rest on, newest first.
 
     Each (canary, variant)'s latest conclusive run and latest finished run, and every finished
@@ -192,9 +206,10 @@ def status_runs(reader: Reader, guard: str, canaries: Mapping[str, str | None] |
     canary to its definition's fingerprint (``canary.config.fingerprints``): a run stamped with
     another is history, not evidence, and is left out, and so is a run made before runs were
     stamped once the canary has a stamped run. A canary given as a bare name keeps every run.
+    ``current`` is ``evidence`` of the same canaries, when the caller read it already.
     """
     wanted = canaries if isinstance(canaries, Mapping) else dict.fromkeys(canaries)
-    current = {c: _current(reader, guard, c, d) for c, d in wanted.items()}
+    current = current if current is not None else evidence(reader, guard, wanted)
     by_id: dict[int, Sequence[Any]] = {}
     for canary, now in current.items():
         for (variant,) in reader.rows(_VARIANTS, guard=guard, canary=canary):

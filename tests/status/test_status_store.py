@@ -187,6 +187,8 @@ def test_a_run_under_an_older_definition_is_history_not_evidence(tmp_path: Path)
     assert new != old
     ((_f, status),) = evaluate_all(store, config, now=T0 + EVERY, readable=True)
     assert status.status is Status.NEW, status.reason  # no run of this definition yet
+    assert status.reason == ("no canary has run yet under its current definition (empty-page pending; "
+                             "its earlier runs are history)")
     assert status.kill_rate is None
     for n, variant in enumerate([2, 0, 1], start=6):
         run(n, variant, "caught", new)
