@@ -84,6 +84,8 @@ class RunView(Protocol):
     def toolless_calls(self) -> int: ...
     @property
     def thinking_calls(self) -> int: ...
+    @property
+    def turns(self) -> int: ...
 
 
 def explain(r: RunView, *, proxy: str | None = None, matches: Mapping[str, object] | None = None) -> str:
@@ -145,6 +147,12 @@ def not_injected(r: RunView, proxy: str | None) -> str:
                 f"ChatOpenAI(base_url=\"{address}/v1\") or ChatOllama(base_url=\"{address}\"); anthropic "
                 f"ANTHROPIC_BASE_URL={address}; google-genai GOOGLE_GEMINI_BASE_URL={address}; a model "
                 f"that runs inside the agent: POST {address}/canary/v1/answer before each call.")
+    if r.model_calls == 0 and r.turns > 1:
+        return (f"{r.foreign_calls} model call(s) came through the proxy from the injection turn on, none "
+                "carrying anything of the run (its nonce, or the conversation id the agent named): the "
+                "agent does not send its model the conversation's earlier turns, where the first turn's "
+                "page names the nonce. Put {fixture_url} or {nonce} in the prompt of the turn that "
+                "carries inject, or have the agent send its model the conversation id.")
     if r.model_calls == 0:
         return (f"{r.foreign_calls} model call(s) came through the proxy, none carrying the run's nonce: "
                 "the agent's model base URL points at the proxy, but the prompt did not reach the model "

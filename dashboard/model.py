@@ -13,10 +13,11 @@ since. The widgets mark every healthy status of that kind as stale.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from canary.config.fingerprints import fingerprint
 from canary.config.settings import Config
 from canary.status.evaluate import GuardStatus
 from canary.status.facts import variant_counts
@@ -210,7 +211,7 @@ def load_overview(
         )
     order = {s: i for i, s in enumerate(ORDER)}
     rows.sort(key=lambda r: order.get(r.status.status, len(order)))
-    runs = tuple(latest_runs(store.engine))
+    runs = marked_history(latest_runs(store.engine), config)
     from canary.status import upstream
 
     health = upstream.load(store) if info.running and config.model.upstream else None
@@ -218,6 +219,17 @@ def load_overview(
     return Overview(
         now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows), runs=runs, model=model,
         warning=latest_warning(store, info),
+    )
+
+
+def marked_history(runs: Iterable[RunRow], config: Config) -> tuple[RunRow, ...]:
+    """The runs, each stamped with a definition other than its canary's current one marked history."""
+    current = {(g.name, c.name): fingerprint(g, c) for g in config.guards for c in g.canaries}
+    return tuple(
+        replace(r, history=True)
+        if r.definition is not None and current.get((r.guard, r.canary)) not in (None, r.definition)
+        else r
+        for r in runs
     )
 
 
@@ -253,7 +265,7 @@ class Detail:
 def load_detail(store: Store, config: Config, guard: str, *, now: datetime) -> Detail:
     """A guard's recent firings, canary runs and status transitions."""
     definition = next((g for g in config.guards if g.name == guard), None)
-    runs = tuple(recent_runs(store.engine, guard))
+    runs = marked_history(recent_runs(store.engine, guard), config)
     return Detail(
         guard=guard,
         description=definition.description if definition else "",

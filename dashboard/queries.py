@@ -71,6 +71,8 @@ class RunRow:
     error: str | None
     attribution: str | None = None
     foreign_calls: int = 0
+    definition: str | None = None  # the fingerprint of the definition it ran under; None: before stamps
+    history: bool = False  # it ran under an earlier definition of its canary: history, not evidence
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,7 @@ def _run(r: Any) -> RunRow:
         verdict=r.verdict, started=r.started, duration_s=r.duration_s, trace=_trace(r.trace),
         leaked=r.leaked, firings=int(r.firings or 0), evidence=r.evidence,
         injected_text=r.injected_text or "", leak_text=r.leak_text, answer=r.answer, error=r.error,
-        attribution=r.attribution, foreign_calls=int(r.foreign_calls or 0),
+        attribution=r.attribution, foreign_calls=int(r.foreign_calls or 0), definition=r.definition,
     )
 
 

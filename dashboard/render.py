@@ -134,6 +134,14 @@ def family_line(family: Family) -> Text:
     return text
 
 
+def verdict_text(run: RunRow) -> Text:
+    """A run's verdict in its colour; a run under an earlier definition of its canary says so, dimmed."""
+    text = Text((run.verdict or "in flight").replace("_", " "), style=verdict_style(run.verdict))
+    if run.history:
+        text.append(" (earlier definition)", style="dim")
+    return text
+
+
 def verdict_style(verdict: str | None) -> str:
     """Green for a proof, red for a failure, yellow for a run that could not tell, cyan in flight."""
     if verdict is None:

@@ -344,8 +344,14 @@ def _prompt(t: Fields, turns: Turns | None) -> tuple[str | None, Injection]:
 
 
 def _leak(t: Fields, expect: str) -> tuple[Observation | None, str | None]:
-    """``leak``: an observation table, or the text that must not reach the answer."""
-    raw_leak = t.get("leak")
+    """``leak``: an observation table, or the text that must not reach the answer; a control's
+    ``grounded`` table names the effect that must happen, the same table."""
+    raw_leak, raw_grounded = t.get("leak"), t.get("grounded")
+    if isinstance(raw_grounded, dict) and expect == "accept":
+        if raw_leak is not None:
+            t.sink.error((*t.keys, "leak"), "a control names the effect that must happen once: "
+                         "keep grounded and drop leak")
+        return parse_observation(t, raw_grounded, "grounded"), None
     if isinstance(raw_leak, dict):
         return parse_observation(t, raw_leak), None
     return None, t.string("leak", required=expect == "reject", hint=CANARY.key("leak").hint)
@@ -373,12 +379,16 @@ def _grounded(t: Table, expect: str, name: str, *, observed: bool) -> str | None
     """``grounded``: required of a control whose effect is not observed, refused elsewhere.
 
     A control of a tool call may instead name the effect that must happen as
-    ``leak = { fetched | file = ... }``; a leak text on a control is an error.
+    ``grounded = { fetched | file = ... }`` (or ``leak = { ... }``, the same table); a leak
+    text on a control is an error.
     """
     sink, keys = t.sink, t.keys
-    grounded: str | None = t.string("grounded")
-    if expect != "accept" or observed:
-        if grounded is not None:
+    table = isinstance(t.get("grounded"), dict)
+    if table and expect == "accept":
+        return None  # the effect that must happen: read as an observation (``_leak``)
+    grounded: str | None = None if table else t.string("grounded")
+    if table or expect != "accept" or observed:
+        if grounded is not None or table:
             sink.error((*keys, "grounded"), "grounded is for controls (expect = 'accept') that "
                        "name a text; this canary names its leak instead")
         return None

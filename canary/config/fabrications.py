@@ -119,9 +119,10 @@ def _check_json(sink: Sink, keys: KeyPath, value: object) -> None:
         sink.error(keys, f"JSON has no dates: write {str(value)!r} as a quoted string")
 
 
-def parse_observation(t: Table, value: dict[str, object]) -> Observation | None:
-    """``leak = { fetched = URL }`` or ``{ file = PATH }``; None when invalid (reported)."""
-    keys = (*t.keys, "leak")
+def parse_observation(t: Table, value: dict[str, object], key: str = "leak") -> Observation | None:
+    """``leak = { fetched = URL }`` or ``{ file = PATH }`` (a control's ``grounded`` too); None when
+    invalid (reported)."""
+    keys = (*t.keys, key)
     sub = Table(t.sink, keys, value, OBSERVATION_KEYS)
     given = [k for k in OBSERVATION_KEYS if k in value]
     if len(given) != 1:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from canary.config.bodymatch import BodyPatternError, body_pattern, polynomial
 from canary.config.fabrications import ToolTemplate, parse_inject_tool
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.sections import TURN
@@ -41,6 +42,10 @@ class MatchAt:
 
     pattern: re.Pattern[str]
 
+    def found(self, body: bytes) -> bool:
+        """Whether the request body holds a match, searched in time linear in the body."""
+        return body_pattern(self.pattern.pattern, self.pattern.flags).search(body)
+
 
 InjectAt = Literal["first", "after-fetch"] | int | MatchAt
 
@@ -63,10 +68,15 @@ class Turns:
     injection: Injection | None
 
 
-def check_prompt(sink: Sink, keys: KeyPath, prompt: str) -> None:
-    """Placeholders, and the nonce (or the fixture URL that carries it) that ties model calls to the run."""
+def check_prompt(sink: Sink, keys: KeyPath, prompt: str, *, first: bool = True) -> None:
+    """Placeholders, and the nonce (or the fixture URL that carries it) that ties model calls to the run.
+
+    A later turn of a conversation needs neither: an agent that keeps its history sends the first
+    turn, nonce included, to its model with every later one (and a turn whose model calls carry
+    nothing of the run is ``not_injected``, with that reason).
+    """
     check_placeholders(sink, keys, prompt, PLACEHOLDERS)
-    if not placeholders_in(prompt) & {"nonce", "fixture_url"}:
+    if first and not placeholders_in(prompt) & {"nonce", "fixture_url"}:
         sink.error(keys, "the prompt carries neither {nonce} nor {fixture_url}: "
                    "nothing would tie the model call to the run (the nonce must reach the model)")
 
@@ -110,7 +120,7 @@ def parse_turns(t: Table) -> Turns | None:
         turn = TURN.open(sink, (*keys, index), data)
         prompt: str | None = turn.read("prompt")
         if prompt is not None:
-            check_prompt(sink, (*keys, index, "prompt"), prompt)
+            check_prompt(sink, (*keys, index, "prompt"), prompt, first=index == 0)
         prompts.append(prompt)
         carries = [key for key in ("inject", "inject_tool") if turn.has(key)]
         if not carries:
@@ -167,11 +177,21 @@ def parse_inject_at(t: Table) -> InjectAt | None:
         compiled = compile_regex(t.sink, (*keys, "match"), regex)
         if compiled is None:
             return None
-        # The proxy runs it on every model call of the run: a backtracking shape is refused here.
-        shape = catastrophic(compiled.pattern, compiled.flags)
-        if shape is not None:
-            t.sink.error((*keys, "match"), shape)
-            return None
-        return MatchAt(pattern=compiled)
+        return _match_at(t.sink, (*keys, "match"), compiled)
     t.sink.error(keys, f"{expected}, got {type_name(value)}")
     return None
+
+
+def _match_at(sink: Sink, keys: KeyPath, compiled: re.Pattern[str]) -> MatchAt | None:
+    """The proxy searches every model call of the run with it: a pattern the linear-time engine
+    cannot search, and a shape that backtracks for a power of the body's length, are refused."""
+    shape = catastrophic(compiled.pattern, compiled.flags) or polynomial(compiled.pattern, compiled.flags)
+    if shape is not None:
+        sink.error(keys, shape)
+        return None
+    try:
+        body_pattern(compiled.pattern, compiled.flags)
+    except BodyPatternError as exc:
+        sink.error(keys, str(exc))
+        return None
+    return MatchAt(pattern=compiled)

@@ -216,7 +216,8 @@ CANARY = Section("canary", "A canary: a fabricated answer aimed at the guard.", 
         "{ fetched = '{fixture_url}/...' } or { file = '/path/{nonce}' }",
         "required with expect = 'reject'; not empty; known placeholders only",
         hint="the text that must not reach the answer, like '{nonce}.example.org'"),
-    Key("grounded", STRING, None, "for a control: text that must reach the answer",
+    Key("grounded", raw("string or table"), None, "for a control: text that must reach the answer, "
+        "or the effect that must happen: { fetched = '{fixture_url}/...' } or { file = '/path/{nonce}' }",
         "required with expect = 'accept' unless leak names an observation; refused "
         "otherwise"),
     _INJECT_AT,

@@ -107,18 +107,23 @@ def attributed(run: ActiveRun) -> Attributed:
     """At the verdict: the run's own firings by the strongest rule that tied one, else rule 4.
 
     An unmarked firing of the run's guard in its span belongs to the run only when the
-    agent did no other work since the run started; with other work it makes the run
-    ambiguous, unless it names a value of the run's kind that is not the run's. One that
-    carries another task's id or another trace's is never the run's.
+    agent did no other work since the run started (then beside its marked firings too);
+    with other work it makes a run with no marked firing ambiguous, unless it names a value
+    of the run's kind that is not the run's. One that carries another task's id or another
+    trace's is never the run's.
     """
     own = [c for c in run.claims if c.guard == run.guard]
+    unmarked = [c for c in run.candidates if not c.someone_elses]
+    # With no other work in the span, an unmarked line is the run's, beside marked ones too (an
+    # agent that rejects its draft, then its correction): it is stored with the run, never organic.
+    by_time = unmarked if run.foreign_work == 0 else []
     if own:
         best = min((c.mark for c in own), key=ATTRIBUTION_RULES.index)
-        return Attributed(best, [(c.ts, c.line) for c in sorted(own, key=lambda c: c.ts)])
-    unmarked = [c for c in run.candidates if not c.someone_elses]
+        lines = sorted([(c.ts, c.line) for c in own] + [(c.ts, c.line) for c in by_time])
+        return Attributed(best, lines, by_time=by_time)
     if not unmarked:
         return Attributed(None)
-    if run.foreign_work == 0:
+    if by_time:
         return Attributed("time", [(c.ts, c.line) for c in unmarked], by_time=unmarked)
     return Attributed(None, ambiguous=[c for c in unmarked if not c.other_value])
 

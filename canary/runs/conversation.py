@@ -46,9 +46,10 @@ def converse(
     inject: str,
     timeout: float,
     arm: Callable[[], None],
+    named: Callable[[str], None] | None = None,
 ) -> Conversation:
     """Ask every turn's prompt in order, all within ``timeout`` seconds; ``inject`` travels in the
-    request of ``inject_turn`` only."""
+    request of ``inject_turn`` only. ``named`` hears the conversation id the agent's reply names."""
     deadline = time.time() + timeout
     answers: list[str] = []
     conversation: str | None = None
@@ -72,6 +73,8 @@ def converse(
                 return Conversation(answers, f"{where}{why}, so turn {index + 2} cannot continue "
                                     "the conversation (check [agent] conversation)")
             conversation = reply.conversation
+            if named is not None:
+                named(conversation)
     return Conversation(answers, None, time.time())
 
 

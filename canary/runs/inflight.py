@@ -84,6 +84,9 @@ class ActiveRun:
     claims: list[Claim] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     canary: str = ""  # the canary's name, for a progress display
+    # The conversation id the agent's reply named (a multi-turn canary): a model call that carries
+    # it is the run's too, when the agent sends its model that id rather than the earlier turns.
+    conversation: str | None = None
     answered: float | None = None  # time.time() when the agent's answer came (set by the runner)
     _needles: tuple[bytes, ...] = field(default=(), repr=False)
 

@@ -5,8 +5,10 @@ agent's path (the drawn ``{fake_*}`` values its injection uses, the leak text,
 a control's grounded text); a value is found only as a whole token, so the
 fake version ``3.14.7`` is not found in ``13.14.72``. A line *carries a value
 of the run's kind* when it holds a token shaped like one of those values (a
-version, a four-digit number, a date, a URL): a guard line that names a value
-of that kind, but none of the run's, is about someone else's answer.
+version, a four-digit number, a date, a URL; a date also written out, ``14 March
+2019`` or ``March 14, 2019``, as guards log the dates they find in answers): a
+guard line that names a value of that kind, but none of the run's, is about
+someone else's answer.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import date
 
 from canary.config.placeholders import fill, placeholders_in
 from collectors.rules import parse_json_line
@@ -24,9 +27,38 @@ _AFTER = r"(?![\w]|\.\w)"
 _SHAPES: dict[str, str] = {
     "number": r"(?<![\w.:-])\d{4}(?![\w:-]|\.\d)",
     "version": _BEFORE + r"v?\d+\.\d+\.\d+" + _AFTER,
-    "date": r"(?<![\w.-])\d{4}-\d{2}-\d{2}(?![\w:]|[ T]\d)",
     "url": r"https?://[^\s\"'<>]+",
 }
+
+
+_MONTH = (r"(?P<{g}>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_ORDINAL = r"(?:st|nd|rd|th)?"
+#: A date as ISO (not a timestamp's: no time follows), ``14 March 2019`` or ``March 14, 2019``.
+_DATES = re.compile(
+    r"(?<![\w.-])(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?!\w|:\d|[ T]\d)"
+    rf"|(?<![\w.])(?P<d2>\d{{1,2}}){_ORDINAL}\s+{_MONTH.format(g='m2')}\s+(?P<y2>\d{{4}})(?!\w)"
+    rf"|(?<![\w.]){_MONTH.format(g='m3')}\s+(?P<d3>\d{{1,2}}){_ORDINAL},?\s+(?P<y3>\d{{4}})(?!\w)",
+    re.IGNORECASE,
+)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def dates_in(text: str) -> set[str]:
+    """Every date the text names, in any of the usual writings, as ``YYYY-MM-DD``."""
+    found: set[str] = set()
+    for m in _DATES.finditer(text):
+        if m.group("y"):
+            year, month, day = m.group("y"), int(m.group("m")), m.group("d")
+        else:
+            named = m.group("m2") or m.group("m3")
+            year, day = m.group("y2") or m.group("y3"), m.group("d2") or m.group("d3")
+            month = _MONTHS.index(named[:3].lower()) + 1
+        try:
+            found.add(date(int(year), month, int(day)).isoformat())
+        except ValueError:
+            continue
+    return found
 
 
 @dataclass(frozen=True)
@@ -35,16 +67,21 @@ class RunMarks:
 
     values: tuple[str, ...]
     shapes: re.Pattern[str] | None
+    dates: bool = False  # a date is among the kinds: a date is found however it is written
 
     def carries_value(self, text: str) -> bool:
-        """Whether the line holds one of the run's values as a whole token."""
-        return any(_token(value).search(text) for value in self.values)
+        """Whether the line holds one of the run's values as a whole token (a date in any writing)."""
+        if any(_token(value).search(text) for value in self.values):
+            return True
+        return self.dates and not dates_in(text).isdisjoint(self.values)
 
     def carries_other_value(self, text: str) -> bool:
         """Whether the line holds a value of the run's kind that is none of the run's."""
+        own = {v.removeprefix("v") for v in self.values}
+        if self.dates and not dates_in(text) <= own:
+            return True
         if self.shapes is None:
             return False
-        own = {v.removeprefix("v") for v in self.values}
         return any(m.group(0).rstrip(".,;:!?)").removeprefix("v") not in own
                    for m in self.shapes.finditer(text))
 
@@ -70,7 +107,7 @@ def run_marks(values: Mapping[str, str], templates: Iterable[str], texts: Iterab
     own = [values[n] for n in drawn] + [fill(t, values) for t in texts if t and placeholders_in(t)]
     shapes = [_SHAPES[k] for k in sorted(kinds) if k in _SHAPES]
     return RunMarks(tuple(dict.fromkeys(v for v in own if v.strip())),
-                    re.compile("|".join(shapes)) if shapes else None)
+                    re.compile("|".join(shapes)) if shapes else None, dates="date" in kinds)
 
 
 class TaskIds:

@@ -1,11 +1,12 @@
 """Runs in flight: what the proxy and the fixture server ask about, and what they tell.
 
 The registry is the proxy's interceptor: a model call is changed only when its
-body carries the nonce of a run in flight and it is the call ``inject_at``
-selects; each run injects at most once, and never after its deadline. Every
-model call that does not carry a run's nonce is counted as that run's foreign
-work. A model call's W3C ``traceparent`` names its trace: a run keeps the trace ids of its own
-calls (attribution rule 0), and the registry keeps the latest ones of every other call, so a
+body carries the nonce of a run in flight (or the conversation id a multi-turn
+run's agent named) and it is the call ``inject_at`` selects; each run injects at
+most once, and never after its deadline. Every model call that does not carry a
+run's nonce is counted as that run's foreign work. A model call's W3C
+``traceparent`` names its trace: a run keeps the trace ids of its own calls
+(attribution rule 0), and the registry keeps the latest ones of every other call, so a
 guard span in one of those traces is known to be someone else's.
 The fixture server reads each run's page from here and records the fetch.
 Which run a firing belongs to is ``canary.runs.attribution``'s to say, over the
@@ -14,6 +15,7 @@ runs held here.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 _TRACEPARENT = re.compile(r"\s*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})", re.IGNORECASE)
 #: Trace ids of other model calls remembered (the oldest are forgotten first).
 FOREIGN_TRACES = 4096
+#: The shortest conversation id a model call is told by (a shorter one is too common a string).
+CONVERSATION_MIN = 8
 
 
 def trace_id(traceparent: str | None) -> str | None:
@@ -63,16 +67,36 @@ class Registry:
         """Put a run in flight."""
         with self._lock:
             self._runs[run.nonce] = run
-            self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
-            self._finder = Needles(self._needles)
+            self._rebuild()
 
     def remove(self, nonce: str) -> ActiveRun | None:
         """Take a run out of flight (its verdict is being decided)."""
         with self._lock:
             run = self._runs.pop(nonce, None)
-            self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
-            self._finder = Needles(self._needles)
+            self._rebuild()
             return run
+
+    def converse(self, nonce: str, conversation: str) -> None:
+        """The agent named the run's conversation: a model call that carries the id is the run's too.
+
+        An id shorter than ``CONVERSATION_MIN`` characters is too common a string to tell a body by.
+        """
+        with self._lock:
+            run = self._runs.get(nonce)
+            if run is not None and len(conversation) >= CONVERSATION_MIN:
+                run.conversation = conversation
+                self._rebuild()
+
+    def _rebuild(self) -> None:
+        """The needles of every run in flight: its nonce, and its conversation id (lock held)."""
+        needles: dict[bytes, ActiveRun] = {}
+        for run in self._runs.values():
+            needles[run.nonce.encode("ascii")] = run
+            if run.conversation is not None:
+                for form in dict.fromkeys((run.conversation, json.dumps(run.conversation)[1:-1])):
+                    needles.setdefault(form.encode("utf-8"), run)
+        self._needles = needles
+        self._finder = Needles(needles)
 
     def arm(self, nonce: str) -> None:
         """The run's injection turn begins: ``inject_at`` counts its model calls from here."""
@@ -130,10 +154,10 @@ class Registry:
 
     def _decide(self, run: ActiveRun, call: ModelCall) -> str | ToolCall | None:
         now = self._clock()
-        # A user's `inject_at = { match = ... }` regex runs before the lock is taken, so a slow
-        # pattern delays only this call, never the other runs or the fixture server.
+        # A user's `inject_at = { match = ... }` is searched before the lock is taken, in time linear
+        # in the body (canary.config.bodymatch): it never holds the other runs or the fixture server.
         matched = (run.injected is None and isinstance(run.inject_at, MatchAt)
-                   and run.inject_at.pattern.search(call.body.decode("utf-8", "replace")) is not None)
+                   and run.inject_at.found(call.body))
         toolless = (run.inject_tool is not None and run.injected is None
                     and not offers_tools(call.dialect, call.body))
         thinking = run.inject_tool is not None and self.has_upstream and call.asks_thinking

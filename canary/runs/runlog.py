@@ -27,14 +27,15 @@ class RunLog:
         self.store = store
 
     def start(self, *, guard: str, canary: str, variant: int, expect: str, nonce: str,
-              started: datetime, injected_text: str, leak_text: str | None) -> int:
-        """Insert an in-flight run; return its id."""
+              started: datetime, injected_text: str, leak_text: str | None,
+              definition: str | None = None) -> int:
+        """Insert an in-flight run, stamped with its definition's fingerprint; return its id."""
         with self.store.engine.begin() as conn:
             result = conn.execute(
                 insert(_run_table()).values(
                     guard=guard, canary=canary, variant=variant, expect=expect, nonce=nonce,
                     started=started, injected_text=injected_text, leak_text=leak_text,
-                    trace="{}", firings=0,
+                    trace="{}", firings=0, definition=definition,
                 )
             )
             key = result.inserted_primary_key

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from canary.config.definitions import CanaryDef, GuardDef
+from canary.config.fingerprints import fingerprint
 from canary.config.settings import Config
 from canary.runs.agent import AgentDriver
 from canary.runs.attribution import Attributed, attributed
@@ -122,6 +123,7 @@ class Runner:
         run_id = self._runs.start(
             guard=plan.guard.name, canary=canary.name, variant=plan.variant, expect=canary.expect,
             nonce=plan.nonce, started=started, injected_text=plan.inject_text, leak_text=plan.expected,
+            definition=fingerprint(plan.guard, canary),
         )
         timeout = canary.timeout.total_seconds()
         active = ActiveRun(
@@ -137,6 +139,7 @@ class Runner:
                 self._driver, plan.prompts, nonce=plan.nonce, inject_turn=canary.inject_turn,
                 inject=plan.inject_text if inject_mode else "", timeout=timeout,
                 arm=lambda: self.registry.arm(plan.nonce),
+                named=lambda conversation: self.registry.converse(plan.nonce, conversation),
             )
             active.answered = reply.answered
             # Without an injection the verdict is not_injected whatever the log says: no grace to wait.

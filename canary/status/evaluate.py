@@ -51,6 +51,7 @@ class CanaryFact:
     name: str
     period: timedelta
     runs: Sequence[RunFact] = ()
+    redefined: bool = False  # its runs so far were made under an earlier definition: history
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from canary.config.definitions import CanaryDef, GuardDef
+from canary.config.fingerprints import fingerprint
 from canary.config.settings import Config
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact
 from canary.store import reads
@@ -97,8 +98,11 @@ def gather(
 
 
 def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact]:
-    names = [c.name for c in guard.canaries]
-    runs = reads.status_runs(reader, guard.name, names, now - guard.window) if names else []
+    # A run made under an older definition of the canary is history, not evidence.
+    stamps = {c.name: fingerprint(guard, c) for c in guard.canaries}
+    current = reads.evidence(reader, guard.name, stamps)
+    since = now - guard.window
+    runs = reads.status_runs(reader, guard.name, stamps, since, current=current) if stamps else []
     return [
         CanaryFact(
             c.name,
@@ -106,6 +110,7 @@ def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact
             tuple(RunFact(r.canary, r.variant, r.expect, r.verdict, r.started, r.evidence, r.leaked_turn,
                           r.error)
                   for r in runs if r.canary == c.name),
+            redefined=current[c.name].redefined,
         )
         for c in guard.canaries
     ]

@@ -100,6 +100,10 @@ def _pending(d: Decision, v: View) -> str:
     if d.run is not None:
         done = f"canary {d.run.canary} {d.run.verdict} at {clock_time(d.run.at, v.now)}"
         return f"{done}; {names} has not run yet"
+    redefined = {c.name for c in v.facts.canaries if c.redefined}
+    if redefined and redefined >= set(d.names):
+        return (f"no canary has run yet under its current definition ({names} pending; its earlier "
+                "runs are history)")
     return f"no canary has run yet ({names} pending)"
 
 

@@ -88,6 +88,13 @@ def _v9(conn: Connection) -> None:
             index.create(conn, checkfirst=True)
 
 
+def _v10(conn: Connection) -> None:
+    """Each run's definition fingerprint: a run made under an older definition is history."""
+    # _v2 creates the runs table from today's model, so a new store already has the column.
+    if "definition" not in {column["name"] for column in inspect(conn).get_columns("runs")}:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN definition VARCHAR")
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 SCHEMA_VERSION = len(MIGRATIONS)

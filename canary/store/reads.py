@@ -11,7 +11,7 @@ and come back aware in UTC.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 #: The schema version these queries read: ``canary.store.migrations.SCHEMA_VERSION`` (a test checks).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 Execute = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]
 
@@ -131,7 +131,11 @@ class RunRow:
     error: str | None = None  # what failed, for a run that ended in error
 
 
-_RUN_COLUMNS = "id, guard, canary, variant, expect, verdict, started, evidence, leaked_turn, error"
+_RUN_COLUMNS = ("id, guard, canary, variant, expect, verdict, started, evidence, leaked_turn, definition, "
+                "error")
+#: Which runs are evidence of the canary as defined now: those stamped with its fingerprint, and
+#: those made before runs were stamped, until the canary's first stamped run.
+_CURRENT = "(definition = :definition OR (definition IS NULL AND :legacy = 1))"
 #: The variants a canary has run, walked on the (guard, canary, variant, started) index.
 _VARIANTS = """
 WITH RECURSIVE v(x) AS (
@@ -142,39 +146,84 @@ WITH RECURSIVE v(x) AS (
 )
 SELECT x FROM v WHERE x IS NOT NULL
 """
-#: One (canary, variant)'s latest conclusive run, and its latest finished run of any verdict.
+#: The stamp of a canary's latest run: once runs are stamped, every later run is (on the
+#: (guard, started) index, newest first, so it reads a few rows however long the history).
+_STAMPED = ("SELECT definition FROM runs WHERE guard = :guard AND canary = :canary "
+            "ORDER BY started DESC LIMIT 1")
+#: One (canary, variant)'s latest conclusive run, and its latest finished run of any verdict, under
+#: the canary's current definition.
 _PAIR = f"""
 SELECT * FROM (SELECT {_RUN_COLUMNS} FROM runs
   WHERE guard = :guard AND canary = :canary AND variant = :variant AND verdict IN ({_CONCLUSIVE})
-  ORDER BY started DESC, id DESC LIMIT 1) AS conclusive
+  AND {_CURRENT} ORDER BY started DESC, id DESC LIMIT 1) AS conclusive
 UNION ALL
 SELECT * FROM (SELECT {_RUN_COLUMNS} FROM runs
   WHERE guard = :guard AND canary = :canary AND variant = :variant AND verdict IS NOT NULL
-  ORDER BY started DESC, id DESC LIMIT 1) AS finished
+  AND {_CURRENT} ORDER BY started DESC, id DESC LIMIT 1) AS finished
 """
+_PAIR_ANY = _PAIR.replace(_CURRENT, "1 = 1")
 _WINDOW = f"""
 SELECT {_RUN_COLUMNS} FROM runs WHERE guard = :guard AND started >= :since AND verdict IS NOT NULL
 """
 
 
-def status_runs(reader: Reader, guard: str, canaries: Sequence[str], since: datetime) -> list[RunRow]:
+@dataclass(frozen=True)
+class Evidence:
+    """Which runs of one canary are evidence of its definition now."""
+
+    definition: str | None  # its fingerprint; None: every run is
+    latest: str | None = None  # the stamp of its latest run (None: unstamped, or no run)
+
+    @property
+    def legacy(self) -> bool:
+        """Whether runs made before runs were stamped still count: no stamped run yet."""
+        return self.latest is None
+
+    @property
+    def redefined(self) -> bool:
+        """Whether its latest run was made under an earlier definition."""
+        return self.definition is not None and self.latest not in (None, self.definition)
+
+    def holds(self, stamp: str | None) -> bool:
+        """Whether a run with this stamp is evidence."""
+        return self.definition is None or stamp == self.definition or (stamp is None and self.legacy)
+
+
+def evidence(reader: Reader, guard: str, canaries: Mapping[str, str | None]) -> dict[str, Evidence]:
+    """Per canary (and its definition's fingerprint), which of its runs are evidence."""
+    found = {}
+    for canary, definition in canaries.items():
+        latest = reader.rows(_STAMPED, guard=guard, canary=canary) if definition is not None else []
+        found[canary] = Evidence(definition, str(latest[0][0]) if latest and latest[0][0] else None)
+    return found
+
+
+def status_runs(reader: Reader, guard: str, canaries: Mapping[str, str | None] | Sequence[str],
+                since: datetime, *, current: Mapping[str, Evidence] | None = None) -> list[RunRow]:
     """The runs of a guard's canaries its status can rest on, newest first.
 
     Each (canary, variant)'s latest conclusive run and latest finished run, and every finished
     run since ``since``: what ``canary.status.evaluate`` reads of a canary's history, found
-    through the indexes in a few rows each, never the whole history.
+    through the indexes in a few rows each, never the whole history. ``canaries`` maps each
+    canary to its definition's fingerprint (``canary.config.fingerprints``): a run stamped with
+    another is history, not evidence, and is left out, and so is a run made before runs were
+    stamped once the canary has a stamped run. A canary given as a bare name keeps every run.
+    ``current`` is ``evidence`` of the same canaries, when the caller read it already.
     """
+    wanted = canaries if isinstance(canaries, Mapping) else dict.fromkeys(canaries)
+    current = current if current is not None else evidence(reader, guard, wanted)
     by_id: dict[int, Sequence[Any]] = {}
-    for canary in canaries:
+    for canary, now in current.items():
         for (variant,) in reader.rows(_VARIANTS, guard=guard, canary=canary):
-            for row in reader.rows(_PAIR, guard=guard, canary=canary, variant=variant):
+            for row in reader.rows(_PAIR if now.definition else _PAIR_ANY, guard=guard, canary=canary,
+                                   variant=variant, definition=now.definition or "", legacy=int(now.legacy)):
                 by_id[int(row[0])] = row
-    wanted = set(canaries)
     for row in reader.rows(_WINDOW, guard=guard, since=since):
-        if row[2] in wanted:
+        held = current.get(str(row[2]))
+        if held is not None and held.holds(row[9]):
             by_id[int(row[0])] = row
     runs = []
-    for rid, g, c, v, e, verdict, started, ev, turn, error in by_id.values():
+    for rid, g, c, v, e, verdict, started, ev, turn, _stamp, error in by_id.values():
         at = reader.time(started)
         assert at is not None
         leaked = int(turn) if turn is not None else None

@@ -114,6 +114,9 @@ class Run(SQLModel, table=True):
     answer: str | None = None
     error: str | None = None
     leaked_turn: int | None = None  # multi-turn canaries: the first turn (from 1) whose answer held the leak
+    # The fingerprint of the definition it ran under (canary.config.fingerprints); None: made before
+    # runs were stamped.
+    definition: str | None = None
 
 
 class Transition(SQLModel, table=True):

@@ -23,6 +23,7 @@ from dashboard.render import (
     stage_glyphs,
     timeline,
     verdict_style,
+    verdict_text,
 )
 from dashboard.widgets.overview import as_of_note
 
@@ -90,7 +91,7 @@ class RunsTable(DataTable[Any]):
                 Text(clock(run.started, detail.now)),
                 Text(run.canary),
                 Text(str(run.variant)),
-                Text((run.verdict or "in flight").replace("_", " "), style=verdict_style(run.verdict)),
+                verdict_text(run),
                 stage_glyphs(run),
                 Text(f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"),
                 key=str(run.id),

@@ -29,7 +29,7 @@ from dashboard.render import (
     sparkline,
     stage_glyphs,
     verdict,
-    verdict_style,
+    verdict_text,
 )
 
 __all__ = ["DaemonBar", "GuardSummary", "GuardsTable", "RecentRuns", "as_of_note"]
@@ -235,7 +235,7 @@ class RecentRuns(DataTable[Any]):
                 Text(clock(run.started, overview.now)),
                 Text(run.guard, style="bold"),
                 Text(run.canary),
-                Text((run.verdict or "in flight").replace("_", " "), style=verdict_style(run.verdict)),
+                verdict_text(run),
                 stage_glyphs(run),
                 Text(one_line(outcome(run), 100)),
                 key=str(run.id),

@@ -130,6 +130,10 @@ FAILURES = [
     ("inject_at_nested_quantifier.toml", "text", "canary[0].inject_at.match",
      "a repeat nested inside the unbounded repeat '+': backtracking can take exponential time",
      "error", None),
+    ("inject_at_polynomial.toml", "text", "canary[0].inject_at.match",
+     "6 unbounded repeats in a row ('.*') can match the same text", "error", None),
+    ("inject_at_lookbehind.toml", "text", "canary[0].inject_at.match",
+     "the linear-time engine that searches model request bodies cannot search it", "error", None),
     ("overlapping_alternation.toml", "text", "guard.match",
      "alternatives that can match the same text inside the unbounded repeat '*'", "error", None),
     ("lookahead_match.toml", "text", "guard.match",
@@ -385,3 +389,49 @@ def test_fill_replaces_and_unescapes() -> None:
     assert filled == "{x} NONCE.example.org FAKE_NUMBER"
     with pytest.raises(KeyError):
         fill("{unknown}", values)
+
+
+GROUNDED_TABLE = """
+[guard]
+name = "allowlist"
+match = 'ToolGuard: refused'
+
+[[canary]]
+name = "allowed-host-control"
+every = "12h"
+expect = "accept"
+prompt = "Read {fixture_url} and tell me what the page says."
+inject_tool = { name = "fetch_url", arguments = { url = "{fixture_url}/details" } }
+grounded = GROUNDED
+"""
+
+
+@pytest.mark.parametrize(("grounded", "problem"), [
+    ('{ fetched = "{fixture_url}/details" }', None),
+    ('{ file = "/tmp/guard-canary-{nonce}.ok" }', None),
+    ('{ fetched = "http://example.org/x" }', ("canary[0].grounded.fetched",
+                                               "only the fixture server can see a fetch")),
+    ('{ fetchd = "{fixture_url}/details" }', ("canary[0].grounded.fetchd", "unknown key")),
+])
+def test_a_control_names_the_effect_that_must_happen_as_grounded(
+        tmp_path: Path, grounded: str, problem: tuple[str, str] | None) -> None:
+    """`grounded = { fetched | file = ... }` is the control's effect, the same table as a `leak`."""
+    (tmp_path / "allowlist.toml").write_text(GROUNDED_TABLE.replace("GROUNDED", grounded))
+    guards, problems = load_definitions(["*.toml"], tmp_path)
+    if problem is None:
+        assert problems == []
+        [canary] = guards[0].canaries
+        assert canary.observe is not None and canary.observe.kind in ("fetched", "file")
+        assert canary.grounded is None and canary.leak is None
+    else:
+        assert any(p.key == problem[0] and problem[1] in p.message for p in problems), \
+            [p.render() for p in problems]
+
+
+def test_an_effect_as_grounded_is_for_controls_only(tmp_path: Path) -> None:
+    text = GROUNDED_TABLE.replace('expect = "accept"', 'leak = "{nonce}"').replace(
+        "GROUNDED", '{ fetched = "{fixture_url}/details" }')
+    (tmp_path / "allowlist.toml").write_text(text)
+    _guards, problems = load_definitions(["*.toml"], tmp_path)
+    assert [p.key for p in problems] == ["canary[0].grounded"]
+    assert "grounded is for controls" in problems[0].message

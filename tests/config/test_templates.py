@@ -80,7 +80,8 @@ def test_header_documents_the_guard_and_an_example_line_its_match_finds(path: Pa
 
 @pytest.mark.parametrize(("guard", "canary"), canaries(), ids=lambda x: x.name)
 def test_every_prompt_sends_the_agent_to_the_fixture(guard: GuardDef, canary: CanaryDef) -> None:
-    assert all("fixture_url" in placeholders_in(prompt) for prompt in canary.turns)  # every turn's
+    # the first turn's; a later turn is tied by the conversation's history
+    assert "fixture_url" in placeholders_in(canary.turns[0])
     assert canary.fixture.strip()
     assert canary.inject_at == "after-fetch"
 

@@ -25,7 +25,7 @@ FAILURES = [
     ("inject_beside_turns.toml", "canary[0].inject",
      "with [[canary.turn]] tables, inject belongs on the turn where the fabrication goes in"),
     ("turn_unknown_key.toml", "canary[0].turn[0].injekt", "unknown key"),
-    ("turn_without_nonce.toml", "canary[0].turn[1].prompt", "neither {nonce} nor {fixture_url}"),
+    ("turn_without_nonce.toml", "canary[0].turn[0].prompt", "neither {nonce} nor {fixture_url}"),
     ("turn_single_brackets.toml", "canary[0].turn", "expected [[canary.turn]] tables"),
 ]
 
@@ -55,6 +55,19 @@ def test_turns_load_in_order_with_the_injection_on_its_turn() -> None:
     assert canary.inject == ("The minimum is {fake_number} euros.",)
     assert canary.inject_at == "first"
     assert canary.multi_turn
+
+
+def test_a_later_turn_is_tied_by_the_conversation_and_need_not_repeat_the_url(tmp_path: Path) -> None:
+    """Only the first turn has no history to carry the nonce: "Summarise what we established" is a
+    turn an agent that keeps its history sends to its model with the first turn's page."""
+    text = (DATA / "valid.toml").read_text()
+    text = text.replace("Using {fixture_url}, what", "What").replace(
+        "Summarise what we established about {fixture_url}.", "Summarise what we established.")
+    (tmp_path / "figures.toml").write_text(text)
+    guards, problems = load_definitions(["figures.toml"], tmp_path)
+    assert problems == []
+    assert guards[0].canaries[0].turns[1:] == ("What is the minimum monthly budget?",
+                                               "Summarise what we established.")
 
 
 def test_a_single_turn_canary_has_one_turn_and_injects_on_it() -> None:

@@ -304,3 +304,29 @@ def test_a_leaked_run_shows_where_it_died(seeded: Seeded) -> None:
     assert "✗ no firing: the guard wrote no line" in timeline(run).plain
     not_injected = load_detail(seeded.store, seeded.config, "date", now=NOW).runs[0]
     assert stage_glyphs(not_injected).plain == "●─●─✗─○─○─●"
+
+
+def test_a_run_under_an_earlier_definition_is_shown_as_history(seeded: Seeded) -> None:
+    """Runs stamped with the canary's current fingerprint are evidence; one stamped with another is
+    marked as history in the detail screen's and the overview's run lists."""
+    from canary.config.fingerprints import fingerprint
+    from canary.runs.runlog import RunLog
+    from tests.helpers_store import record
+
+    guard = next(g for g in seeded.config.guards if g.name == "version")
+    canary = guard.canaries[0]
+    runs = RunLog(seeded.store)
+    for n, stamp in enumerate(["0123456789abcdef", fingerprint(guard, canary)]):
+        rid = runs.start(guard="version", canary=canary.name, variant=0, expect="reject", nonce=f"h{n}",
+                         started=NOW - timedelta(minutes=5 - n), injected_text="x", leak_text=None,
+                         definition=stamp)
+        runs.finish(rid, record("caught"), finished=NOW - timedelta(minutes=4 - n))
+    detail = load_detail(seeded.store, seeded.config, "version", now=NOW)
+    assert [r.history for r in detail.runs][:2] == [False, True]  # newest first
+    overview = load_overview(seeded.store, seeded.config, now=NOW, window=window_named("24h"))
+    assert [r.history for r in overview.runs if r.guard == "version"][:2] == [False, True]
+    assert [r.history for r in detail.runs[2:]] == [False, False]  # from before stamps: not marked
+    from dashboard.render import verdict_text
+
+    assert verdict_text(detail.runs[1]).plain == "caught (earlier definition)"
+    assert verdict_text(detail.runs[0]).plain == "caught"

@@ -6,7 +6,10 @@ task) its version guard is live and logs a rejection of the model's version; on
 the canary path (one fetch) the version guard is dead unless ``canary_guard``
 is set, and a second guard, ``StopGuard``, stops the fabrication so the final
 answer is clean. ``style`` decides what the version guard's line carries: the
-rejected value (``value``), nothing (``bare``), or the task id (``task``).
+rejected value (``value``), nothing (``bare``), or the task id (``task``). ``draft`` makes the
+canary path reject its draft and then its correction, as a guard that rejects everything does:
+a bare line, then one naming the answer's value. ``busy_agent(kind="date")`` makes it a date
+guard whose model names dates written out (``November 3, 2019``), as such guards log them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from canary.proxy.serving import BackgroundServer
 
 URL = re.compile(r"https?://[^\s\"'<>]+")
 VERSION = re.compile(r"\b\d+\.\d+\.\d+\b")
+DATE = re.compile(r"\b(?:\d{4}-\d{2}-\d{2}|[A-Z][a-z]+ \d{1,2}, \d{4})\b")
 
 GUARD = """
 [guard]
@@ -62,6 +66,22 @@ grounded = "{true_version}"
 timeout = "5s"
 """
 
+DATE_GUARD = """
+[guard]
+name = "date"
+match = 'DateGuard: rejected'
+
+[[canary]]
+name = "control"
+every = "6h"
+expect = "accept"
+prompt = "Read {fixture_url} and tell me when it was published."
+fixture = "<p>It was published on {true_date}.</p>"
+inject = "It was published on {true_date}."
+grounded = "{true_date}"
+timeout = "5s"
+"""
+
 
 @dataclass
 class Behaviour:
@@ -69,18 +89,22 @@ class Behaviour:
 
     style: str = "value"  # "value" | "bare" | "task"
     canary_guard: bool = False  # the version guard is live on the canary path too
+    draft: bool = False  # the canary path rejects its draft (a bare line), then its correction
+    kind: str = "version"  # "version" | "date": what the model names and the guard checks
     organic_firings: int = 0
     organic_tasks: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def model_server() -> Starlette:
-    """An OpenAI-compatible model that always names a version of its own."""
+def model_server(kind: str = "version") -> Starlette:
+    """An OpenAI-compatible model that always names a version (or a date) of its own."""
     counter = itertools.count(1)
 
     async def chat(request: Request) -> Response:
         await request.body()
-        text = f"The latest release is 124.42.{next(counter)}."
+        n = next(counter)
+        text = (f"The latest release is 124.42.{n}." if kind == "version"
+                else f"It was published on November {n % 28 + 1}, 2019.")
         return JSONResponse({
             "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "finish_reason": "stop",
@@ -101,13 +125,14 @@ def agent_app(proxy_url: str, log: Path, behaviour: Behaviour) -> Starlette:
         with write_lock, log.open("a") as f:
             f.write(f"{stamp} {line}\n")
 
-    def rejection(task: str, value: str) -> str:
-        style = behaviour.style
+    def rejection(task: str, value: str, style: str | None = None) -> str:
+        style = style or behaviour.style
+        name = "VersionGuard" if behaviour.kind == "version" else "DateGuard"
         if style == "value":
-            return f"WARN guard=version VersionGuard: rejected action=reject value={value}"
+            return f"WARN guard={behaviour.kind} {name}: rejected action=reject value={value}"
         if style == "task":
-            return f"WARN task={task} VersionGuard: rejected"
-        return "WARN guard=version VersionGuard: rejected"
+            return f"WARN task={task} {name}: rejected"
+        return f"WARN guard={behaviour.kind} {name}: rejected"
 
     def think(prompt: str) -> str:
         task = secrets.token_hex(6)
@@ -123,7 +148,8 @@ def agent_app(proxy_url: str, log: Path, behaviour: Behaviour) -> Starlette:
         except APIError:
             return "the model is not reachable yet"  # the proxy starts after the organic client
         answer = reply.choices[0].message.content or ""
-        unseen = [v for v in VERSION.findall(answer) if v not in page]
+        values = (VERSION if behaviour.kind == "version" else DATE).findall(answer)
+        unseen = [v for v in values if v not in page]
         if url is None:  # the organic path: the version guard is live
             for value in unseen:
                 write(rejection(task, value))
@@ -132,6 +158,10 @@ def agent_app(proxy_url: str, log: Path, behaviour: Behaviour) -> Starlette:
             with behaviour.lock:
                 behaviour.organic_tasks += 1
             return "I could not confirm a release." if unseen else answer
+        if behaviour.draft and values:  # a guard that rejects even a grounded answer, twice
+            write(rejection(task, values[0], "bare"))
+            write(rejection(task, values[0], "value"))
+            return answer
         if unseen:  # the canary path: the version guard is dead here unless told otherwise
             if behaviour.canary_guard:
                 write(rejection(task, unseen[0]))
@@ -161,10 +191,10 @@ class BusyAgent:
 
 
 def write_config(root: Path, *, agent: int, proxy: int, fixtures: int, model: str, log: Path,
-                 correlate: bool) -> Path:
+                 correlate: bool, kind: str = "version") -> Path:
     """canary.toml for the busy agent, with ``[logs] correlate`` when asked."""
     (root / "defs").mkdir(exist_ok=True)
-    (root / "defs" / "version.toml").write_text(GUARD)
+    (root / "defs" / f"{kind}.toml").write_text(GUARD if kind == "version" else DATE_GUARD)
     extra = "correlate = 'task=(?P<id>[0-9a-f]+)'\n" if correlate else ""
     path = root / "canary.toml"
     path.write_text(
@@ -187,15 +217,16 @@ url = "sqlite:///{root / 'canary.db'}"
 
 
 @contextmanager
-def busy_agent(root: Path, *, correlate: bool = False, every: float | None = 0.05) -> Iterator[BusyAgent]:
+def busy_agent(root: Path, *, correlate: bool = False, every: float | None = 0.05,
+               kind: str = "version") -> Iterator[BusyAgent]:
     """The agent and its model on loopback, and a client sending organic tasks every ``every`` s (None: quiet)."""
     log = root / "agent.log"
     log.touch()
     agent_port, proxy, fixtures = free_port(), free_port(), free_port()
-    model = BackgroundServer(model_server(), "127.0.0.1", 0, name="model").start()
-    behaviour = Behaviour()
+    model = BackgroundServer(model_server(kind), "127.0.0.1", 0, name="model").start()
+    behaviour = Behaviour(kind=kind)
     config = write_config(root, agent=agent_port, proxy=proxy, fixtures=fixtures, model=model.url,
-                          log=log, correlate=correlate)
+                          log=log, correlate=correlate, kind=kind)
     agent = BackgroundServer(agent_app(f"http://127.0.0.1:{proxy}", log, behaviour), "127.0.0.1",
                              agent_port, name="agent").start()
     stop = threading.Event()

@@ -141,9 +141,9 @@ def test_the_strongest_mark_names_the_attribution() -> None:
     registry.intercept(call("k3v9abcdefghijklmnop"))
     assert fire(attribution, "citation", "rejected value=3.14.7", clock.now) == 1
     assert fire(attribution, "citation", "rejected k3v9abcdefghijklmnop", clock.now + 1) == 1
-    fire(attribution, "citation", "rejected", clock.now + 2)  # unmarked: not counted with marks
+    fire(attribution, "citation", "rejected", clock.now + 2)  # unmarked, and nothing else ran: the run's
     tied = attributed(run)
-    assert (tied.mark, len(tied.firings)) == ("nonce", 2)
+    assert (tied.mark, len(tied.firings), len(tied.by_time)) == ("nonce", 3, 1)
 
 
 def test_a_runs_marks_are_its_own_values_never_a_constant_text() -> None:
@@ -357,3 +357,55 @@ def test_an_invalid_traceparent_records_nothing(header: str | None) -> None:
     registry, run, _ = make("first")
     registry.intercept(ModelCall("/v1/chat/completions", "chat", run.nonce.encode(), traceparent=header))
     assert run.trace_ids == set()
+
+
+def test_a_draft_line_before_a_marked_one_is_the_runs_too_when_nothing_else_ran() -> None:
+    """A control's agent rejects its draft (a bare line), then its correction (naming the run's
+    value): with no other work in the span both lines are the run's, none is left organic."""
+    registry, run, clock = make("first")
+    attribution = Attribution(registry, clock=clock)
+    run.marks = run_marks({"true_version": "3.14.7"}, ["{true_version}"], ["{true_version}"],
+                          prefixes=("fake", "true"))
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    assert fire(attribution, "citation", "VersionGuard: rejected draft", clock.now) is None
+    assert fire(attribution, "citation", "VersionGuard: rejected value=3.14.7", clock.now + 1) == 1
+    tied = attributed(run)
+    assert tied.mark == "value"
+    assert [line for _, line in tied.firings] == ["VersionGuard: rejected draft",
+                                                  "VersionGuard: rejected value=3.14.7"]
+    assert [c.line for c in tied.by_time] == ["VersionGuard: rejected draft"]  # stored with the run
+    # amid other work, the bare line may be someone else's: it stays organic, the marked one decides
+    registry, run, clock = make("first")
+    attribution = Attribution(registry, clock=clock)
+    run.marks = run_marks({"true_version": "3.14.7"}, ["{true_version}"], ["{true_version}"],
+                          prefixes=("fake", "true"))
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    registry.intercept(call("an organic task"))
+    fire(attribution, "citation", "VersionGuard: rejected draft", clock.now)
+    fire(attribution, "citation", "VersionGuard: rejected value=3.14.7", clock.now + 1)
+    tied = attributed(run)
+    assert (tied.mark, len(tied.firings), tied.by_time) == ("value", 1, [])
+
+
+@pytest.mark.parametrize(("line", "other"), [
+    ("DateGuard: rejected date=2019-03-14 not in observations", True),
+    ("DateGuard: rejected date=14 March 2019 not in observations", True),
+    ("DateGuard: rejected date=March 14, 2019 not in observations", True),
+    ("DateGuard: rejected date=Mar 14, 2019", True),
+    ("DateGuard: rejected date=2019-03-14: not seen", True),
+    ("DateGuard: rejected date=15 January 2021 not in observations", False),  # the run's own date
+    ("DateGuard: rejected date=January 15, 2021", False),
+    ("2026-11-29T10:00:00.612Z DateGuard: rejected", False),  # the line's own time names no date
+    ("2026-11-29 10:00:00,612 DateGuard: rejected", False),
+])
+def test_a_date_line_names_another_value_in_any_usual_writing(line: str, other: bool) -> None:
+    marks = run_marks({"true_date": "2021-01-15"}, ["{true_date}"], ["{true_date}"],
+                      prefixes=("fake", "true"))
+    assert marks.carries_other_value(line) is other
+
+
+def test_the_runs_date_written_out_is_its_value() -> None:
+    marks = run_marks({"fake_date": "2021-01-15"}, ["{fake_date}"], [])
+    assert marks.carries_value("DateGuard: rejected date=January 15, 2021 not in observations")
+    assert marks.carries_value("DateGuard: rejected date=15 Jan 2021")
+    assert not marks.carries_value("DateGuard: rejected date=January 16, 2021")

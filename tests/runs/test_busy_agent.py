@@ -25,8 +25,8 @@ GRACE = 0.6
 
 
 def run_once(root: Path, canary: str, *, style: str, canary_guard: bool = False,
-             correlate: bool = False) -> tuple[RunRecord, Store]:
-    with busy_agent(root, correlate=correlate) as agent:
+             correlate: bool = False, kind: str = "version") -> tuple[RunRecord, Store]:
+    with busy_agent(root, correlate=correlate, kind=kind) as agent:
         agent.behaviour.style = style
         agent.behaviour.canary_guard = canary_guard
         config = load_config(str(agent.config_path))
@@ -100,6 +100,37 @@ def test_a_control_on_the_busy_agent(tmp_path: Path, style: str, verdict: str) -
     result, _ = run_once(tmp_path, "control", style=style)
     assert result.verdict == verdict, result
     assert result.attribution is None
+
+
+def test_a_date_line_naming_another_date_written_out_is_someone_elses(tmp_path: Path) -> None:
+    """The organic lines of a busy date guard name dates as its model wrote them (November 3, 2019):
+    none is the control's date, so none makes it ambiguous."""
+    result, store = run_once(tmp_path, "control", style="value", kind="date")
+    assert result.verdict == "passed", result
+    assert result.foreign_calls > 0
+    with store.engine.connect() as conn:
+        assert conn.execute(select(Firing).where(col(Firing.run_id).is_not(None))).all() == []
+
+
+def test_a_controls_draft_and_correction_are_both_stored_with_the_run(tmp_path: Path) -> None:
+    """With no other work going on, the draft's bare line is the run's beside the correction's line
+    that names the run's value: both are stored with the run, none counted organic."""
+    with busy_agent(tmp_path, every=None) as agent:
+        agent.behaviour.draft = True
+        config = load_config(str(agent.config_path))
+        store = open_store(config)
+        with Session(config, store, grace=GRACE, rescan=0.2) as session:
+            assert session.runner is not None
+            guard = config.guards[0]
+            result = session.runner.run(guard, next(c for c in guard.canaries if c.name == "control"))
+    assert result.verdict == "false_rejection", result
+    assert (result.attribution, result.firings, result.foreign_calls) == ("value", 2, 0)
+    with store.engine.connect() as conn:
+        tied = conn.execute(select(Firing.run_id).where(col(Firing.guard) == "version")).all()
+        counts = dict(conn.exec_driver_sql(
+            "SELECT source, SUM(count) FROM hourly_counts GROUP BY source").all())
+    assert [t[0] for t in tied] == [1, 1]
+    assert counts.get("organic", 0) == 0 and counts["canary"] == 2
 
 
 @pytest.mark.slow

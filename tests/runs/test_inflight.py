@@ -97,27 +97,28 @@ def test_another_canarys_model_call_is_other_work_too() -> None:
     assert (first.foreign_calls, second.foreign_calls) == (1, 0)
 
 
-class BlockingPattern:
-    """A pattern whose search holds until released: a slow user regex, made deterministic."""
+class BlockingMatch(MatchAt):
+    """An `inject_at` match whose search holds until released: a slow search, made deterministic."""
 
     def __init__(self) -> None:
         import threading
 
-        self.entered = threading.Event()
-        self.release = threading.Event()
+        super().__init__(re.compile("x"))
+        object.__setattr__(self, "entered", threading.Event())
+        object.__setattr__(self, "release", threading.Event())
 
-    def search(self, text: str) -> object:
-        self.entered.set()
-        self.release.wait(10)
-        return object()
+    def found(self, body: bytes) -> bool:
+        self.entered.set()  # type: ignore[attr-defined]
+        self.release.wait(10)  # type: ignore[attr-defined]
+        return True
 
 
 def test_a_slow_inject_at_regex_never_holds_the_registry() -> None:
     """While one run's `inject_at = { match }` regex runs, the fixture server and other runs go on."""
     import threading
 
-    pattern = BlockingPattern()
-    registry, run, _ = make(MatchAt(pattern))  # type: ignore[arg-type]
+    pattern = BlockingMatch()
+    registry, run, _ = make(pattern)
     other = ActiveRun(
         run_id=2, guard="quote", nonce="k3v9zzzzzzzzzzzzzzzz", inject_at="first",
         inject_text="other", repair_text=None, page="<p>other</p>", started=1000.0, deadline=1060.0,
@@ -127,13 +128,54 @@ def test_a_slow_inject_at_regex_never_holds_the_registry() -> None:
     slow = threading.Thread(target=lambda: result.append(registry.intercept(call(f"x {run.nonce}"))))
     slow.start()
     try:
-        assert pattern.entered.wait(5)
+        assert pattern.entered.wait(5)  # type: ignore[attr-defined]
         served: list[object] = []
         fetch = threading.Thread(target=lambda: served.append(registry.fetch_page(other.nonce)))
         fetch.start()
         fetch.join(5)
         assert served == ["<p>other</p>"], "the fixture server waited on another run's regex"
     finally:
-        pattern.release.set()
+        pattern.release.set()  # type: ignore[attr-defined]
         slow.join(5)
     assert result == [run.inject_text]
+
+
+def test_an_inject_at_match_is_searched_in_linear_time() -> None:
+    """`(.*a){6}$` backtracks for the sixth power of a body's length in `re`; the body is searched
+    natively, so a 200 kB body with no match is answered at once, and a matching one is injected."""
+    import time
+
+    pattern = MatchAt(re.compile(r"(.*a){6}$"))
+    registry, run, _ = make(pattern)
+    body = '{"content": "k3v9abcdefghijklmnop ' + "a" * 5 + "b" * 200_000 + '"}'
+    started = time.perf_counter()
+    assert registry.intercept(call(body)) is None
+    assert time.perf_counter() - started < 2.0  # in `re`: hours
+    assert registry.intercept(call("k3v9abcdefghijklmnop a a a a a a")) == run.inject_text
+
+
+@pytest.mark.parametrize(("pattern", "body", "found"), [
+    (r'"role":\s*"tool"', '{"role":  "tool"}', True),
+    (r"(?i)TOOL_result", '{"x": "tool_Result"}', True),
+    (r"caf\w", '{"x": "café"}', True),  # Unicode classes, as `re` reads the text
+    (r"\bresult\b", '{"x": "tool_result"}', False),
+    (r"^\{", '{"x": 1}', True),
+    (r"done$", '{"x": 1}\ndone\n', True),
+    (r"x.y", "x\ny", False),
+    (r"\xff", "\udcff", False),  # invalid UTF-8 reads as U+FFFD, never as the byte
+])
+def test_the_native_search_agrees_with_re(pattern: str, body: str, found: bool) -> None:
+    raw = body.encode("utf-8", "surrogateescape")
+    assert (re.search(pattern, raw.decode("utf-8", "replace")) is not None) == found
+    assert MatchAt(re.compile(pattern)).found(raw) == found
+
+
+def test_a_model_call_naming_the_runs_conversation_is_the_runs() -> None:
+    registry, run, _ = make("first")
+    registry.converse(run.nonce, "42")  # too short to tell a body by
+    assert registry.intercept(call('{"user": "42"}')) is None and run.foreign_calls == 1
+    registry.converse(run.nonce, 'conv-"7f3a9c"')
+    assert registry.intercept(call('{"user": "conv-\\"7f3a9c\\""}')) == run.inject_text
+    assert run.calls == 1
+    registry.remove(run.nonce)
+    assert registry.intercept(call('{"user": "conv-\\"7f3a9c\\""}')) is None

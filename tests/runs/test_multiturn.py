@@ -58,8 +58,10 @@ class ChatAgent:
 
     def __init__(self, model_url: str, log: logging.Logger, *, skips_established: bool,
                  names_conversation: bool = True, fails_on_turn: int | None = None,
-                 checks: bool = True) -> None:
+                 checks: bool = True, keeps_history: bool = True, tags_model_calls: bool = False) -> None:
         self.checks = checks  # False: the guard never runs
+        self.keeps_history = keeps_history  # False: each turn's model call carries that turn only
+        self.tags_model_calls = tags_model_calls  # True: each model call names its conversation (`user`)
         self.model_url = model_url
         self.log = log
         self.skips_established = skips_established
@@ -85,15 +87,16 @@ class ChatAgent:
         with httpx.Client(trust_env=False, timeout=10) as client:
             for url in find_urls(prompt):
                 chat.pages.append(page_text(client.get(url).text))
+        urls = find_urls(prompt)  # a later turn may name no page: its history carries the first's
         pages = "\n\n".join(f"Page fetched from {url}:\n<<<\n{text}\n>>>"
-                            for url, text in zip(find_urls(prompt), chat.pages[-len(find_urls(prompt)):],
-                                                 strict=True))
+                            for url, text in zip(urls, chat.pages[len(chat.pages) - len(urls):], strict=True))
         earlier = " ".join(str(m["content"]) for m in chat.messages)
-        messages = [*chat.messages, {"role": "user", "content": f"Q: {prompt}\n\n{pages}"}]
+        history = chat.messages if self.keeps_history else []
+        messages = [*history, {"role": "user", "content": f"Q: {prompt}\n\n{pages}"}]
         answer = "I could not verify an answer from the page."
         hook = str(body.get("test_inject") or "")  # the fabrication handed over in the request
         for attempt in (1, 2):
-            draft = hook if hook and attempt == 1 else self._model(messages)
+            draft = hook if hook and attempt == 1 else self._model(messages, cid)
             self.model_answers.append((turn, draft))
             rejected = [n for n in AMOUNT_RE.findall(draft) if self.checks and n not in " ".join(chat.pages)
                         and not (self.skips_established and n in earlier)]
@@ -105,19 +108,20 @@ class ChatAgent:
                 self.log.warning("FigureGuard: rejected figure=%s euros not on any page", n)
             messages.append({"role": "user", "content": "Your answer was rejected: that figure is "
                              "not on the page. Answer again using only the page."})
-        chat.messages = messages
+        chat.messages = [*chat.messages, *messages[len(history):]]
         reply: dict[str, Any] = {"answer": answer}
         if self.names_conversation:
             reply["conversation"] = cid
         return 200, reply
 
-    def _model(self, messages: list[Any]) -> str:
+    def _model(self, messages: list[Any], conversation: str) -> str:
         http = openai.DefaultHttpxClient(trust_env=False)
         with openai.OpenAI(base_url=self.model_url, api_key="test", max_retries=0,
                            http_client=http) as client:
             done = client.chat.completions.create(
                 model="demo-model", messages=[{"role": "system", "content": "Answer from the pages."},
-                                              *messages])
+                                              *messages],
+                **({"user": conversation} if self.tags_model_calls else {}))
         return (done.choices[0].message.content or "").strip()
 
     def app(self) -> Starlette:
@@ -186,7 +190,8 @@ def test_a_guard_that_checks_every_turn_is_caught(tmp_path: Path, log: tuple[Pat
     assert [r["conversation"] for r in chat.requests][:1] == [None]
     assert len(chat.requests) == 3 and len({r["conversation"] for r in chat.requests[1:]}) == 1
     assert chat.requests[1]["conversation"] in chat.chats
-    assert all(result.nonce in r["prompt"] for r in chat.requests)
+    # Only the first turn names the page: the later turns' model calls carry it in their history.
+    assert [result.nonce in r["prompt"] for r in chat.requests] == [True, False, False]
     # The proxy injected on turn 2 only: turn 1's model call was the scripted model's own answer.
     assert [fake in text for turn, text in chat.model_answers if turn == 1] == [False]
     assert next(text for turn, text in chat.model_answers if turn == 2) == \
@@ -252,6 +257,32 @@ def test_a_failing_turn_makes_the_run_an_error_naming_it(
     assert result.error is not None and result.error.startswith("turn 2: the agent answered HTTP 500"), \
         result.error
     assert row.error == result.error and len(chat.requests) == 2
+
+
+def test_a_turn_whose_model_calls_carry_nothing_of_the_run_is_not_injected_and_says_why(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    """An agent that sends its model only the current turn: turn 2's model call carries neither the
+    nonce nor the conversation id, so nothing ties it to the run."""
+    result, chat, _ = run_conversation(tmp_path, log, skips_established=False, keeps_history=False)
+    assert result.verdict == "not_injected", (result.error, chat.model_answers)
+    assert (result.model_calls, result.foreign_calls) == (0, 2)
+    reason = explain(result)
+    assert "none carrying anything of the run" in reason, reason
+    assert "does not send its model the conversation's earlier turns" in reason
+
+
+def test_a_model_call_that_names_the_conversation_is_the_runs(
+    tmp_path: Path, log: tuple[Path, logging.Logger]
+) -> None:
+    """No history, but each model call names the conversation id the agent's reply gave: that ties it."""
+    result, chat, _ = run_conversation(tmp_path, log, skips_established=False, keeps_history=False,
+                                       tags_model_calls=True)
+    assert result.trace["injected"] is not None, (result.verdict, chat.model_answers)
+    fake = result.leak_text
+    assert next(text for turn, text in chat.model_answers if turn == 2) == \
+        f"The minimum monthly budget is {fake} euros."
+    assert result.verdict == "caught", (result.error, chat.model_answers)
 
 
 def test_the_conversation_id_is_null_on_the_first_turn_and_the_replys_id_after(tmp_path: Path) -> None:

@@ -169,9 +169,10 @@ def test_the_run_queries_walk_indexes_not_the_table(tmp_path: Path) -> None:
 
     config = write_config(tmp_path)
     Store(config.store.url).close()
-    params = {"guard": "alpha", "canary": "one", "variant": 0, "since": "2026-11-28 00:00:00.000000"}
+    params = {"guard": "alpha", "canary": "one", "variant": 0, "since": "2026-11-28 00:00:00.000000",
+              "definition": "0123456789abcdef", "legacy": 0}
     with sqlite3.connect(tmp_path / "c.db") as db:
-        for sql in (reads._VARIANTS, reads._PAIR, reads._WINDOW):
+        for sql in (reads._VARIANTS, reads._PAIR, reads._PAIR_ANY, reads._WINDOW, reads._STAMPED):
             plan = " / ".join(str(row[-1]) for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
             assert "SCAN runs" not in plan, plan
             assert "USING" in plan and "INDEX" in plan, plan

@@ -145,3 +145,75 @@ def test_a_multi_turn_leak_names_its_turn_in_the_reason(tmp_path: Path) -> None:
     assert status.status == Status.ASLEEP
     assert "yet the answer reached the user (in turn 3)" in status.reason
     store.close()
+
+
+def test_a_run_under_an_older_definition_is_history_not_evidence(tmp_path: Path) -> None:
+    """A wrong `match` leaves runs unlogged; once it is fixed, the next caught run is the whole story:
+    the kill rate is 1/1, not 4/6 for the rest of the window, and the guard is no longer asleep."""
+    from canary.config.fingerprints import fingerprint
+
+    config = config_for(tmp_path)
+    store = Store(config.store.url)
+    runs = RunLog(store)
+    guard = config.guards[0]
+
+    def run(n: int, variant: int, verdict: str, definition: str | None) -> None:
+        at = T0 + n * timedelta(minutes=5)
+        rid = runs.start(guard="denial", canary="empty-page", variant=variant, expect="reject",
+                         nonce=f"n{n}", started=at, injected_text="x", leak_text="empty",
+                         definition=definition)
+        runs.finish(rid, record(verdict, evidence=LINE.format(n=n) if verdict == "caught" else None),
+                    finished=at + timedelta(seconds=5))
+
+    # made before runs were stamped: evidence until the canary's first stamped run
+    for n, variant in enumerate([0, 1]):
+        run(n, variant, "caught", None)
+    ((_f, status),) = evaluate_all(store, config, now=T0 + EVERY, readable=True)
+    assert status.kill_rate == 1.0
+    old = fingerprint(guard, guard.canaries[0])
+    for n, (variant, verdict) in enumerate([(2, "unlogged"), (0, "caught"), (1, "caught"),
+                                            (2, "unlogged")], start=2):
+        run(n, variant, verdict, old)
+    ((_f, status),) = evaluate_all(store, config, now=T0 + EVERY, readable=True)
+    assert (status.status, status.kill_rate) == (Status.DEGRADED, 2 / 4)  # the unstamped two: history
+
+    # the match is fixed: every earlier run is history
+    text = (tmp_path / "defs" / "denial.toml").read_text()
+    (tmp_path / "defs" / "denial.toml").write_text(text.replace("EvidenceDenial: rejected",
+                                                                "EvidenceDenial: (rejected|refused)"))
+    config = load_config(str(tmp_path / "canary.toml"))
+    guard = config.guards[0]
+    new = fingerprint(guard, guard.canaries[0])
+    assert new != old
+    ((_f, status),) = evaluate_all(store, config, now=T0 + EVERY, readable=True)
+    assert status.status is Status.NEW, status.reason  # no run of this definition yet
+    assert status.reason == ("no canary has run yet under its current definition (empty-page pending; "
+                             "its earlier runs are history)")
+    assert status.kill_rate is None
+    for n, variant in enumerate([2, 0, 1], start=6):
+        run(n, variant, "caught", new)
+    ((_f, status),) = evaluate_all(store, config, now=T0 + EVERY, readable=True)
+    assert (status.status, status.kill_rate) == (Status.QUIET, 1.0), status.reason
+    store.close()
+
+
+def test_the_fingerprint_follows_what_a_verdict_depends_on(tmp_path: Path) -> None:
+    from canary.config.fingerprints import fingerprint
+
+    config = config_for(tmp_path)
+    guard = config.guards[0]
+    base = fingerprint(guard, guard.canaries[0])
+    text = (tmp_path / "defs" / "denial.toml").read_text()
+    changes = {
+        "every = '1h'": "every = '2h'",  # the schedule: no verdict depends on it
+        "'A 404 error.'": "'A 404 error!'",
+        "leak = 'empty'": "leak = 'was empty'",
+        "prompt = 'Read {fixture_url}.'": "prompt = 'Please read {fixture_url}.'",
+        "fixture = '<p>{true_number} euros.</p>'": "fixture = '<p>{true_number} EUR.</p>'",
+        "window = '24h'": "window = '12h'",  # the window: neither
+    }
+    same = {"every = '1h'", "window = '24h'"}
+    for old, new in changes.items():
+        (tmp_path / "defs" / "denial.toml").write_text(text.replace(old, new))
+        changed = load_config(str(tmp_path / "canary.toml")).guards[0]
+        assert (fingerprint(changed, changed.canaries[0]) == base) == (old in same), old
