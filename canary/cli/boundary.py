@@ -112,11 +112,12 @@ def config_path(ctx: click.Context) -> str | None:
     return str(value) if value is not None else None
 
 
-def load(ctx: click.Context, *, warn: bool = True) -> Config:
-    """The config named by ``--config`` (before or after the subcommand), its warnings on stderr."""
+def load(ctx: click.Context, *, warn: bool = True, keep_going: bool = False) -> Config:
+    """The config named by ``--config`` (before or after the subcommand), its warnings on stderr
+    (``keep_going``: errors in definition files are left in ``Config.broken``, not raised)."""
     from canary.config.settings import load_config
 
-    config = load_config(config_path(ctx))
+    config = load_config(config_path(ctx), keep_going=keep_going)
     if warn:
         for warning in config.warnings:
             click.echo(safe_lines(warning.render()), err=True)

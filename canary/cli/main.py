@@ -13,7 +13,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,7 +23,7 @@ from canary.cli.boundary import CanaryGroup, config_option, epilog, load, warn
 from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe, safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status, hour_floor
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, hour_floor
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -236,44 +236,57 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
 
 
 @main.command(epilog=epilog(["canary status", "canary status --json"],
-                            {0: "every guard is healthy, new or paused", 1: None, 2: None, 3: None}))
+                            {0: "every guard is healthy, new or paused, and a daemon is collecting",
+                             1: "a guard is asleep, degraded or inconclusive, no daemon is collecting, "
+                                "or the model server is unreachable",
+                             2: "bad usage, config or definitions (the guards are still shown)",
+                             3: "the store is unavailable, or the daemon cannot write it"}))
 @click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
 @click.option("--all-projects", is_flag=True,
               help="Every project's daemon and guards in the store, on every machine (a shared store).")
 @config_option
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
-    """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
+    """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive, or no
+    daemon runs)."""
     from canary.status.overview import status_for
+    from canary.status.problems import exit_code, problems
 
-    config = load(ctx)
+    config = load(ctx, keep_going=True)  # a broken definition file is shown beside the daemon's status
     if all_projects:
         _team_status(config, as_json=as_json)
-    doc = status_for(config, now=datetime.now(UTC))
+    now = datetime.now(UTC)
+    doc = status_for(config, now=now)
     doc = {"project": config.project, **doc}  # the contract's first key
     doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
-    error = doc["daemon"].get("error")
+    doc["problems"] = problems(doc, config, now=now)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
-        click.echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
-        if error:
-            click.echo(safe(f"daemon error: {error}"), err=True)
-        elif not doc["daemon"]["running"]:
-            click.echo("note: the daemon is not running; this is what the store knows.", err=True)
-        from canary.status.upstream import UpstreamHealth, summary
+        _print_status(doc)
+    sys.exit(exit_code(doc))
 
-        model_line = summary(UpstreamHealth.from_json(doc["model"])) if doc.get("model") else None
-        if model_line:
-            click.echo(click.style(safe(model_line), fg="red", bold=True))
-        for w in doc["daemon"].get("warnings", [])[:3]:
-            times = f" ({w['count']} times, last {w['last']})" if w["count"] > 1 else f" ({w['last']})"
-            click.echo(click.style(safe(f"collector warning: {w['message']}{times}"), fg="yellow"), err=True)
-        click.echo(fmt.status_table(doc))
-    if error:
-        sys.exit(EXIT_UNAVAILABLE)
-    bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
-    sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
+
+def _print_status(doc: dict[str, Any]) -> None:
+    """The text of ``canary status``: each fault first (the first on the first line), then the table."""
+    for p in doc["problems"]:
+        if p["kind"] == "definitions":
+            click.echo(safe_lines(p["message"]), err=True)
+        else:
+            color = "yellow" if p["kind"] == "alerts" else "red"
+            click.echo(click.style(safe(p["message"]), fg=color, bold=True))
+    broken = sum(p["kind"] == "definitions" for p in doc["problems"])
+    if broken:
+        click.echo(f"{broken} problem{'s' if broken != 1 else ''} in the definitions: their guards show "
+                   "the store's last record; a running daemon keeps the definitions it loaded until "
+                   "they are fixed.", err=True)
+    click.echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
+    if doc["daemon"].get("error"):
+        click.echo(safe(f"daemon error: {doc['daemon']['error']}"), err=True)
+    for w in doc["daemon"].get("warnings", [])[:3]:
+        times = f" ({w['count']} times, last {w['last']})" if w["count"] > 1 else f" ({w['last']})"
+        click.echo(click.style(safe(f"collector warning: {w['message']}{times}"), fg="yellow"), err=True)
+    click.echo(fmt.status_table(doc))
 
 
 def _team_status(config: Config, *, as_json: bool) -> None:

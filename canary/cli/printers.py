@@ -116,7 +116,8 @@ def status_table(doc: Mapping[str, Any]) -> str:
         status = str(g["status"]).upper()
         if g.get("muted_until"):
             status += " (muted)"
-        rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
+        organic, canary = ("-" if g[k] is None else str(g[k]) for k in ("organic_firings", "canary_firings"))
+        rows.append((safe(str(g["guard"])), status, organic, canary,
                      rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
     holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]

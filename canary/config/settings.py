@@ -144,6 +144,8 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     guards: tuple[GuardDef, ...] = ()
     warnings: tuple[Problem, ...] = ()
+    #: Errors in definition files whose guards were left out (only with ``load_config(keep_going=True)``).
+    broken: tuple[Problem, ...] = ()
 
     @property
     def state_folder(self) -> Path:
@@ -169,8 +171,13 @@ def find_config(explicit: str | None) -> Path | None:
     return next((path.absolute() for path, _ in candidates if path.is_file()), None)
 
 
-def load_config(explicit: str | None = None, *, path: Path | None = None) -> Config:
-    """Load the config and every definition it names; raise ConfigError with every problem."""
+def load_config(explicit: str | None = None, *, path: Path | None = None, keep_going: bool = False) -> Config:
+    """Load the config and every definition it names; raise ConfigError with every problem.
+
+    With ``keep_going``, errors inside definition files leave those guards out and are kept in
+    ``Config.broken`` instead (``canary status`` shows the running daemon's status beside them);
+    an error in canary.toml itself is raised all the same.
+    """
     if path is None:
         path = find_config(explicit)
     if path is None:
@@ -211,11 +218,12 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     problems = sink.problems + [
         replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems
     ]
-    if any(p.severity == "error" for p in problems):
+    broken = [p for p in problems if keep_going and p.severity == "error" and p.path not in (None, path)]
+    if any(p.severity == "error" and p not in broken for p in problems):
         raise ConfigError(problems)
     return Config(path=path, defs=tuple(defs), project=project, agent=agent, model=model, fixtures=fixtures,
                   traces=traces, logs=logs, store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
-                  warnings=tuple(p for p in problems if p.severity == "warning"))
+                  warnings=tuple(p for p in problems if p.severity == "warning"), broken=tuple(broken))
 
 
 def _unreceived(sink: Sink, traces: TracesConfig | None, guards: list[GuardDef]) -> None:
