@@ -57,12 +57,18 @@ def main() -> None:
 @click.pass_context
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
-    from canary.alerts.trial import channels_summary
+    from canary.alerts.trial import alert_problems, channels_summary
     from canary.config.settings import summarize, unmatched_globs
+    from canary.errors import ConfigError
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
     click.echo(safe_lines(channels_summary(config.alerts)))
+    channel_problems = alert_problems(config.alerts, config.path)
+    if any(p.severity == "error" for p in channel_problems):
+        raise ConfigError(channel_problems)  # a channel turned on that cannot deliver loses every alert
+    for problem in channel_problems:
+        click.echo(safe_lines(problem.render()), err=True)
     for pattern in unmatched_globs(config):
         warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
     warning = _relay_warning(config)
@@ -259,7 +265,10 @@ def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
     doc = status_for(config, now=now)
     doc = {"project": config.project, **doc}  # the contract's first key
     doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
-    doc["problems"] = problems(doc, config, now=now)
+    from canary.status.delivery import status_warnings
+
+    doc["problems"] = [*problems(doc, config, now=now),
+                       *({"kind": "alerts", "message": line} for line in status_warnings(config.alerts))]
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:

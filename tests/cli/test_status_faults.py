@@ -137,3 +137,17 @@ def test_a_broken_canary_toml_is_still_a_config_error(project: Path) -> None:
     result = status(project)
     assert result.exit_code == 2
     assert "bogus" in result.stderr
+
+
+def test_an_alert_channel_that_cannot_deliver_is_a_warning_in_status(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    heartbeat(project)
+    (project / "canary.toml").write_text((project / "canary.toml").read_text().replace(
+        "desktop = false", "desktop = true"))
+    monkeypatch.setenv("PATH", str(project / "nowhere"))  # no desktop notifier on this machine
+    result = status(project)
+    assert result.exit_code == 0, result.output  # a warning: the guards are what they are
+    assert result.stdout.splitlines()[0].startswith("alerts: desktop notifications cannot be shown"), result.stdout
+    doc = json.loads(status(project, "--json").stdout)
+    assert [p["kind"] for p in doc["problems"]] == ["alerts"]
