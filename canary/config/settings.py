@@ -113,6 +113,7 @@ class AlertsConfig:
 
     desktop: bool = ALERTS.defaults.desktop
     webhook: str | None = ALERTS.defaults.webhook
+    webhook_proxy: str | None = ALERTS.defaults.webhook_proxy  # None: direct; "env"; a proxy URL
     command: tuple[str, ...] | None = ALERTS.defaults.command
     repeat: timedelta = ALERTS.defaults.repeat
     #: ``desktop`` was written in canary.toml, not only defaulted (a missing notifier warns only then).
@@ -351,12 +352,16 @@ def _alerts(t: Fields) -> AlertsConfig:
     if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or is_http_url(webhook)):
         sink.error((*keys, "webhook"), "expected an http(s) URL or env:VAR (to read it from the "
                    f"environment), got {webhook!r}")
+    proxy = t.read("webhook_proxy")
+    if proxy is not None and proxy != "env" and not is_http_url(proxy):
+        sink.error((*keys, "webhook_proxy"), "expected \"env\" (the proxy of HTTPS_PROXY / HTTP_PROXY) "
+                   f"or an http(s) URL like 'http://proxy.internal:3128', got {redact_url(proxy)!r}")
     command = t.read("command")
     if command is not None and not command:
         sink.error((*keys, "command"), "an empty command: give the program and its arguments")
     for i, arg in enumerate(command or ()):
         check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
-    return AlertsConfig(webhook=webhook, command=command, repeat=t.read("repeat"),
+    return AlertsConfig(webhook=webhook, webhook_proxy=proxy, command=command, repeat=t.read("repeat"),
                         desktop=t.read("desktop"), desktop_set=t.has("desktop"))
 
 
