@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from canary.errors import CanaryError, ConfigError
+from canary.errors import CanaryError
 from canary.terminal import safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_USAGE
 
@@ -30,13 +30,10 @@ CONFIG_KEY = "canary.config"
 
 def report(exc: CanaryError) -> None:
     """Print what went wrong: every problem of a ConfigError, else one ``error:`` line."""
-    if isinstance(exc, ConfigError):
-        for problem in [*exc.problems, *exc.warnings]:
-            click.echo(safe_lines(problem.render()), err=True)
-        n = len(exc.problems)
-        click.echo(f"{n} problem{'s' if n != 1 else ''} found; nothing was run.", err=True)
-        return
-    click.echo(f"error: {safe_lines(str(exc))}", err=True)
+    from canary.cli.quick import report_lines
+
+    for line in report_lines(exc):
+        click.echo(line, err=True)
 
 
 class CanaryGroup(click.Group):

@@ -13,7 +13,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -255,47 +255,12 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
 def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
     """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive, or no
     daemon runs)."""
-    from canary.status.overview import status_for
-    from canary.status.problems import exit_code, problems
+    from canary.cli.quick import status_command
 
     config = load(ctx, keep_going=True)  # a broken definition file is shown beside the daemon's status
     if all_projects:
         _team_status(config, as_json=as_json)
-    now = datetime.now(UTC)
-    doc = status_for(config, now=now)
-    doc = {"project": config.project, **doc}  # the contract's first key
-    doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
-    from canary.status.delivery import status_warnings
-
-    doc["problems"] = [*problems(doc, config, now=now),
-                       *({"kind": "alerts", "message": line} for line in status_warnings(config.alerts))]
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        _print_status(doc)
-    sys.exit(exit_code(doc))
-
-
-def _print_status(doc: dict[str, Any]) -> None:
-    """The text of ``canary status``: each fault first (the first on the first line), then the table."""
-    for p in doc["problems"]:
-        if p["kind"] == "definitions":
-            click.echo(safe_lines(p["message"]), err=True)
-        else:
-            color = "yellow" if p["kind"] == "alerts" else "red"
-            click.echo(click.style(safe(p["message"]), fg=color, bold=True))
-    broken = sum(p["kind"] == "definitions" for p in doc["problems"])
-    if broken:
-        click.echo(f"{broken} problem{'s' if broken != 1 else ''} in the definitions: their guards show "
-                   "the store's last record; a running daemon keeps the definitions it loaded until "
-                   "they are fixed.", err=True)
-    click.echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
-    if doc["daemon"].get("error"):
-        click.echo(safe(f"daemon error: {doc['daemon']['error']}"), err=True)
-    for w in doc["daemon"].get("warnings", [])[:3]:
-        times = f" ({w['count']} times, last {w['last']})" if w["count"] > 1 else f" ({w['last']})"
-        click.echo(click.style(safe(f"collector warning: {w['message']}{times}"), fg="yellow"), err=True)
-    click.echo(fmt.status_table(doc))
+    sys.exit(status_command(config, as_json=as_json))
 
 
 def _team_status(config: Config, *, as_json: bool) -> None:

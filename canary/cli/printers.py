@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from canary.sentences import RunView
-from canary.status.families import holes_line
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
 
@@ -106,34 +105,6 @@ _SHORT = {Stage.SENT: "sent", Stage.FIXTURE_FETCHED: "fetched", Stage.INJECTED: 
 def trace_line(trace: Mapping[Stage, float | None]) -> str:
     """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
     return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
-
-
-def status_table(doc: Mapping[str, Any]) -> str:
-    """The ``canary status`` table, from the ``canary status --json`` document."""
-    rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
-    for g in doc["guards"]:
-        rate = "-" if g["kill_rate"] is None else f"{g['kill_rate']:.0%}"
-        status = str(g["status"]).upper()
-        if g.get("muted_until"):
-            status += " (muted)"
-        organic, canary = ("-" if g[k] is None else str(g[k]) for k in ("organic_firings", "canary_firings"))
-        rows.append((safe(str(g["guard"])), status, organic, canary,
-                     rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
-    holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
-    widths = [max(len(r[i]) for r in rows) for i in range(6)]
-    lines = []
-    for i, row in enumerate(rows):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:6])) + "  " + row[6]
-        if i == 0:
-            text = click.style(text, bold=True)
-        elif row[1].split()[0] in ("ASLEEP", "DEGRADED", "INCONCLUSIVE"):
-            text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
-        lines.append(text.rstrip())
-        hole = holes[i]
-        if hole:  # a family's kill rate below 1: a known hole, even when the guard reads alive
-            lines.append(click.style("  " + safe(hole), fg="yellow"))
-    return "\n".join(lines)
-
 
 
 def team_table(doc: dict[str, Any]) -> str:

@@ -8,7 +8,6 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
-import ssl
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -242,6 +241,8 @@ def _ca_file(t: Fields, value: str | None, base: Path) -> str | None:
     """``ca_file`` as an absolute path (``~`` expanded, relative to the config), checked to hold CAs."""
     if value is None:
         return None
+    import ssl  # only a config with ca_file pays for it (``canary status`` reads none)
+
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
     try:

@@ -6,7 +6,6 @@ alerts test`` a failure, ``canary status`` a warning; a webhook is tried, never 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,11 +43,28 @@ class Blocked:
     written: bool  # turned on in canary.toml (desktop alerts are also on by default)
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def which(program: str) -> str | None:
+    """``shutil.which`` for a program named without a folder (shutil costs ``canary status`` more
+    to import than the lookup itself)."""
+    if sys.platform == "win32":
+        import shutil
+
+        return shutil.which(program)
+    for folder in os.get_exec_path():
+        path = Path(folder or ".", program)
+        if _executable(path):
+            return str(path)
+    return None
+
+
 def _runnable(program: str) -> bool:
     if os.sep in program or (os.altsep and os.altsep in program):
-        path = Path(program).expanduser()
-        return path.is_file() and os.access(path, os.X_OK)
-    return shutil.which(program) is not None
+        return _executable(Path(program).expanduser())
+    return which(program) is not None
 
 
 def blocked_channels(config: AlertsConfig, *, platform: str = sys.platform) -> list[Blocked]:
@@ -58,7 +74,7 @@ def blocked_channels(config: AlertsConfig, *, platform: str = sys.platform) -> l
         tool = notifier(platform)
         if tool is None:
             out.append(Blocked("desktop", f"no desktop notifier on {platform}", config.desktop_set))
-        elif shutil.which(tool) is None:
+        elif which(tool) is None:
             out.append(Blocked("desktop", f"{tool} not found on PATH", config.desktop_set))
     if config.command and not _runnable(config.command[0]):
         out.append(Blocked("command", f"{config.command[0]!r} not found on PATH, or not executable", True))
