@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE
 if TYPE_CHECKING:
     from canary.config.settings import Config
 
-__all__ = ["paint", "report_lines", "run", "status_args", "status_command", "status_table"]
+__all__ = ["paint", "report_lines", "run", "status_command", "status_table"]
 
 _COLORS = {"red": 31, "yellow": 33}
 _STYLE = re.compile(r"\x1b\[[0-9;]*m")
@@ -136,28 +136,6 @@ def report_lines(exc: CanaryError) -> list[str]:
         return [*(safe_lines(p.render()) for p in [*exc.problems, *exc.warnings]),
                 f"{n} problem{'s' if n != 1 else ''} found; nothing was run."]
     return [f"error: {safe_lines(str(exc))}"]
-
-
-def status_args(args: Sequence[str]) -> tuple[str | None, bool] | None:
-    """``(--config value, --json)`` when ``args`` are ``status`` with only those options, else None."""
-    explicit, as_json, commands = None, False, []
-    rest = list(args)
-    while rest:
-        arg = rest.pop(0)
-        if arg == "--json":
-            as_json = True
-        elif arg == "--config" and rest and not rest[0].startswith("-"):
-            explicit = rest.pop(0)
-        elif arg.startswith("--config=") and len(arg) > len("--config="):
-            explicit = arg.partition("=")[2]
-        elif arg.startswith("-"):
-            return None  # --help, --all-projects, a typo: click answers those
-        else:
-            commands.append(arg)
-    # --json before the command is an option of the group, which has none: click says so
-    if commands != ["status"] or (as_json and args.index("--json") < args.index("status")):
-        return None
-    return explicit, as_json
 
 
 def run(explicit: str | None, *, as_json: bool) -> int:
