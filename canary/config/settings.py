@@ -218,12 +218,17 @@ def load_config(explicit: str | None = None, *, path: Path | None = None, keep_g
     problems = sink.problems + [
         replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems
     ]
-    broken = [p for p in problems if keep_going and p.severity == "error" and p.path not in (None, path)]
+    broken = _broken(problems, path) if keep_going else []
     if any(p.severity == "error" and p not in broken for p in problems):
         raise ConfigError(problems)
     return Config(path=path, defs=tuple(defs), project=project, agent=agent, model=model, fixtures=fixtures,
                   traces=traces, logs=logs, store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
                   warnings=tuple(p for p in problems if p.severity == "warning"), broken=tuple(broken))
+
+
+def _broken(problems: list[Problem], config_path: Path) -> list[Problem]:
+    """The errors inside definition files (not canary.toml itself): their guards can be left out."""
+    return [p for p in problems if p.severity == "error" and p.path not in (None, config_path)]
 
 
 def _unreceived(sink: Sink, traces: TracesConfig | None, guards: list[GuardDef]) -> None:
