@@ -101,3 +101,40 @@ def test_the_quick_way_prints_what_the_click_command_prints(tmp_path: Path, as_j
     assert quick.returncode == slow.exit_code == 2
     assert quick.stdout == slow.stdout
     assert quick.stderr == slow.stderr
+
+
+def on_a_terminal(args: list[str], env_extra: dict[str, str]) -> bytes:
+    """What the console script writes to a terminal (a pseudo-terminal), stdout and stderr together."""
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CANARY_CONFIG", "NO_COLOR", "TERM")}
+    env.update(env_extra)
+    code = "import sys\nfrom canary.cli.entry import main\nsys.argv = ['canary', *sys.argv[1:]]\nmain()\n"
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.DEVNULL, stdout=secondary,
+                                stderr=secondary, env=env)
+        os.close(secondary)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+        return out
+    finally:
+        os.close(primary)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal is POSIX")
+def test_styles_reach_a_terminal_unless_it_asks_for_none(tmp_path: Path) -> None:
+    config = project(tmp_path)
+    args = ["status", "--config", str(config)]
+    assert b"\x1b[1m" in on_a_terminal(args, {"TERM": "xterm"})  # the header, bold
+    assert b"\x1b[" not in on_a_terminal(args, {"TERM": "xterm", "NO_COLOR": "1"})
+    assert b"\x1b[" not in on_a_terminal(args, {"TERM": "dumb"})
