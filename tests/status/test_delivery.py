@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from canary.alerts.channels import desktop_command
 from canary.alerts import trial
+from canary.alerts.channels import desktop_command
 from canary.config.settings import AlertsConfig
 from canary.status.delivery import Blocked, blocked_channels, notifier, nowhere
 
