@@ -6,7 +6,6 @@ variables below, so a developer's real config and state never leak in.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -61,6 +60,8 @@ PROJECT_PORTS = range(20000, 30000)
 
 def _project_key(config_path: Path) -> str:
     """A stable hex digest of a config file's absolute path."""
+    import hashlib
+
     return hashlib.sha256(str(config_path.absolute()).encode("utf-8", "surrogateescape")).hexdigest()
 
 

@@ -12,11 +12,16 @@ dumb terminal.
 
 from __future__ import annotations
 
-import logging
+import functools
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["SafeFormatter", "colour_wanted", "cursor_moves_wanted", "safe", "safe_lines"]
+if TYPE_CHECKING:
+    import logging
+
+# and SafeFormatter, made on first use (``__getattr__``)
+__all__ = ["colour_wanted", "cursor_moves_wanted", "safe", "safe_lines"]
 
 
 def colour_wanted(environ: Mapping[str, str] | None = None) -> bool:
@@ -58,9 +63,22 @@ def safe_lines(text: str) -> str:
     return text.translate(_LINES_TABLE)
 
 
-class SafeFormatter(logging.Formatter):
-    """A log formatter whose lines show control characters, for logs read in a terminal."""
+@functools.cache
+def _safe_formatter() -> type[logging.Formatter]:
+    import logging  # defined on first use: ``canary status`` prints no log record
 
-    def format(self, record: logging.LogRecord) -> str:
-        """The record formatted as usual, then made safe (its own newlines, as in a traceback, stay)."""
-        return safe_lines(super().format(record))
+    class SafeFormatter(logging.Formatter):
+        """A log formatter whose lines show control characters, for logs read in a terminal."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            """The record formatted as usual, then made safe (its own newlines, as in a traceback, stay)."""
+            return safe_lines(super().format(record))
+
+    return SafeFormatter
+
+
+def __getattr__(name: str) -> Any:
+    """``SafeFormatter``: a ``logging.Formatter`` whose lines show control characters."""
+    if name == "SafeFormatter":
+        return _safe_formatter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -226,6 +226,12 @@ def _char(op: Any, av: Any, flags: int) -> bytes:
 
 
 def _char_uncached(op: Any, av: Any, flags: int) -> bytes:
+    if op is _c.LITERAL and av <= 127 and av != 10 and not flags & re.IGNORECASE:
+        return b"\\x%02x" % av  # an ASCII character matches itself alone: nothing to compile
+    return _char_compiled(op, av, flags)
+
+
+def _char_compiled(op: Any, av: Any, flags: int) -> bytes:
     source, beyond = _char_source(op, av, flags)
     if op is _c.LITERAL and av > 127 and not flags & re.IGNORECASE:
         return b"".join(b"\\x%02x" % byte for byte in chr(av).encode("utf-8"))

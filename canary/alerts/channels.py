@@ -182,21 +182,36 @@ def _where(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}{port}"
 
 
+def _unused_proxy(proxy: str | None) -> str:
+    """A hint when the environment names a proxy that a direct webhook does not use."""
+    names = [n for n in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+             if os.environ.get(n) or os.environ.get(n.lower())]
+    if proxy is not None or not names:
+        return ""
+    return f" ({names[0]} is set, but webhooks go direct unless [alerts] webhook_proxy = \"env\")"
+
+
 def webhook(
     payload: AlertPayload,
     target: str,
     *,
     timeout: float = WEBHOOK_TIMEOUT,
     connect_timeout: float = WEBHOOK_CONNECT_TIMEOUT,
+    proxy: str | None = None,
 ) -> None:
-    """POST the payload as JSON; any 2xx is delivered, anything else a DeliveryError."""
+    """POST the payload as JSON; any 2xx is delivered, anything else a DeliveryError.
+
+    ``proxy`` is ``[alerts] webhook_proxy``: None connects directly (HTTP_PROXY is not read),
+    ``"env"`` takes the environment's proxy settings, a URL names the proxy.
+    """
     url = resolve_webhook(target)
     where = _where(url)
     deadline = time.monotonic() + timeout
     limits = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
     body = bytearray()
     try:
-        with httpx.Client(timeout=limits, follow_redirects=False) as client, client.stream(
+        with httpx.Client(timeout=limits, follow_redirects=False, trust_env=proxy == "env",
+                          proxy=None if proxy in (None, "env") else proxy) as client, client.stream(
             "POST", url, json=payload, headers={"User-Agent": _TITLE}
         ) as response:
             for chunk in response.iter_bytes():
@@ -205,10 +220,11 @@ def webhook(
                 if len(body) >= _EXCERPT or time.monotonic() > deadline:
                     break
     except httpx.TimeoutException as exc:
-        raise DeliveryError(f"webhook {where}: no answer within {timeout:g}s ({type(exc).__name__})",
-                            channel="webhook") from exc
+        raise DeliveryError(f"webhook {where}: no answer within {timeout:g}s ({type(exc).__name__})"
+                            f"{_unused_proxy(proxy)}", channel="webhook") from exc
     except httpx.HTTPError as exc:
-        raise DeliveryError(f"webhook {where}: {type(exc).__name__}: {exc}", channel="webhook") from exc
+        raise DeliveryError(f"webhook {where}: {type(exc).__name__}: {exc}{_unused_proxy(proxy)}",
+                            channel="webhook") from exc
     if not 200 <= response.status_code < 300:
         text = excerpt(body.decode("utf-8", "replace")) or "(empty body)"
         raise DeliveryError(f"webhook {where} answered {response.status_code}: {text}", channel="webhook")
@@ -234,7 +250,7 @@ def default_sender(
         if channel == "webhook":
             if config.webhook is None:
                 return "the webhook is no longer configured"
-            webhook(payload, config.webhook, timeout=webhook_timeout)
+            webhook(payload, config.webhook, timeout=webhook_timeout, proxy=config.webhook_proxy)
             return None
         if channel == "command":
             if not config.command:

@@ -7,24 +7,37 @@ status change and is never retried.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from canary.config.settings import AlertsConfig
+from canary.errors import Problem
+from canary.status.delivery import CHANNELS, blocked_channels, enabled_channels, nowhere, shown_channels
 from canary.vocabulary import iso
+
+__all__ = ["CHANNELS", "TestDelivery", "alert_problems", "blocked_channels", "channel_target",
+           "channels_summary", "enabled_channels", "nowhere", "send_test", "test_payload"]
 
 if TYPE_CHECKING:
     from canary.alerts.channels import AlertPayload, Sender
 
-#: The channels, in the order their deliveries are created (``canary.alerts.channels.CHANNELS``).
-CHANNELS = ("desktop", "webhook", "command")
 
-
-def enabled_channels(config: AlertsConfig) -> tuple[str, ...]:
-    """The channels the config turns on, in ``CHANNELS`` order (no HTTP client imported)."""
-    on = {"desktop": config.desktop, "webhook": config.webhook is not None, "command": bool(config.command)}
-    return tuple(name for name in CHANNELS if on[name])
+def alert_problems(config: AlertsConfig, path: Path | None, *, platform: str = sys.platform) -> list[Problem]:
+    """``canary check``'s problems with the channels: an error for a channel turned on that cannot
+    deliver, a warning when only the default desktop channel is on and it cannot."""
+    blocked = blocked_channels(config, platform=platform)
+    fixes = {"desktop": "so no desktop alert can be shown; install it, or set desktop = false and use "
+                        "webhook or command",
+             "command": "so the alert command cannot run; give its full path"}
+    out = [Problem(path, f"alerts.{b.channel}", f"{b.reason}, {fixes[b.channel]}")
+           for b in blocked if b.written]
+    lost = nowhere(config, blocked)
+    if lost:
+        out.append(Problem(path, "alerts", lost, severity="warning"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,11 @@ def send_test(
     send = sender or default_sender(config)
     payload = test_payload(guard, now=now)
     results = []
-    for channel in enabled_channels(config):
+    blocked = {b.channel: b for b in blocked_channels(config)}
+    for channel in shown_channels(config, list(blocked.values())):
+        if channel in blocked:  # not tried: it would be skipped, and the alert lost
+            results.append(TestDelivery(channel, "failed", blocked[channel].reason))
+            continue
         try:
             note = send(channel, payload)
         except DeliveryError as exc:
@@ -91,11 +108,15 @@ def send_test(
 
 
 def channels_summary(config: AlertsConfig) -> str:
-    """The ``alerts`` lines of ``canary check``: every enabled channel and where it delivers."""
-    channels = enabled_channels(config)
+    """The ``alerts`` lines of ``canary check``: every enabled channel, where it delivers, and
+    whether it cannot."""
+    blocked = {b.channel: b for b in blocked_channels(config)}
+    channels = shown_channels(config, list(blocked.values()))
     if not channels:
         return "alerts   none configured: asleep guards are only shown, never sent"
     lines = [f"alerts   {len(channels)} channel{'s' if len(channels) != 1 else ''}"
              " (`canary alerts test` sends a test through each)"]
-    lines += [f"  {channel}   {channel_target(config, channel)}" for channel in channels]
+    for channel in channels:
+        cannot = f": CANNOT DELIVER ({blocked[channel].reason})" if channel in blocked else ""
+        lines.append(f"  {channel}   {channel_target(config, channel)}{cannot}")
     return "\n".join(lines)

@@ -23,15 +23,16 @@ def alerts_group() -> None:
 @alerts_group.command(
     name="test",
     epilog=epilog(["canary alerts test", "canary alerts test citation"],
-                  {0: "every channel delivered it (or skipped it, as with no desktop notifier)",
-                   2: "no channel is configured, or GUARD is unknown", 3: "a delivery failed"}),
+                  {0: "every channel delivered it",
+                   2: "no channel is configured or can deliver here, or GUARD is unknown",
+                   3: "a delivery failed, or a channel cannot deliver here (no notify-send)"}),
 )
 @click.argument("guard", required=False)
 @config_option
 @click.pass_context
 def alerts_test(ctx: click.Context, guard: str | None) -> None:
     """Send a test notification through every configured channel and report each delivery."""
-    from canary.alerts.trial import channel_target, send_test
+    from canary.alerts.trial import blocked_channels, channel_target, nowhere, send_test
     from canary.config.tomlcheck import unknown_name
 
     config = load(ctx)
@@ -40,7 +41,8 @@ def alerts_test(ctx: click.Context, guard: str | None) -> None:
         raise UsageError(unknown_name("guard", guard, names))
     results = send_test(config.alerts, guard, now=datetime.now(UTC))
     if not results:
-        raise UsageError("no alert channel is configured; set [alerts] desktop, webhook or command "
+        raise UsageError(nowhere(config.alerts, blocked_channels(config.alerts))
+                         or "no alert channel is configured; set [alerts] desktop, webhook or command "
                          "in canary.toml")
     width = max(len(r.channel) for r in results)
     for r in results:

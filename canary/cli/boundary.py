@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from canary.errors import CanaryError, ConfigError
+from canary.errors import CanaryError
 from canary.terminal import safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_USAGE
 
@@ -30,13 +30,10 @@ CONFIG_KEY = "canary.config"
 
 def report(exc: CanaryError) -> None:
     """Print what went wrong: every problem of a ConfigError, else one ``error:`` line."""
-    if isinstance(exc, ConfigError):
-        for problem in [*exc.problems, *exc.warnings]:
-            click.echo(safe_lines(problem.render()), err=True)
-        n = len(exc.problems)
-        click.echo(f"{n} problem{'s' if n != 1 else ''} found; nothing was run.", err=True)
-        return
-    click.echo(f"error: {safe_lines(str(exc))}", err=True)
+    from canary.cli.quick import report_lines
+
+    for line in report_lines(exc):
+        click.echo(line, err=True)
 
 
 class CanaryGroup(click.Group):
@@ -128,11 +125,12 @@ def config_path(ctx: click.Context) -> str | None:
     return str(value) if value is not None else None
 
 
-def load(ctx: click.Context, *, warn: bool = True) -> Config:
-    """The config named by ``--config`` (before or after the subcommand), its warnings on stderr."""
+def load(ctx: click.Context, *, warn: bool = True, keep_going: bool = False) -> Config:
+    """The config named by ``--config`` (before or after the subcommand), its warnings on stderr
+    (``keep_going``: errors in definition files are left in ``Config.broken``, not raised)."""
     from canary.config.settings import load_config
 
-    config = load_config(config_path(ctx))
+    config = load_config(config_path(ctx), keep_going=keep_going)
     if warn:
         for warning in config.warnings:
             click.echo(safe_lines(warning.render()), err=True)

@@ -24,7 +24,7 @@ from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.sentences import POINT_AT_THE_PROXY
 from canary.terminal import colour_wanted, safe, safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, Status, hour_floor
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, hour_floor
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -61,13 +61,19 @@ def main(ctx: click.Context) -> None:
 @click.pass_context
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
-    from canary.alerts.trial import channels_summary
+    from canary.alerts.trial import alert_problems, channels_summary
     from canary.cli.probes import upstream_warning
     from canary.config.settings import summarize, unmatched_globs
+    from canary.errors import ConfigError
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
     click.echo(safe_lines(channels_summary(config.alerts)))
+    channel_problems = alert_problems(config.alerts, config.path)
+    if any(p.severity == "error" for p in channel_problems):
+        raise ConfigError(channel_problems)  # a channel turned on that cannot deliver loses every alert
+    for problem in channel_problems:
+        click.echo(safe_lines(problem.render()), err=True)
     for pattern in unmatched_globs(config):
         warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
     for warning in (upstream_warning(config), _relay_warning(config)):
@@ -226,44 +232,25 @@ def _counts(config: Config, store: Store, collection: Collection) -> str:
 
 
 @main.command(epilog=epilog(["canary status", "canary status --json"],
-                            {0: "every guard is healthy, new or paused", 1: None, 2: None, 3: None}))
+                            {0: "every guard is healthy, new or paused, and a daemon is collecting",
+                             1: "a guard is asleep, degraded or inconclusive, no daemon is collecting, "
+                                "or the model server is unreachable",
+                             2: "bad usage, config or definitions (the guards are still shown)",
+                             3: "the store is unavailable, or the daemon cannot write it"}))
 @click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON document.")
 @click.option("--all-projects", is_flag=True,
               help="Every project's daemon and guards in the store, on every machine (a shared store).")
 @config_option
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
-    """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive)."""
-    from canary.status.overview import status_for
+    """The status of every guard, and why (exit 1 if any is asleep, degraded or inconclusive, or no
+    daemon runs)."""
+    from canary.cli.quick import status_command
 
-    config = load(ctx)
+    config = load(ctx, keep_going=True)  # a broken definition file is shown beside the daemon's status
     if all_projects:
         _team_status(config, as_json=as_json)
-    doc = status_for(config, now=datetime.now(UTC))
-    doc = {"project": config.project, **doc}  # the contract's first key
-    doc["config"], doc["store"] = str(config.path), _shown_url(config.store.url)
-    error = doc["daemon"].get("error")
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        click.echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
-        if error:
-            click.echo(safe(f"daemon error: {error}"), err=True)
-        elif not doc["daemon"]["running"]:
-            click.echo("note: the daemon is not running; this is what the store knows.", err=True)
-        from canary.status.upstream import UpstreamHealth, summary
-
-        model_line = summary(UpstreamHealth.from_json(doc["model"])) if doc.get("model") else None
-        if model_line:
-            click.echo(click.style(safe(model_line), fg="red", bold=True))
-        for w in doc["daemon"].get("warnings", [])[:3]:
-            times = f" ({w['count']} times, last {w['last']})" if w["count"] > 1 else f" ({w['last']})"
-            click.echo(click.style(safe(f"collector warning: {w['message']}{times}"), fg="yellow"), err=True)
-        click.echo(fmt.status_table(doc))
-    if error:
-        sys.exit(EXIT_UNAVAILABLE)
-    bad = [g for g in doc["guards"] if Status(g["status"]).alerting]
-    sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
+    sys.exit(status_command(config, as_json=as_json))
 
 
 def _team_status(config: Config, *, as_json: bool) -> None:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from canary.sentences import RunView, counted
-from canary.status.families import holes_line
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
 
@@ -106,46 +105,6 @@ _SHORT = {Stage.SENT: "sent", Stage.FIXTURE_FETCHED: "fetched", Stage.INJECTED: 
 def trace_line(trace: Mapping[Stage, float | None]) -> str:
     """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
     return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
-
-
-def _last_verdict(guard: Mapping[str, Any]) -> str:
-    """The status table's "last verdict": a guard asleep or degraded names its failing canary
-    (``fake-url leaked``), not the control that passed after it; else the latest run's verdict."""
-    if guard["status"] in ("asleep", "degraded"):
-        for family in guard.get("families") or ():
-            variants = family["variants"]
-            for v in variants:
-                if v["last_verdict"] is not None and v["last_verdict"] not in HEALTHY_VERDICTS:
-                    which = f" v{v['variant']}" if len(variants) > 1 else ""
-                    return f"{family['canary']}{which} {v['last_verdict']}"
-    return str(guard["last_verdict"] or "-")
-
-
-def status_table(doc: Mapping[str, Any]) -> str:
-    """The ``canary status`` table, from the ``canary status --json`` document."""
-    rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
-    for g in doc["guards"]:
-        rate = "-" if g["kill_rate"] is None else f"{g['kill_rate']:.0%}"
-        status = str(g["status"]).upper()
-        if g.get("muted_until"):
-            status += " (muted)"
-        rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
-                     rate, safe(_last_verdict(g)), safe(str(g["reason"]))))
-    holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
-    widths = [max(len(r[i]) for r in rows) for i in range(6)]
-    lines = []
-    for i, row in enumerate(rows):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:6])) + "  " + row[6]
-        if i == 0:
-            text = click.style(text, bold=True)
-        elif row[1].split()[0] in ("ASLEEP", "DEGRADED", "INCONCLUSIVE"):
-            text = click.style(text, fg="red" if row[1].startswith("ASLEEP") else "yellow", bold=True)
-        lines.append(text.rstrip())
-        hole = holes[i]
-        if hole:  # a family's kill rate below 1: a known hole, even when the guard reads alive
-            lines.append(click.style("  " + safe(hole), fg="yellow"))
-    return "\n".join(lines)
-
 
 
 def team_table(doc: dict[str, Any]) -> str:

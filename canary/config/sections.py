@@ -132,6 +132,10 @@ ALERTS = Section("alerts", "Where alerts go when a guard's status changes, and h
     Key("desktop", BOOLEAN, True, "a desktop notification"),
     Key("webhook", STRING, None, "a URL each alert is POSTed to as JSON; env:VAR reads the URL "
         "from the environment when an alert is sent", "an http(s) URL or env:VAR"),
+    Key("webhook_proxy", STRING, None, "the proxy webhook alerts go through: \"env\" takes "
+        "HTTPS_PROXY, HTTP_PROXY and NO_PROXY from the daemon's environment, a URL names one; unset, "
+        "a webhook connects directly, whatever HTTP_PROXY says", "\"env\" or an http(s) URL",
+        shown="none: direct"),
     Key("command", STRINGS, None, "a program and its arguments run for each alert; placeholders "
         "{guard}, {status}, {previous}, {reason}, {since}, {evidence}, {text}",
         "not empty; known placeholders only"),

@@ -8,7 +8,6 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
-import ssl
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -113,6 +112,7 @@ class AlertsConfig:
 
     desktop: bool = ALERTS.defaults.desktop
     webhook: str | None = ALERTS.defaults.webhook
+    webhook_proxy: str | None = ALERTS.defaults.webhook_proxy  # None: direct; "env"; a proxy URL
     command: tuple[str, ...] | None = ALERTS.defaults.command
     repeat: timedelta = ALERTS.defaults.repeat
     #: ``desktop`` was written in canary.toml, not only defaulted (a missing notifier warns only then).
@@ -144,6 +144,8 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     guards: tuple[GuardDef, ...] = ()
     warnings: tuple[Problem, ...] = ()
+    #: Errors in definition files whose guards were left out (only with ``load_config(keep_going=True)``).
+    broken: tuple[Problem, ...] = ()
 
     @property
     def state_folder(self) -> Path:
@@ -169,8 +171,13 @@ def find_config(explicit: str | None) -> Path | None:
     return next((path.absolute() for path, _ in candidates if path.is_file()), None)
 
 
-def load_config(explicit: str | None = None, *, path: Path | None = None) -> Config:
-    """Load the config and every definition it names; raise ConfigError with every problem."""
+def load_config(explicit: str | None = None, *, path: Path | None = None, keep_going: bool = False) -> Config:
+    """Load the config and every definition it names; raise ConfigError with every problem.
+
+    With ``keep_going``, errors inside definition files leave those guards out and are kept in
+    ``Config.broken`` instead (``canary status`` shows the running daemon's status beside them);
+    an error in canary.toml itself is raised all the same.
+    """
     if path is None:
         path = find_config(explicit)
     if path is None:
@@ -211,11 +218,17 @@ def load_config(explicit: str | None = None, *, path: Path | None = None) -> Con
     problems = sink.problems + [
         replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems
     ]
-    if any(p.severity == "error" for p in problems):
+    broken = _broken(problems, path) if keep_going else []
+    if any(p.severity == "error" and p not in broken for p in problems):
         raise ConfigError(problems)
     return Config(path=path, defs=tuple(defs), project=project, agent=agent, model=model, fixtures=fixtures,
                   traces=traces, logs=logs, store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
-                  warnings=tuple(p for p in problems if p.severity == "warning"))
+                  warnings=tuple(p for p in problems if p.severity == "warning"), broken=tuple(broken))
+
+
+def _broken(problems: list[Problem], config_path: Path) -> list[Problem]:
+    """The errors inside definition files (not canary.toml itself): their guards can be left out."""
+    return [p for p in problems if p.severity == "error" and p.path not in (None, config_path)]
 
 
 def _unreceived(sink: Sink, traces: TracesConfig | None, guards: list[GuardDef]) -> None:
@@ -233,6 +246,8 @@ def _ca_file(t: Fields, value: str | None, base: Path) -> str | None:
     """``ca_file`` as an absolute path (``~`` expanded, relative to the config), checked to hold CAs."""
     if value is None:
         return None
+    import ssl  # only a config with ca_file pays for it (``canary status`` reads none)
+
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
     try:
@@ -343,12 +358,16 @@ def _alerts(t: Fields) -> AlertsConfig:
     if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or is_http_url(webhook)):
         sink.error((*keys, "webhook"), "expected an http(s) URL or env:VAR (to read it from the "
                    f"environment), got {webhook!r}")
+    proxy = t.read("webhook_proxy")
+    if proxy is not None and proxy != "env" and not is_http_url(proxy):
+        sink.error((*keys, "webhook_proxy"), "expected \"env\" (the proxy of HTTPS_PROXY / HTTP_PROXY) "
+                   f"or an http(s) URL like 'http://proxy.internal:3128', got {redact_url(proxy)!r}")
     command = t.read("command")
     if command is not None and not command:
         sink.error((*keys, "command"), "an empty command: give the program and its arguments")
     for i, arg in enumerate(command or ()):
         check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
-    return AlertsConfig(webhook=webhook, command=command, repeat=t.read("repeat"),
+    return AlertsConfig(webhook=webhook, webhook_proxy=proxy, command=command, repeat=t.read("repeat"),
                         desktop=t.read("desktop"), desktop_set=t.has("desktop"))
 
 

@@ -8,8 +8,6 @@ and returns None for a value it could not use so parsing can go on.
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -124,6 +122,8 @@ def load_toml(path: Path) -> tuple[dict[str, object] | None, Sink]:
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The choice ``word`` was most likely meant to be, if one is close."""
+    import difflib  # only a problem pays for it
+
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return found[0] if found else None
 
@@ -361,8 +361,10 @@ def is_http_url(url: str) -> bool:
 
 def is_loopback(host: str) -> bool:
     """Whether a listener on ``host`` is reachable only from this machine."""
-    if host == "localhost":
+    if host in ("localhost", "127.0.0.1", "::1"):  # the usual ones, without loading ipaddress
         return True
+    import ipaddress
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

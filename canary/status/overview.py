@@ -123,6 +123,10 @@ def status_document(
                 "families": [f.to_json() for f in families(facts, defined[facts.guard], now=now)],
             }
         )
+    if config.broken:  # guards the daemon still runs on the definitions it loaded
+        from canary.status.problems import broken_guards, broken_rows
+
+        guards += broken_rows(store, broken_guards(config))
     from canary.status import upstream
 
     health = upstream.load(store) if info.running and config.model.upstream else None

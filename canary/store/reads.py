@@ -331,3 +331,15 @@ def heartbeat(reader: Reader) -> HeartbeatRow | None:
     pid, started, beat, files, proxy, fixtures, control, stopped = rows[0]
     t = reader.time
     return HeartbeatRow(int(pid), t(started), t(beat), int(files or 0), proxy, fixtures, control, t(stopped))
+
+
+def latest_transition(reader: Reader, guard: str) -> tuple[str, str, datetime | None] | None:
+    """The guard's latest stored change of status: (status, reason, at), or None."""
+    rows = reader.rows(
+        "SELECT status, reason, at FROM transitions WHERE guard = :guard ORDER BY at DESC, id DESC LIMIT 1",
+        guard=guard,
+    )
+    if not rows:
+        return None
+    status, reason, at = rows[0]
+    return str(status), str(reason), reader.time(at)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,7 +93,18 @@ def test_no_channel_is_a_usage_error(tmp_path: Path) -> None:
     assert "no alert channel" in result.stderr
 
 
-def test_check_lists_the_channels_without_the_webhook_secret(tmp_path: Path) -> None:
+def fake_tools(tmp_path: Path, *names: str) -> Path:
+    """A folder of do-nothing programs under the given names, to stand as PATH."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / name).write_text("#!/bin/sh\nexit 0\n")
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def test_check_lists_the_channels_without_the_webhook_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(fake_tools(tmp_path, "notify-send", "osascript", "notify-me")))
     write(tmp_path, "desktop = true\nwebhook = 'https://hooks.example.org/T000/s3cret'\ncommand = ['notify-me']")
     result = CliRunner().invoke(main, ["check"])
     assert result.exit_code == 0, result.output + result.stderr
@@ -100,6 +112,54 @@ def test_check_lists_the_channels_without_the_webhook_secret(tmp_path: Path) -> 
     assert "alerts   3 channels" in text
     assert "  desktop" in text and "  webhook   https://hooks.example.org" in text and "  command   notify-me" in text
     assert "s3cret" not in text
+
+
+NOTIFIER = "osascript" if sys.platform == "darwin" else "notify-send"
+
+
+def test_check_fails_on_a_desktop_channel_that_cannot_deliver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(fake_tools(tmp_path)))  # no notifier on this machine
+    write(tmp_path, "desktop = true\ncommand = ['true']")
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 2, result.output
+    assert f"alerts.desktop: {NOTIFIER} not found" in result.stderr
+    assert "desktop = false" in result.stderr  # what to do about it
+    assert "CANNOT DELIVER" in result.stdout
+
+
+def test_check_fails_on_an_alert_command_that_cannot_be_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(fake_tools(tmp_path)))
+    write(tmp_path, "desktop = false\ncommand = ['notify-me', '{guard}']")
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 2, result.output
+    assert "alerts.command: 'notify-me' not found" in result.stderr
+
+
+def test_check_warns_when_no_channel_can_deliver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(fake_tools(tmp_path)))
+    write(tmp_path, "repeat = '6h'")  # desktop alerts on by default, and nothing shows them here
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 0, result.output
+    assert "no alert channel can deliver" in result.stderr and f"{NOTIFIER} not found" in result.stderr
+    assert "this machine's notifier" not in result.stdout
+
+
+def test_alerts_test_fails_a_channel_that_cannot_deliver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(fake_tools(tmp_path, "true")))
+    write(tmp_path, "desktop = true\ncommand = ['true']")
+    result = CliRunner().invoke(main, ["alerts", "test"])
+    assert result.exit_code == 3, result.output
+    desktop, command = result.stdout.splitlines()
+    assert desktop.split()[:2] == ["desktop", "FAILED"] and f"{NOTIFIER} not found" in desktop
+    assert command.split()[:2] == ["command", "sent"]
+
+
+def test_alerts_test_with_no_channel_that_can_deliver_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(fake_tools(tmp_path)))
+    write(tmp_path, "repeat = '6h'")
+    result = CliRunner().invoke(main, ["alerts", "test"])
+    assert result.exit_code == 2, result.output
+    assert "no alert channel can deliver" in result.stderr and f"{NOTIFIER} not found" in result.stderr
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from canary.cli import printers
+from canary.cli import printers, quick
 from canary.logs.audit import AuditReport, FileAudit, GuardAudit
 from canary.runs.record import RunRecord
 from canary.sentences import explain
@@ -47,7 +47,7 @@ def test_the_status_table() -> None:
     doc = {"guards": [{"guard": "citation", "status": "asleep", "reason": f"the line was {ATTACK}",
                        "organic_firings": 0, "canary_firings": 0, "kill_rate": None,
                        "last_verdict": "leaked", "last_run": None, "muted_until": None}]}
-    text = printers.status_table(doc)
+    text = quick.status_table(doc)
     assert raw_controls(text) == set(), text
     assert "\\x1b]52;c;cHduZWQ=" in text
 

@@ -1,0 +1,113 @@
+"""What stands between ``canary status`` and a clean bill, beside the guards themselves: no daemon
+collecting, a model server that does not answer, definition files with errors.
+
+``problems`` lists them for the ``problems`` field of ``canary status --json`` (the text output
+prints each first, the first on its first line), and ``exit_code`` turns them and the guards into
+the command's exit code. A guard whose definition file is broken is shown by what the store last
+recorded of it (``broken_rows``): the running daemon goes on with the definition it loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from canary.store import reads
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_USAGE, Status, as_utc, iso
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
+    from canary.store.reads import Reader
+
+__all__ = ["FAULTS", "WARNINGS", "broken_guards", "broken_rows", "exit_code", "problems"]
+
+#: Kinds that make ``canary status`` exit 1 even when every guard reads healthy.
+FAULTS = ("no_daemon", "model_unreachable")
+#: Kinds shown and listed that change no exit code.
+WARNINGS = ("alerts",)
+#: The kind of an error in a definition file: exit 2, the daemon's status shown beside it.
+DEFINITIONS = "definitions"
+
+
+def _ago(moment: datetime, now: datetime) -> str:
+    """``10:02, 7 min ago``, with the date when it is not today."""
+    local = as_utc(moment).astimezone()
+    shown = local.strftime("%H:%M" if local.date() == as_utc(now).astimezone().date() else "%Y-%m-%d %H:%M")
+    minutes = max(0, int((now - moment).total_seconds() // 60))
+    span = (f"{minutes} min" if minutes < 120 else f"{minutes // 60} h" if minutes < 2880
+            else f"{minutes // 1440} days")
+    return f"{shown}, {span} ago"
+
+
+def no_daemon(project: str, heartbeat: str | None, *, now: datetime) -> str:
+    """The sentence that says no daemon collects, and since when."""
+    if heartbeat:
+        beat = datetime.fromisoformat(heartbeat.replace("Z", "+00:00"))
+        when = f"its last heartbeat was at {_ago(beat, now)}"
+    else:
+        when = "none ever ran on this store"
+    return (f"no daemon is collecting for project {project} ({when}): the statuses below are the store's "
+            "last facts; start one with `canary daemon`, or `canary service install`")
+
+
+def problems(doc: Mapping[str, Any], config: Config, *, now: datetime) -> list[dict[str, str]]:
+    """The faults and definition errors of a status document, most urgent first."""
+    out: list[dict[str, str]] = []
+    daemon = doc["daemon"]
+    if not daemon["running"]:
+        said = no_daemon(config.project, daemon.get("heartbeat"), now=now)
+        out.append({"kind": "no_daemon", "message": said})
+    if doc.get("model"):
+        from canary.status.upstream import UpstreamHealth, summary
+
+        line = summary(UpstreamHealth.from_json(doc["model"]))
+        if line:
+            out.append({"kind": "model_unreachable", "message": line})
+    out += [{"kind": DEFINITIONS, "message": p.render()} for p in config.broken]
+    return out
+
+
+def exit_code(doc: Mapping[str, Any]) -> int:
+    """3 when the daemon cannot write its store, 2 for a broken definition, 1 for a fault or an
+    alerting guard, else 0."""
+    kinds = {p["kind"] for p in doc.get("problems", ())}
+    if doc["daemon"].get("error"):
+        return EXIT_UNAVAILABLE
+    if DEFINITIONS in kinds:
+        return EXIT_USAGE
+    if kinds & set(FAULTS) or any(Status(g["status"]).alerting for g in doc["guards"]):
+        return EXIT_UNHEALTHY
+    return EXIT_OK
+
+
+def broken_guards(config: Config) -> list[str]:
+    """The names of guards whose definition file has an error, as far as the file can be read."""
+    import tomllib
+
+    known = {g.name for g in config.guards}
+    names: list[str] = []
+    for path in dict.fromkeys(p.path for p in config.broken if p.path is not None):
+        try:
+            guard = tomllib.loads(path.read_text(encoding="utf-8")).get("guard")
+        except (OSError, ValueError):
+            continue
+        name = guard.get("name") if isinstance(guard, dict) else None
+        if isinstance(name, str) and name not in known and name not in names:
+            names.append(name)
+    return names
+
+
+def broken_rows(reader: Reader, names: Sequence[str]) -> list[dict[str, Any]]:
+    """A status row per broken guard: its latest stored status, said to be the daemon's last word."""
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        latest = reads.latest_transition(reader, name)
+        status, said, at = latest if latest is not None else (Status.NEW.value, "nothing recorded yet", None)
+        rows.append({
+            "guard": name, "status": status,
+            "reason": f"its definition file has an error (above); last recorded: {said}",
+            "organic_firings": None, "canary_firings": None, "kill_rate": None, "last_verdict": None,
+            "last_run": None, "muted_until": None, "families": [], "since": iso(at),
+        })
+    return rows
