@@ -18,30 +18,36 @@ pytestmark = pytest.mark.skipif(not native.available(), reason="hyperscan is not
 
 PIECES = [b"\n", b"\n", b"ab", b"\r\n", "é".encode(), b"\x00", b"\xff", b"x" * 300, b"\n" * 7]
 K = native.LINES_PER_REPORT
-BIG = 70 << 10  # over the size from which the native counter runs
+BIG = 70 << 10
+#: A set with a prefilter that fires on some of PIECES, one with none, one that is end-anchored.
+SETS = [[(0, b"ab"), (1, b"\\xc3")], [], [(2, b"b\\r$")]]
 
 
 @settings(max_examples=examples(60), deadline=None)
 @given(
     pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=60),
     bounds=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20)),
+    which=st.sampled_from(range(len(SETS))),
 )
-def test_count_lines_agrees_with_bytes_count(pieces: list[bytes], bounds: tuple[int, int]) -> None:
+def test_the_scans_line_count_agrees_with_bytes_count(
+    pieces: list[bytes], bounds: tuple[int, int], which: int
+) -> None:
+    found = native.NativeSet(SETS[which])
     unit = b"".join(pieces)
     data = unit * (BIG // len(unit) + 2)
     lo, hi = sorted(b % (len(data) + 1) for b in bounds)
-    assert native.count_lines(data, lo, hi) == data.count(b"\n", lo, hi)
-    assert native.count_lines(data, 0, len(data)) == data.count(b"\n")
+    assert found.scan(data, lo, hi)[1] == data.count(b"\n", lo, hi)
+    assert found.scan(data, 0, len(data))[1] == data.count(b"\n")
 
 
 @pytest.mark.parametrize("lines", [0, 1, K - 1, K, K + 1, 3 * K, 3 * K + 5, 2000 * K])
 @pytest.mark.parametrize("tail", [b"", b"no newline at the end"])
-def test_count_lines_at_every_run_boundary(lines: int, tail: bytes) -> None:
-    width = max(BIG // max(lines, 1), 1)
-    data = (b"y" * (width - 1) + b"\n") * lines + tail
-    if len(data) < BIG:
-        data = b"z" * BIG + data  # a long first line keeps the buffer over the native size
-    assert native.count_lines(data, 0, len(data)) == lines
+def test_the_scans_line_count_at_every_run_boundary(lines: int, tail: bytes) -> None:
+    found = native.NativeSet([(0, b"y")])
+    data = b"y\n" * lines + tail
+    ends, counted = found.scan(data, 0, len(data))
+    assert counted == lines
+    assert sorted(set(ends[0])) == [2 * i + 1 for i in range(lines)]  # the counter is not a rule's
 
 
 def test_a_prefilter_is_reported_once_per_line_at_the_lines_end() -> None:
