@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from canary.sentences import RunView
-from canary.status.families import holes_line
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage
 
 if TYPE_CHECKING:  # the audit's matchers are heavy; ``canary status`` must not load them
     from canary.logs.audit import AuditReport
+    from canary.sentences import RunView
 
 
 def stamp(moment: datetime | None) -> str:
@@ -118,6 +117,8 @@ def status_table(doc: Mapping[str, Any]) -> str:
             status += " (muted)"
         rows.append((safe(str(g["guard"])), status, str(g["organic_firings"]), str(g["canary_firings"]),
                      rate, safe(str(g["last_verdict"] or "-")), safe(str(g["reason"]))))
+    from canary.status.families import holes_line  # not for ``canary audit``
+
     holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []

@@ -8,7 +8,6 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
-import ssl
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -235,6 +234,8 @@ def _ca_file(t: Fields, value: str | None, base: Path) -> str | None:
         return None
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
+    import ssl  # only a config with a CA file pays for it (``canary audit`` reads none)
+
     try:
         ssl.create_default_context().load_verify_locations(cafile=str(path))
     except FileNotFoundError:
