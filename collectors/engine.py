@@ -138,7 +138,7 @@ class NativeSet:
 
         self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
         runs = ends.pop(COUNTER_ID, None)
-        if runs:  # the lines after the last whole run are too few for a native pass to pay
+        if runs:  # the lines after the last whole run, fewer than LINES_PER_REPORT, by bytes.count
             lines = LINES_PER_REPORT * len(set(runs)) + buf.count(b"\n", lo + max(runs), hi)
         else:
             lines = buf.count(b"\n", lo, hi)
