@@ -415,7 +415,10 @@ def main() -> int:
                         help="rounds per row; each round runs every command once, in turn")
     parser.add_argument("--canary", default=None,
                         help="the audit command to time, as a shell splits it (default: the "
-                             "canary next to this Python), e.g. to time another install")
+                             "canary next to this Python), e.g. another checkout: 'env "
+                             "PYTHONSAFEPATH=1 PYTHONPATH=DIR .venv/bin/python -m canary.cli.main' "
+                             "(PYTHONSAFEPATH: not the current folder's canary); the bytecode line "
+                             "names the packages it runs")
     parser.add_argument("--no-compile", action="store_true",
                         help="do not compile bytecode first (as uv tool install without "
                              "--compile-bytecode leaves it)")
