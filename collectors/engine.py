@@ -19,7 +19,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _hs: Any
 try:
@@ -79,6 +79,19 @@ COUNTER_ID = 0xFFFF_FFFF
 #: Whole runs of ``LINES_PER_REPORT`` lines from the start of the buffer: reported once per run,
 #: at its end, while Hyperscan skips from newline to newline over everything else.
 _COUNTER = b"\\A(?:(?:[^\\n]*\\n){%d})+" % LINES_PER_REPORT
+#: The id under which the first byte that is not plain text (not ASCII, or a carriage return)
+#: is reported, once per scan: a buffer without one needs no pass of its own to tell.
+IMPURE_ID = 0xFFFF_FFFE
+_IMPURE = b"[\\x80-\\xff\\r]"
+
+
+class NativeScan(NamedTuple):
+    """What one pass over a buffer found: prefilter id -> the ends of the lines it matches,
+    the newlines, and whether every byte was plain text (ASCII, no carriage return)."""
+
+    ends: dict[int, list[int]]
+    lines: int
+    plain: bool
 
 
 class NativeSet:
@@ -93,7 +106,7 @@ class NativeSet:
         self._local = threading.local()
         self._bare = frozenset(index for index, expression in expressions if _bare(expression))
         compiled = [(index, _line(expr), _flags()) for index, expr in expressions]
-        compiled.append((COUNTER_ID, _COUNTER, 0))
+        compiled += [(COUNTER_ID, _COUNTER, 0), (IMPURE_ID, _IMPURE, int(_hs.HS_FLAG_SINGLEMATCH))]
         cached = _cache_path(cache_dir, compiled)
         loaded = _load(cached) if cached is not None else None
         if loaded is not None:
@@ -115,12 +128,13 @@ class NativeSet:
 
     def line_ends(self, buf: bytes, lo: int, hi: int) -> dict[int, list[int]]:
         """Prefilter id -> the lines of ``buf[lo:hi]`` it matches (see ``scan``)."""
-        return self.scan(buf, lo, hi)[0]
+        return self.scan(buf, lo, hi).ends
 
-    def scan(self, buf: bytes, lo: int, hi: int) -> tuple[dict[int, list[int]], int]:
+    def scan(self, buf: bytes, lo: int, hi: int) -> NativeScan:
         """Prefilter id -> the lines of ``buf[lo:hi]`` it matches, each as the offset from ``lo``
-        of the line's end: its newline, or ``hi - lo`` for a last line without one; and the
-        newlines in ``buf[lo:hi]``, like ``buf.count(b"\\n", lo, hi)``.
+        of the line's end: its newline, or ``hi - lo`` for a last line without one; the
+        newlines in ``buf[lo:hi]``, like ``buf.count(b"\\n", lo, hi)``; and whether
+        ``buf[lo:hi]`` is ASCII without a ``\\r``.
 
         A line may be listed twice; a prefilter that can match empty text also reports
         ``hi - lo`` after a last newline, where no line starts. One Python call per line a
@@ -137,6 +151,7 @@ class NativeSet:
             ends[index].append(end)
 
         self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
+        plain = ends.pop(IMPURE_ID, None) is None
         runs = ends.pop(COUNTER_ID, None)
         if runs:  # the lines after the last whole run, fewer than LINES_PER_REPORT, by bytes.count
             lines = LINES_PER_REPORT * len(set(runs)) + buf.count(b"\n", lo + max(runs), hi)
@@ -148,7 +163,7 @@ class NativeSet:
                 newline = buf.find(b"\n", lo + end, hi)
                 found.add((hi if newline < 0 else newline) - lo)
             ends[index] = sorted(found)
-        return ends, lines
+        return NativeScan(ends, lines, plain)
 
 
 def _cache_path(cache_dir: Path | None, compiled: Sequence[tuple[int, bytes, int]]) -> Path | None:

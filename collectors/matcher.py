@@ -205,14 +205,14 @@ class Matcher:
         those are counted rather than confirmed; and the newlines of ``buf[lo:hi]``."""
         assert self._native is not None
         first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
-        reported, lines = self._native.scan(buf, first, hi)  # a BOM holds no newline
+        reported, lines, plain = self._native.scan(buf, first, hi)  # a BOM holds no newline
         apart_ends = reported.pop(apart, None) if apart >= 0 else None
         candidates = _line_starts(buf, lo, first, hi, reported)
         if self._every_line:
             mark_every_line(buf, lo, hi, self._every_line, candidates)
         if not apart_ends:
             return candidates, 0, lines
-        counted = _count_apart(buf, lo, first, hi, apart, apart_ends, candidates)
+        counted = _count_apart(buf, (lo, first, hi), apart, apart_ends, candidates, plain=plain)
         return candidates, counted, lines
 
     def _confirm(
@@ -273,12 +273,14 @@ def _line_starts(buf: bytes, lo: int, first: int, hi: int, reported: dict[int, l
     return candidates
 
 
-def _count_apart(  # noqa: PLR0917
-    buf: bytes, lo: int, first: int, hi: int, apart: int, apart_ends: list[int],
-    candidates: dict[int, set[int]],
+def _count_apart(
+    buf: bytes, bounds: tuple[int, int, int], apart: int, apart_ends: list[int],
+    candidates: dict[int, set[int]], *, plain: bool,
 ) -> int:
     """The plain lines only rule ``apart`` matches (at ``apart_ends``), counted; the others it
-    matches are added to ``candidates``, to be confirmed."""
+    matches are added to ``candidates``, to be confirmed. ``bounds`` are ``lo``, ``first`` (after
+    a BOM) and ``hi``; ``plain``: the pass saw no byte but ASCII and no ``\\r`` from ``first``."""
+    lo, first, hi = bounds
     rfind = buf.rfind
     lines = set(apart_ends)
     if hi > lo and buf[hi - 1] == 10:
@@ -287,13 +289,14 @@ def _count_apart(  # noqa: PLR0917
     for end in both:
         candidates[rfind(b"\n", lo, first + end) + 1 or lo].add(apart)
     lines.difference_update(both)
-    # On a plain line (ASCII, no trailing \r) the native report is the answer.
-    if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
+    # On a plain line (ASCII, no trailing \r) the native report is the answer; a BOM is not
+    # part of its line's text.
+    if plain:
         return len(lines)
     counted = 0
     for end in lines:
         start = rfind(b"\n", lo, first + end) + 1 or lo
-        raw = buf[start : first + end]
+        raw = buf[max(start, first) : first + end]
         if raw.isascii() and not raw.endswith(b"\r"):
             counted += 1
         else:

@@ -29,15 +29,17 @@ SETS = [[(0, b"ab"), (1, b"\\xc3")], [], [(2, b"b\\r$")]]
     bounds=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20)),
     which=st.sampled_from(range(len(SETS))),
 )
-def test_the_scans_line_count_agrees_with_bytes_count(
+def test_the_scans_line_count_and_plain_text_agree_with_bytes_methods(
     pieces: list[bytes], bounds: tuple[int, int], which: int
 ) -> None:
     found = native.NativeSet(SETS[which])
     unit = b"".join(pieces)
     data = unit * (BIG // len(unit) + 2)
     lo, hi = sorted(b % (len(data) + 1) for b in bounds)
-    assert found.scan(data, lo, hi)[1] == data.count(b"\n", lo, hi)
-    assert found.scan(data, 0, len(data))[1] == data.count(b"\n")
+    assert found.scan(data, lo, hi).lines == data.count(b"\n", lo, hi)
+    assert found.scan(data, 0, len(data)).lines == data.count(b"\n")
+    piece = data[lo:hi]
+    assert found.scan(data, lo, hi).plain == (piece.isascii() and b"\r" not in piece)
 
 
 @pytest.mark.parametrize("lines", [0, 1, K - 1, K, K + 1, 3 * K, 3 * K + 5, 2000 * K])
@@ -45,8 +47,8 @@ def test_the_scans_line_count_agrees_with_bytes_count(
 def test_the_scans_line_count_at_every_run_boundary(lines: int, tail: bytes) -> None:
     found = native.NativeSet([(0, b"y")])
     data = b"y\n" * lines + tail
-    ends, counted = found.scan(data, 0, len(data))
-    assert counted == lines
+    ends, counted, plain = found.scan(data, 0, len(data))
+    assert (counted, plain) == (lines, True)
     assert sorted(set(ends[0])) == [2 * i + 1 for i in range(lines)]  # the counter is not a rule's
 
 
@@ -99,3 +101,21 @@ def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like
         got[engine] = (result.activity, [(h.offset, h.guards, h.activity) for h in result.hits])
     assert got["hyperscan"] == got["python"]
     assert got["python"][0] == 6 * 50  # the Guard line is a hit, not counted
+
+
+@pytest.mark.parametrize("rest", [b"", "é\n".encode(), b"x\r\n"], ids=["plain", "utf8", "cr"])
+def test_activity_after_a_bom_is_counted_like_python_whether_the_buffer_is_plain_or_not(
+    rest: bytes,
+) -> None:
+    from collectors.scan import BOM, LineScanner
+
+    data = BOM + b"task finished\n" + b"task finished\nGuard task finished\nnothing\n" * 3 + rest
+    got = {}
+    for engine in ("python", "hyperscan"):
+        matcher = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task finished"),
+                          timestamps=TimestampParser(default_tz=UTC),
+                          engine=engine)  # type: ignore[arg-type]
+        result = LineScanner(matcher).feed(data, count_activity=True)
+        got[engine] = (result.activity, result.lines, [(h.offset, h.guards) for h in result.hits])
+    assert got["hyperscan"] == got["python"]
+    assert got["python"][:2] == (4, data.count(b"\n"))
