@@ -14,13 +14,10 @@ from typing import Protocol
 from canary.terminal import safe
 from canary.vocabulary import Stage, Verdict
 
-__all__ = ["AMBIGUOUS_ADVICE", "POINT_AT_THE_PROXY", "RunView", "counted", "explain", "meaning",
+__all__ = ["AMBIGUOUS_ADVICE", "POINT_AT_THE_PROXY", "RunView", "explain", "meaning",
            "not_injected"]
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 line``, ``0 lines``, ``2 lines``: a count and its noun, in the number it takes."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 #: When the agent's model base URL may point at the proxy: the one rule ``canary init``, ``canary check``,
 #: ``canary run`` and the docs all say, in these words.

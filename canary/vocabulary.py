@@ -133,3 +133,8 @@ def hour_floor(moment: datetime) -> datetime:
 
 #: The collectors' rule name for lines that carry a task id (``[logs] correlate``): never a firing.
 CORRELATE_RULE = "~correlate"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 line``, ``0 lines``, ``2 lines``: a count and its noun, in the number it takes."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

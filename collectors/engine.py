@@ -4,7 +4,9 @@ Every prefilter (``collectors.patterns``) is compiled into one block-mode databa
 in multiline mode, followed by the rest of its line (``[^\\n]*$``): a prefilter is
 then reported once per line it matches, at the line's end, however often it
 matches there, so a line needs no mapping from a match to its start unless it is
-to be confirmed. Hyperscan runs in linear time whatever the pattern. The import
+to be confirmed. The same pass counts the buffer's lines: a counter expression in
+the database is reported once per ``LINES_PER_REPORT`` lines. Hyperscan runs in
+linear time whatever the pattern. The import
 is guarded: without the ``hyperscan`` package ``available()`` is False and the
 scanner uses its pure-Python path.
 """
@@ -17,7 +19,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _hs: Any
 try:
@@ -70,8 +72,31 @@ def _flags() -> int:
     return int(_hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_ALLOWEMPTY)
 
 
+#: Lines the line counter reports at once: few reports, and a small database.
+LINES_PER_REPORT = 128
+#: The id the line counter is reported under; no prefilter has it (ids are unsigned 32-bit).
+COUNTER_ID = 0xFFFF_FFFF
+#: Whole runs of ``LINES_PER_REPORT`` lines from the start of the buffer: reported once per run,
+#: at its end, while Hyperscan skips from newline to newline over everything else.
+_COUNTER = b"\\A(?:(?:[^\\n]*\\n){%d})+" % LINES_PER_REPORT
+#: The id under which the first byte that is not plain text (not ASCII, or a carriage return)
+#: is reported, once per scan: a buffer without one needs no pass of its own to tell.
+IMPURE_ID = 0xFFFF_FFFE
+_IMPURE = b"[\\x80-\\xff\\r]"
+
+
+class NativeScan(NamedTuple):
+    """What one pass over a buffer found: prefilter id -> the ends of the lines it matches,
+    the newlines, and whether every byte was plain text (ASCII, no carriage return)."""
+
+    ends: dict[int, list[int]]
+    lines: int
+    plain: bool
+
+
 class NativeSet:
-    """A compiled set of line prefilters; ``line_ends`` tells which lines each of them matches."""
+    """A compiled set of line prefilters and the line counter; ``scan`` tells which lines each
+    prefilter matches, and how many lines there are, from one pass."""
 
     def __init__(
         self, expressions: Sequence[tuple[int, bytes]], *, cache_dir: Path | None = None
@@ -79,21 +104,21 @@ class NativeSet:
         """Compile ``(id, expression)`` pairs; with ``cache_dir``, reuse a database compiled before."""
         assert _hs is not None, "check available() first"
         self._local = threading.local()
-        self._db: Any = None
         self._bare = frozenset(index for index, expression in expressions if _bare(expression))
-        if not expressions:
-            return
-        cached = _cache_path(cache_dir, expressions)
-        self._db = _load(cached) if cached is not None else None
-        if self._db is not None:
+        compiled = [(index, _line(expr), _flags()) for index, expr in expressions]
+        compiled += [(COUNTER_ID, _COUNTER, 0), (IMPURE_ID, _IMPURE, int(_hs.HS_FLAG_SINGLEMATCH))]
+        cached = _cache_path(cache_dir, compiled)
+        loaded = _load(cached) if cached is not None else None
+        if loaded is not None:
+            self._db: Any = loaded
             return
         db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         try:
             db.compile(
-                expressions=[_line(expr) for _, expr in expressions],
-                ids=[index for index, _ in expressions],
-                elements=len(expressions),
-                flags=[_flags()] * len(expressions),
+                expressions=[expr for _, expr, _ in compiled],
+                ids=[index for index, _, _ in compiled],
+                elements=len(compiled),
+                flags=[flags for _, _, flags in compiled],
             )
         except _hs.error as exc:
             raise NativeError(str(exc)) from exc
@@ -102,15 +127,20 @@ class NativeSet:
             _store(cached, db)
 
     def line_ends(self, buf: bytes, lo: int, hi: int) -> dict[int, list[int]]:
-        """Prefilter id -> the lines of ``buf[lo:hi]`` it matches, each as the offset
-        from ``lo`` of the line's end: its newline, or ``hi - lo`` for a last line without one.
+        """Prefilter id -> the lines of ``buf[lo:hi]`` it matches (see ``scan``)."""
+        return self.scan(buf, lo, hi).ends
+
+    def scan(self, buf: bytes, lo: int, hi: int) -> NativeScan:
+        """Prefilter id -> the lines of ``buf[lo:hi]`` it matches, each as the offset from ``lo``
+        of the line's end: its newline, or ``hi - lo`` for a last line without one; the
+        newlines in ``buf[lo:hi]``, like ``buf.count(b"\\n", lo, hi)``; and whether
+        ``buf[lo:hi]`` is ASCII without a ``\\r``.
 
         A line may be listed twice; a prefilter that can match empty text also reports
         ``hi - lo`` after a last newline, where no line starts. One Python call per line a
-        prefilter matches (per match for an end-anchored one, which is mapped here).
+        prefilter matches (per match for an end-anchored one, which is mapped here) and one
+        per ``LINES_PER_REPORT`` lines.
         """
-        if self._db is None:
-            return {}
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             assert _hs is not None
@@ -121,73 +151,25 @@ class NativeSet:
             ends[index].append(end)
 
         self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
+        plain = ends.pop(IMPURE_ID, None) is None
+        runs = ends.pop(COUNTER_ID, None)
+        if runs:  # the lines after the last whole run, fewer than LINES_PER_REPORT, by bytes.count
+            lines = LINES_PER_REPORT * len(set(runs)) + buf.count(b"\n", lo + max(runs), hi)
+        else:
+            lines = buf.count(b"\n", lo, hi)
         for index in self._bare.intersection(ends):
-            lines = set()
+            found = set()
             for end in ends[index]:  # a match's end -> its line's end
                 newline = buf.find(b"\n", lo + end, hi)
-                lines.add((hi if newline < 0 else newline) - lo)
-            ends[index] = sorted(lines)
-        return ends
+                found.add((hi if newline < 0 else newline) - lo)
+            ends[index] = sorted(found)
+        return NativeScan(ends, lines, plain)
 
 
-#: Lines the line counter reports at once: few reports, and a small database.
-LINES_PER_REPORT = 128
-#: Buffers shorter than this are counted with ``bytes.count``: a native pass costs more there.
-_COUNT_NATIVE_FROM = 64 << 10
-_counter: Any = None
-_counter_built = False
-_counter_lock = threading.Lock()
-_counter_local = threading.local()
-
-
-def count_lines(buf: bytes, lo: int, hi: int) -> int:
-    """The newlines in ``buf[lo:hi]``, like ``buf.count(b"\\n", lo, hi)``, in one native pass.
-
-    The counter's one expression matches whole runs of ``LINES_PER_REPORT`` lines from the
-    start of the buffer, so it is reported once per run, at the run's end, and Hyperscan
-    skips from newline to newline over everything else; the lines after the last run are
-    counted with ``bytes.count``.
-    """
-    db = _line_counter() if hi - lo >= _COUNT_NATIVE_FROM else None
-    if db is None:
-        return buf.count(b"\n", lo, hi)
-    scratch = getattr(_counter_local, "scratch", None)
-    if scratch is None:
-        scratch = _counter_local.scratch = _hs.Scratch(db)
-    ends: list[int] = []
-    append = ends.append
-
-    def on_match(_index: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-        append(end)
-
-    db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
-    if not ends:
-        return buf.count(b"\n", lo, hi)
-    return LINES_PER_REPORT * len(set(ends)) + buf.count(b"\n", lo + max(ends), hi)
-
-
-def _line_counter() -> Any:
-    """The line counter's database, compiled on first use; None where it cannot be."""
-    global _counter, _counter_built
-    if _hs is None:
-        return None
-    with _counter_lock:
-        if not _counter_built:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            expression = b"\\A(?:(?:[^\\n]*\\n){%d})+" % LINES_PER_REPORT
-            try:
-                db.compile(expressions=[expression], ids=[0], elements=1, flags=[0])
-            except _hs.error:
-                db = None
-            _counter, _counter_built = db, True
-    return _counter
-
-
-def _cache_path(cache_dir: Path | None, expressions: Sequence[tuple[int, bytes]]) -> Path | None:
+def _cache_path(cache_dir: Path | None, compiled: Sequence[tuple[int, bytes, int]]) -> Path | None:
     if cache_dir is None:
         return None
-    compiled = [(index, _line(expression)) for index, expression in expressions]
-    digest = hashlib.sha256(repr((_hs.__version__, _flags(), compiled)).encode())
+    digest = hashlib.sha256(repr((_hs.__version__, compiled)).encode())
     return cache_dir / f"{digest.hexdigest()[:32]}.hsdb"
 
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from collectors import engine as native
 from collectors.candidates import PythonCandidates, mark_every_line
@@ -100,6 +100,15 @@ class Hit:
                 f"activity={self.activity}, ts={self.ts!r})")
 
 
+class Scanned(NamedTuple):
+    """What ``Matcher.scan_counted`` found in a buffer: the hits, the lines that were only
+    activity (counted, not returned), and the newlines."""
+
+    hits: list[Hit]
+    activity: int
+    lines: int
+
+
 class Matcher:
     """Matches buffers of complete lines against every guard rule and the activity rule."""
 
@@ -148,12 +157,6 @@ class Matcher:
         """The engine that finds candidate lines: "hyperscan" or "python"."""
         return "python" if self._native is None else "hyperscan"
 
-    def count_lines(self, buf: bytes, lo: int, hi: int) -> int:
-        """The newlines in ``buf[lo:hi]``: one native pass, or ``bytes.count`` on the Python path."""
-        if self._native is None:
-            return buf.count(b"\n", lo, hi)
-        return native.count_lines(buf, lo, hi)
-
     def scan(
         self, buf: bytes, base: int, lo: int = 0, hi: int | None = None, *, warn: Warn | None = None
     ) -> list[Hit]:
@@ -162,26 +165,28 @@ class Matcher:
         A line on which a pattern spends more than the budget is not counted for that
         pattern, and ``warn`` hears of it.
         """
-        return self.scan_counted(buf, base, lo, hi, warn=warn, count_activity=False)[0]
+        return self.scan_counted(buf, base, lo, hi, warn=warn, count_activity=False).hits
 
     def scan_counted(
         self, buf: bytes, base: int, lo: int = 0, hi: int | None = None, *,
         warn: Warn | None = None, count_activity: bool = True,
-    ) -> tuple[list[Hit], int]:
-        """Like ``scan``; with ``count_activity``, lines that are only activity are counted,
-        not returned (an audit without a window needs no more of them)."""
+    ) -> Scanned:
+        """Like ``scan``, with the newlines of ``buf[lo:hi]`` counted in the same pass; with
+        ``count_activity``, lines that are only activity are counted, not returned (an audit
+        without a window needs no more of them)."""
         if hi is None:
             hi = len(buf)
         counted = 0
         act = len(self._all) - 1 if self.activity is not None else -1
         if self._native is not None:
-            candidates, counted = self._native_candidates(
+            candidates, counted, lines = self._native_candidates(
                 buf, base, lo, hi, act if count_activity and act in self._trusted else -1
             )
         else:
             candidates = self._python.lines(buf, lo, hi)
+            lines = buf.count(b"\n", lo, hi)
         if not candidates:
-            return [], counted
+            return Scanned([], counted, lines)
         confirmed = (
             self._confirm(buf, base, start, candidates[start], warn) for start in sorted(candidates)
         )
@@ -190,24 +195,25 @@ class Matcher:
             kept = [hit for hit in hits if hit.guards]
             counted += len(hits) - len(kept)
             hits = kept
-        return hits, counted
+        return Scanned(hits, counted, lines)
 
     def _native_candidates(
         self, buf: bytes, base: int, lo: int, hi: int, apart: int
-    ) -> tuple[dict[int, set[int]], int]:
-        """Line start -> rule indexes to confirm, from one native pass; and, where rule
-        ``apart`` (the activity rule, trusted) is to be counted, how many plain lines only it
-        matches: those are counted rather than confirmed."""
+    ) -> tuple[dict[int, set[int]], int, int]:
+        """Line start -> rule indexes to confirm, from one native pass; where rule ``apart``
+        (the activity rule, trusted) is to be counted, how many plain lines only it matches:
+        those are counted rather than confirmed; and the newlines of ``buf[lo:hi]``."""
         assert self._native is not None
         first = lo + len(BOM) if base + lo == 0 and buf.startswith(BOM, lo) else lo
-        reported = self._native.line_ends(buf, first, hi)
+        reported, lines, plain = self._native.scan(buf, first, hi)  # a BOM holds no newline
         apart_ends = reported.pop(apart, None) if apart >= 0 else None
         candidates = _line_starts(buf, lo, first, hi, reported)
         if self._every_line:
             mark_every_line(buf, lo, hi, self._every_line, candidates)
         if not apart_ends:
-            return candidates, 0
-        return candidates, _count_apart(buf, lo, first, hi, apart, apart_ends, candidates)
+            return candidates, 0, lines
+        counted = _count_apart(buf, (lo, first, hi), apart, apart_ends, candidates, plain=plain)
+        return candidates, counted, lines
 
     def _confirm(
         self, buf: bytes, base: int, start: int, indexes: set[int], warn: Warn | None
@@ -267,12 +273,14 @@ def _line_starts(buf: bytes, lo: int, first: int, hi: int, reported: dict[int, l
     return candidates
 
 
-def _count_apart(  # noqa: PLR0917
-    buf: bytes, lo: int, first: int, hi: int, apart: int, apart_ends: list[int],
-    candidates: dict[int, set[int]],
+def _count_apart(
+    buf: bytes, bounds: tuple[int, int, int], apart: int, apart_ends: list[int],
+    candidates: dict[int, set[int]], *, plain: bool,
 ) -> int:
     """The plain lines only rule ``apart`` matches (at ``apart_ends``), counted; the others it
-    matches are added to ``candidates``, to be confirmed."""
+    matches are added to ``candidates``, to be confirmed. ``bounds`` are ``lo``, ``first`` (after
+    a BOM) and ``hi``; ``plain``: the pass saw no byte but ASCII and no ``\\r`` from ``first``."""
+    lo, first, hi = bounds
     rfind = buf.rfind
     lines = set(apart_ends)
     if hi > lo and buf[hi - 1] == 10:
@@ -281,13 +289,14 @@ def _count_apart(  # noqa: PLR0917
     for end in both:
         candidates[rfind(b"\n", lo, first + end) + 1 or lo].add(apart)
     lines.difference_update(both)
-    # On a plain line (ASCII, no trailing \r) the native report is the answer.
-    if buf.find(b"\r", lo, hi) < 0 and (buf.isascii() or buf[lo:hi].isascii()):
+    # On a plain line (ASCII, no trailing \r) the native report is the answer; a BOM is not
+    # part of its line's text.
+    if plain:
         return len(lines)
     counted = 0
     for end in lines:
         start = rfind(b"\n", lo, first + end) + 1 or lo
-        raw = buf[start : first + end]
+        raw = buf[max(start, first) : first + end]
         if raw.isascii() and not raw.endswith(b"\r"):
             counted += 1
         else:

@@ -80,6 +80,7 @@ class LineScanner:
         self._skipped = 0
         self._count_activity = False
         self._counted = 0
+        self._lines = 0  # of the current ``feed``: each matched piece counts its own newlines
 
     @property
     def read_pos(self) -> int:
@@ -92,9 +93,8 @@ class LineScanner:
         With ``count_activity``, lines that are only activity are counted, not returned.
         """
         self._count_activity = count_activity
-        self._counted = 0
+        self._counted = self._lines = 0
         hits: list[Hit] = []
-        lines = 0
         before = self.offset
         start = 0
         if self._pending or self._skipped:
@@ -105,19 +105,17 @@ class LineScanner:
             self._keep(data[:newline])
             hits.extend(self._scan_line(self._pending + b"\n", self.offset, cut=self._skipped > 0))
             self.offset += len(self._pending) + self._skipped + 1
-            lines += 1
             self._pending = b""
             self._skipped = 0
             start = newline + 1
         last = data.rfind(b"\n", start)
         if last >= 0:
             hits.extend(self._scan_region(data, self.offset - start, start, last + 1))
-            lines += self.matcher.count_lines(data, start, last + 1)
             self.offset += last + 1 - start
             start = last + 1
         if start < len(data):
             self._keep(data[start:] if start else data)
-        return FeedResult(hits, lines, self.offset - before, self._counted)
+        return FeedResult(hits, self._lines, self.offset - before, self._counted)
 
     def _keep(self, chunk: bytes) -> None:
         """Add bytes to the partial line, keeping at most ``max_line`` of them."""
@@ -148,11 +146,15 @@ class LineScanner:
         return hits
 
     def _match(self, data: bytes, base: int, lo: int, hi: int) -> list[Hit]:
-        hits, counted = self.matcher.scan_counted(
+        """Hits in ``data[lo:hi]``; its lines and activity lines are added to this feed's counts.
+
+        A cut line is matched as its kept bytes and a newline: one line."""
+        scanned = self.matcher.scan_counted(
             data, base, lo, hi, warn=self._warn, count_activity=self._count_activity
         )
-        self._counted += counted
-        return hits
+        self._counted += scanned.activity
+        self._lines += scanned.lines
+        return scanned.hits
 
     def _scan_line(self, line: bytes, offset: int, *, cut: bool) -> list[Hit]:
         if cut:

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from canary.sentences import RunView, counted
 from canary.terminal import safe
-from canary.vocabulary import HEALTHY_VERDICTS, Stage
+from canary.vocabulary import HEALTHY_VERDICTS, Stage, counted
 
 if TYPE_CHECKING:  # the audit's matchers are heavy; ``canary status`` must not load them
     from canary.logs.audit import AuditReport
+    from canary.sentences import RunView
 
 
 def stamp(moment: datetime | None) -> str:

@@ -250,6 +250,7 @@ def _ca_file(t: Fields, value: str | None, base: Path) -> str | None:
 
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
+
     try:
         ssl.create_default_context().load_verify_locations(cafile=str(path))
     except FileNotFoundError:

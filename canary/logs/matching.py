@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from canary.config.settings import Config
-from canary.locations import state_dir
+from canary.locations import private_state_dir
 from canary.vocabulary import CORRELATE_RULE
 from collectors.rules import Rule
 from collectors.scan import Matcher
@@ -34,7 +35,17 @@ def build_matcher(config: Config, *, correlate: bool = False) -> Matcher:
     if activity is not None:
         activity_rule = _rule(ACTIVITY, config.logs.activity_pattern or activity)
     timestamps = TimestampParser(config.logs.timestamp, config.logs.timestamp_format)
-    return Matcher(rules, activity_rule, timestamps=timestamps, cache_dir=state_dir() / "scan-cache")
+    return Matcher(rules, activity_rule, timestamps=timestamps, cache_dir=_cache_dir())
+
+
+def _cache_dir() -> Path | None:
+    """Where compiled patterns are kept for the next start: in the state folder, made owner-only
+    if no daemon made it yet (the compile costs more than the scan of a small log); None where it
+    cannot be made, which only costs a compile."""
+    try:
+        return private_state_dir() / "scan-cache"
+    except OSError:
+        return None
 
 
 def _rule(name: str, match: object) -> Rule:

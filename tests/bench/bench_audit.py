@@ -1,21 +1,18 @@
-"""``canary audit`` on a generated agent log, against GNU grep and ripgrep in the same run.
+"""``canary audit`` as a whole command, against GNU grep and ripgrep given the guards' patterns.
 
-    uv run python tests/bench/bench_audit.py                  # look-alike log, ~1 GB, best of 3
-    uv run python tests/bench/bench_audit.py --size-mb 100    # quick run
-    uv run python tests/bench/bench_audit.py --shape plain    # the earlier log shape
-    uv run python tests/bench/bench_audit.py --shape utf8     # look-alike, 1 line in 100 non-ASCII
-    uv run python tests/bench/bench_audit.py --keep           # keep (and reuse) the log
-    uv run python tests/bench/bench_audit.py --profile        # cProfile one audit pass
+    uv run python tests/bench/bench_audit.py                        # look-alike log, ~1 GB
+    uv run python tests/bench/bench_audit.py --size-mb 256 --keep   # quicker; keep (and reuse) the log
+    uv run python tests/bench/bench_audit.py --guards 1,L --rounds 3
+    uv run python tests/bench/bench_audit.py --shape utf8           # look-alike, 1 line in 100 non-ASCII
+    uv run python tests/bench/bench_audit.py --profile              # cProfile one audit pass
 
-The default log is look-alike heavy: besides 0.1 % guard rejections over 128
-guards, 30 % of lines are accept, debug, router and tool lines that share the
-guards' words, the activity pattern matches 10 % of lines and 3 % more look like
-it. ``--shape plain`` keeps the earlier log (8 guards, 0.1 % rejections, 1 %
-activity, few near misses). At each guard count (``--guards``, default
-1,8,32,128) the audit runs in this process on a config of the first N guards and
-the activity pattern; the references are ``grep -c -E`` with the same patterns
-(alternation and ``-e`` per pattern, C and inherited locale: the fastest) and
-ripgrep when installed, passes alternating, on a hot page cache. Every count is
+The look-alike log holds 128 guards firing on 0.1 % of lines, one of them a plain
+literal (``QuoteGuard: rejected url=``), 30 % of lines that share the guards'
+prefixes without firing them (the lines guards write when they accept), and 10 %
+activity lines. Each row (``N``: the first N guards; ``L``: the literal guard
+alone) times ``canary audit --config ... --json`` as its own process against
+``grep -c -E`` (``-F`` for the literal) and ``rg -c`` given exactly the guards'
+patterns, in turn each round, and prints wall and CPU ratios. Every count is
 checked against what was generated and against grep and ripgrep. Target: audit
 time at most grep's, aim for half.
 """
@@ -29,12 +26,14 @@ import json
 import os
 import pstats
 import random
-import resource
+import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ OUT = HERE / "_out"
 SEED = 20261129
 LOG_NAME = "agent.log"
 META_NAME = "meta.json"
+LOG_VERSION = 2  # the look-alike log has a plain-literal guard
 GUARD_EVERY = 1000  # one guard line per 1000 lines: 0.1 %
 ACTIVITY_EVERY = 100  # one activity line per 100 lines
 STEP_MS = 20  # time between consecutive lines
@@ -217,14 +217,23 @@ LOOKALIKE_SHARE = 0.30  # guard look-alikes
 ACTIVITY_LOOKALIKE_SHARE = 0.03
 
 
+#: The guard whose pattern is a plain literal (grep -F, ripgrep -F): its look-alikes share
+#: ``QuoteGuard: rejected `` (``rejected 0 of 4 claims``) and ``QuoteGuard: `` (``accepted``).
+LITERAL_GUARD = "quote"
+LITERAL = "QuoteGuard: rejected url="
+
+
 def lookalike_guards(count: int = LOOKALIKE_GUARDS) -> dict[str, tuple[str, str]]:
-    """name -> (class name in the log, match regex valid for Python re, POSIX ERE and ripgrep)."""
+    """name -> (class name in the log, match regex valid for Python re, POSIX ERE and ripgrep).
+
+    One of them, ``LITERAL_GUARD``, matches a plain literal."""
     out = {}
     for i in range(count):
         base = BASES[i % len(BASES)]
         suffix = "" if i < len(BASES) else str(i // len(BASES))
         cls = f"{base}{suffix}Guard"
-        out[f"{base.lower()}{suffix}"] = (cls, f"{cls}: (rejected|blocked) [a-z]+=[^ ]+")
+        name = f"{base.lower()}{suffix}"
+        out[name] = (cls, LITERAL if name == LITERAL_GUARD else f"{cls}: (rejected|blocked) [a-z]+=[^ ]+")
     return out
 
 
@@ -286,7 +295,7 @@ def generate_lookalike(
                 if i % FIRING_EVERY == FIRING_EVERY // 2:
                     name = rng.choice(names[: len(BASES)] if rng.random() < 0.5 else names)
                     counts[name] += 1
-                    word = rng.choice(["rejected", "blocked"])
+                    word = "rejected" if name == LITERAL_GUARD else rng.choice(["rejected", "blocked"])
                     body = _pad(rng, f"WARNING guards       {_ids(rng)} {guards[name][0]}: {word} "
                                 f"url=https://{rng.getrandbits(40):010x}.example.org/p reason=x")
                 elif roll < ACTIVITY_SHARE:
@@ -350,17 +359,46 @@ def read_once(path: Path, chunk: int) -> tuple[float, int]:
     return time.perf_counter() - started, lines
 
 
-def run_grep(args: list[str], env: dict[str, str]) -> tuple[float, int]:
-    started = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"grep failed ({done.returncode}): {done.stderr.strip()}")
-    return elapsed, int(done.stdout.strip() or 0)
+@dataclass
+class Tool:
+    """One whole command timed in every round: its argv, environment and how it reports."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    outputs: set[str] = field(default_factory=set)
+
+    def run(self) -> str:
+        """Run once as its own process; note wall and CPU (user + sys) seconds; return stdout."""
+        with tempfile.TemporaryFile() as err:
+            started = time.perf_counter()
+            child = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=err, env=self.env)
+            assert child.stdout is not None
+            out = child.stdout.read()
+            _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time
+            elapsed = time.perf_counter() - started
+            child.returncode = code = os.waitstatus_to_exitcode(status)
+            child.stdout.close()
+            if code not in (0, 1):
+                err.seek(0)
+                raise SystemExit(f"{self.name} failed ({code}): {err.read().decode(errors='replace')}")
+        self.wall.append(elapsed)
+        self.cpu.append(usage.ru_utime + usage.ru_stime)
+        text = out.decode()
+        self.outputs.add(text if self.name == "audit" else text.strip())
+        return text
+
+    def command(self) -> str:
+        """The command as a user types it (for timing it again with another tool)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items()
+                       if os.environ.get(k) != v)
+        return (env + " " if env else "") + shlex.join(self.argv)
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def main() -> int:
@@ -370,12 +408,24 @@ def main() -> int:
                         help="lookalike (default): accept and router lines share the guards' "
                              "literals; plain: the earlier log with few near misses; utf8: the "
                              "look-alike log with one line in 100 non-ASCII")
-    parser.add_argument("--guards", default="1,8,32,128",
-                        help="guard counts to measure, comma-separated (plain has 8 at most)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed passes of each (best kept)")
+    parser.add_argument("--guards", default="1,L,8,32,128",
+                        help="rows, comma-separated: a guard count (the first N guards), or L "
+                             "for the plain-literal guard alone (plain has 8 guards, no L)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds per row; each round runs every command once, in turn")
+    parser.add_argument("--canary", default=None,
+                        help="the audit command to time, as a shell splits it (default: the "
+                             "canary next to this Python), e.g. another checkout: 'env "
+                             "PYTHONSAFEPATH=1 PYTHONPATH=DIR .venv/bin/python -m canary.cli.main' "
+                             "(PYTHONSAFEPATH: not the current folder's canary); the bytecode line "
+                             "names the packages it runs")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="do not compile bytecode first (as uv tool install without "
+                             "--compile-bytecode leaves it)")
     parser.add_argument("--keep", action="store_true",
                         help=f"keep the log under {OUT} and reuse it next time")
-    parser.add_argument("--profile", action="store_true", help="cProfile one extra audit pass")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile one audit pass of the last row, in this process")
     parser.add_argument("--generate", nargs=3, metavar=("SHAPE", "PATH", "BYTES"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -412,6 +462,7 @@ def ensure_log(root: Path, size: int, shape: str) -> tuple[Path, dict[str, Any]]
     truth = json.loads(meta.read_text()) if meta.exists() and log.exists() else None
     if truth is not None and (truth.get("requested") != size or truth.get("seed") != SEED
                               or truth.get("profile", "plain") != shape
+                              or truth.get("version") != LOG_VERSION
                               or log.stat().st_size != truth["size"]):
         truth = None
     if truth is None:
@@ -420,7 +471,7 @@ def ensure_log(root: Path, size: int, shape: str) -> tuple[Path, dict[str, Any]]
             [sys.executable, __file__, "--generate", shape, str(log), str(size)],
             capture_output=True, text=True, check=True,
         )
-        truth = json.loads(child.stdout)
+        truth = {**json.loads(child.stdout), "version": LOG_VERSION}
         meta.write_text(json.dumps(truth))
         print(f"generated {log} in {time.perf_counter() - started:.1f} s")
     else:
@@ -428,17 +479,88 @@ def ensure_log(root: Path, size: int, shape: str) -> tuple[Path, dict[str, Any]]
     return log, truth
 
 
-def run(root: Path, size: int, args: argparse.Namespace) -> int:
-    from canary.config.settings import load_config
-    from canary.logs.audit import audit
+def compile_bytecode(canary: list[str]) -> None:
+    """Write the bytecode of the audit's install, as ``uv tool install --compile-bytecode`` does."""
+    probe = ("import canary, collectors, sysconfig; print(canary.__path__[0]); "
+             "print(collectors.__path__[0]); print(sysconfig.get_paths()['purelib'])")
+    python = sys.executable  # the audit's Python (a --canary command's PYTHONPATH is kept)
+    env = _audit_env(canary)
+    paths = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True,
+                           env=env).stdout.split()
+    started = time.perf_counter()
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", *paths], check=False,
+                   stdout=subprocess.DEVNULL, env=env)
+    print(f"bytecode  compiled in {time.perf_counter() - started:.1f} s: {', '.join(paths)}")
 
+
+def _audit_env(canary: list[str]) -> dict[str, str]:
+    """The environment a ``--canary`` command of the form ``env K=V ... cmd`` sets."""
+    env = dict(os.environ)
+    if canary[0] == "env":
+        for word in canary[1:]:
+            if "=" not in word:
+                break
+            key, value = word.split("=", 1)
+            env[key] = value
+    return env
+
+
+def row_guards(label: str, every_guard: dict[str, str]) -> dict[str, str]:
+    """The guards of one row: the first N, or (``L``) the plain-literal guard alone."""
+    if label == "L":
+        return {LITERAL_GUARD: every_guard[LITERAL_GUARD]}
+    return dict(list(every_guard.items())[: min(int(label), len(every_guard))])
+
+
+def tools_for(label: str, guards: dict[str, str], log: Path, config: Path, canary: list[str],
+              state: Path) -> list[Tool]:
+    """The audit and its references for one row: grep and ripgrep given exactly the guards'
+    patterns, as one alternation (faster in grep than one ``-e`` per pattern: 10.8 s against
+    12.9 s for 128 guards over 256 MB) or the plain literal as a fixed string, read from a
+    pattern file beside the row's config, in the C locale."""
+    c_locale = {**os.environ, "LC_ALL": "C"}
+    fixed = label == "L"
+    patterns = config.with_name("guards.pattern")
+    patterns.write_text("|".join(guards.values()) + "\n", encoding="utf-8")
+    grep = [shutil.which("grep") or "grep", "-c", "-F" if fixed else "-E", "-f", str(patterns),
+            str(log)]
+    audit_env = {**_audit_env(canary), "CANARY_STATE_DIR": str(state)}
+    audit_argv = [w for w in canary if w not in _env_words(canary)]
+    tools = [Tool("audit", [*audit_argv, "--config", str(config), "audit", "--json"], audit_env),
+             Tool("grep", grep, c_locale)]
+    rg = shutil.which("rg")
+    if rg:
+        tools.append(Tool("rg", [rg, "--no-config", "-c", *(["-F"] if fixed else []), "-f",
+                                 str(patterns), str(log)], c_locale))
+    return tools
+
+
+def _env_words(canary: list[str]) -> set[str]:
+    if canary[0] != "env":
+        return set()
+    words = {"env"}
+    for word in canary[1:]:
+        if "=" not in word:
+            break
+        words.add(word)
+    return words
+
+
+def run(root: Path, size: int, args: argparse.Namespace) -> int:
     log, truth = ensure_log(root, size, args.shape)
     if args.shape != "plain":
         every_guard = {name: pattern for name, (_, pattern) in lookalike_guards().items()}
         activity = LOOKALIKE_ACTIVITY
     else:
         every_guard, activity = dict(GUARDS), ACTIVITY
-    counts = sorted({min(int(n), len(every_guard)) for n in args.guards.split(",")})
+    labels = [w.strip() for w in args.guards.split(",") if w.strip()]
+    if args.shape == "plain":
+        labels = [w for w in labels if w != "L"]
+    canary = shlex.split(args.canary) if args.canary else [str(Path(sys.executable).with_name("canary"))]
+    if not args.no_compile:
+        compile_bytecode(canary)
+    state = root / "state"  # as for a user whose daemon made the state folder
+    state.mkdir(exist_ok=True)
 
     file_size = log.stat().st_size
     mb = file_size / 1e6
@@ -450,91 +572,96 @@ def run(root: Path, size: int, args: argparse.Namespace) -> int:
     print(f"truth     {guard_total:,} guard lines ({guard_total / newline_count:.3%}) over "
           f"{len(truth['guards'])} guards, {truth['activity']:,} activity lines "
           f"({truth['activity'] / newline_count:.1%})")
-    grep = shutil.which("grep") or "grep"
-    rg = shutil.which("rg")
-    c_locale = {**os.environ, "LC_ALL": "C"}
-    inherited = dict(os.environ)
-    locale_name = inherited.get("LC_ALL") or inherited.get("LANG") or "unset"
-    print(f"tools     {grep} ({locale_name} and LC_ALL=C, alternation and -e per pattern; the "
-          f"fastest is the reference), ripgrep {rg or 'not installed: skipped'}; best of "
-          f"{args.repeat}")
-    print(f"\n{'guards':>6} {'grep s':>8} {'rg s':>8} {'audit s':>8} {'audit MB/s':>10} "
-          f"{'audit/grep':>10} {'engine':>9}  counts")
+    print(f"audit     {shlex.join(canary)} --config <row>/canary.toml audit --json (a whole "
+          f"process; bytecode {'not ' if args.no_compile else ''}compiled first)")
+    print(f"rounds    {args.rounds} after a warm-up round; each round runs audit, grep and rg in "
+          "turn; medians of wall and CPU (user + sys) seconds; ratios are medians of each "
+          "round's audit/reference pair")
+    print(f"\n{'row':>4} {'grep s':>7} {'rg s':>7} {'audit s':>8} {'audit/grep':>10} "
+          f"{'audit/rg':>8} {'cpu s':>6} {'cpu a/g':>8}  counts")
     failures: list[str] = []
+    commands: list[str] = []
     config = None
-    for n in counts:
-        subset = dict(list(every_guard.items())[:n])
-        config = load_config(path=write_config(root, [str(log)], guards=subset, activity=activity))
-        patterns = [*subset.values(), activity]
-        alternation = "|".join(patterns)
-        per_pattern = [a for p in patterns for a in ("-e", p)]
-        variants = [
-            ([grep, "-c", "-E", alternation, str(log)], c_locale),
-            ([grep, "-c", "-E", *per_pattern, str(log)], c_locale),
-            ([grep, "-c", "-E", alternation, str(log)], inherited),
-        ]
-        grep_s: list[float] = []
-        grep_counts: set[int] = set()
-        rg_s: list[float] = []
-        rg_counts: set[int] = set()
-        audit_s: list[float] = []
-        report = None
-        for _ in range(args.repeat):
-            for cmd, env in variants:
-                elapsed, count = run_grep(cmd, env)
-                grep_s.append(elapsed)
-                grep_counts.add(count)
-            if rg:
-                elapsed, count = run_grep([rg, "--no-config", "-c", *per_pattern, str(log)],
-                                          c_locale)
-                rg_s.append(elapsed)
-                rg_counts.add(count)
-            started = time.perf_counter()
-            report = audit(config)
-            audit_s.append(time.perf_counter() - started)
-        assert report is not None
-        firings = {g.guard: g.firings for g in report.guards}
-        expected = {name: truth["guards"][name] for name in subset}
-        (grep_count, *others) = sorted(grep_counts)
-        checks = {
-            "lines": report.lines == newline_count,
-            "firings": firings == expected,
-            "activity": report.activity == truth["activity"],
-            "grep": not others and sum(firings.values()) + report.activity == grep_count,
-            "rg": not rg or rg_counts == {grep_count},
-            "files": all(f.error is None and not getattr(f, "warnings", []) for f in report.files),
-        }
-        failures += [f"{n} guards: {k}" for k, ok in checks.items() if not ok]
-        from canary.logs.matching import build_matcher
-
-        engine = getattr(build_matcher(config), "engine", "python")  # older matchers: python
-        ratio = min(audit_s) / min(grep_s)
-        rg_text = f"{min(rg_s):8.3f}" if rg_s else f"{'-':>8}"
-        state = "ok" if all(checks.values()) else "FAIL " + ",".join(
-            k for k, ok in checks.items() if not ok)
-        print(f"{n:>6} {min(grep_s):8.3f} {rg_text} {min(audit_s):8.3f} {mb / min(audit_s):10,.0f} "
-              f"{ratio:9.2f}x {engine:>9}  {state}: {sum(firings.values()):,} firings + "
-              f"{report.activity:,} activity = grep {grep_count:,}")
-    read_s = min(read_once(log, 8 << 20)[0] for _ in range(2))
-    print(f"\nfloor     python os.read 8 MiB + count(b'\\n'), no matching: {read_s:.3f} s "
-          f"({mb / read_s:,.0f} MB/s)")
-    print(f"peak RSS  {peak_rss_mb():.0f} MB")
-    print(f"load      average {os.getloadavg()[0]:.2f} at the end")
-    print("target    audit <= grep at every guard count, aim for half")
+    for label in labels:
+        guards = row_guards(label, every_guard)
+        (root / "rows" / label).mkdir(parents=True, exist_ok=True)
+        config = write_config(root / "rows" / label, [str(log)], guards=guards, activity=activity)
+        tools = tools_for(label, guards, log, config, canary, state)
+        for tool in tools:  # warm-up round: caches, the compiled patterns
+            tool.run()
+            tool.wall.clear()
+            tool.cpu.clear()
+            tool.outputs.clear()
+        for _ in range(args.rounds):
+            for tool in tools:
+                tool.run()
+        audit, grep, *rg = tools
+        failures += [f"row {label}: {problem}" for problem in
+                     check_row(audit, grep, rg, guards, truth, newline_count)]
+        ratio = median([a / g for a, g in zip(audit.wall, grep.wall, strict=True)])
+        cpu_ratio = median([a / g for a, g in zip(audit.cpu, grep.cpu, strict=True)])
+        rg_s = f"{median(rg[0].wall):7.3f}" if rg else f"{'-':>7}"
+        rg_ratio = (f"{median([a / r for a, r in zip(audit.wall, rg[0].wall, strict=True)]):7.2f}x"
+                    if rg else f"{'-':>8}")
+        doc = json.loads(next(iter(audit.outputs)))
+        firings = sum(g["firings"] for g in doc["guards"])
+        state_text = "ok" if not any(f.startswith(f"row {label}:") for f in failures) else "FAIL"
+        print(f"{label:>4} {median(grep.wall):7.3f} {rg_s} {median(audit.wall):8.3f} "
+              f"{ratio:9.2f}x {rg_ratio} {median(audit.cpu):6.3f} {cpu_ratio:7.2f}x  {state_text}: {firings:,} firings "
+              f"= grep {grep.outputs.pop() if len(grep.outputs) == 1 else '?'}, "
+              f"{doc['activity']:,} activity, {doc['lines']:,} lines")
+        commands += [f"{label:>4} {t.name:<5} {t.command()}" for t in tools]
+    print(f"\nload      average {os.getloadavg()[0]:.2f} at the end")
+    print("target    audit <= grep at every row, aim for half")
+    print("\ncommands (each row's, to time them again):")
+    for line in commands:
+        print(f"  {line}")
     for failure in failures:
         print(f"  FAIL {failure}")
-
     if args.profile and config is not None:
-        profiler = cProfile.Profile()
-        started = time.perf_counter()
-        profiler.enable()
-        audit(config)
-        profiler.disable()
-        print(f"\nprofile   one audit pass under cProfile: {time.perf_counter() - started:.2f} s")
-        text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
-        print(text.getvalue())
+        profile(config)
     return 0 if not failures else 1
+
+
+def check_row(audit: Tool, grep: Tool, rg: list[Tool], guards: dict[str, str],
+              truth: dict[str, Any], newline_count: int) -> list[str]:
+    """What is wrong with one row's counts: the audit against what was generated, grep and
+    ripgrep against the audit, and every round's output against the others."""
+    problems = []
+    docs = [json.loads(text) for text in audit.outputs]
+    if len({json.dumps({**d, "until": None}, sort_keys=True) for d in docs}) != 1:
+        problems.append("the audit printed different counts in different rounds")
+    doc = docs[0]
+    firings = {g["guard"]: g["firings"] for g in doc["guards"]}
+    if firings != {name: truth["guards"][name] for name in guards}:
+        problems.append(f"firings {firings}")
+    if doc["activity"] != truth["activity"]:
+        problems.append(f"activity {doc['activity']} != {truth['activity']}")
+    if doc["lines"] != newline_count:
+        problems.append(f"lines {doc['lines']} != {newline_count}")
+    if any(f["error"] or f["warnings"] for f in doc["files"]):
+        problems.append("a file error or warning")
+    for ref in (grep, *rg):
+        if ref.outputs != {str(sum(firings.values()))}:
+            problems.append(f"{ref.name} counted {sorted(ref.outputs)}")
+    return problems
+
+
+def profile(config: Path) -> None:
+    """One audit pass of ``config`` under cProfile, in this process: where its time goes."""
+    from canary.config.settings import load_config
+    from canary.logs.audit import audit
+
+    loaded = load_config(path=config)
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    audit(loaded)
+    profiler.disable()
+    print(f"\nprofile   one audit pass under cProfile: {time.perf_counter() - started:.2f} s")
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
+    print(text.getvalue())
 
 
 if __name__ == "__main__":

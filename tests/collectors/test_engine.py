@@ -18,30 +18,38 @@ pytestmark = pytest.mark.skipif(not native.available(), reason="hyperscan is not
 
 PIECES = [b"\n", b"\n", b"ab", b"\r\n", "é".encode(), b"\x00", b"\xff", b"x" * 300, b"\n" * 7]
 K = native.LINES_PER_REPORT
-BIG = 70 << 10  # over the size from which the native counter runs
+BIG = 70 << 10
+#: A set with a prefilter that fires on some of PIECES, one with none, one that is end-anchored.
+SETS = [[(0, b"ab"), (1, b"\\xc3")], [], [(2, b"b\\r$")]]
 
 
 @settings(max_examples=examples(60), deadline=None)
 @given(
     pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=60),
     bounds=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20)),
+    which=st.sampled_from(range(len(SETS))),
 )
-def test_count_lines_agrees_with_bytes_count(pieces: list[bytes], bounds: tuple[int, int]) -> None:
+def test_the_scans_line_count_and_plain_text_agree_with_bytes_methods(
+    pieces: list[bytes], bounds: tuple[int, int], which: int
+) -> None:
+    found = native.NativeSet(SETS[which])
     unit = b"".join(pieces)
     data = unit * (BIG // len(unit) + 2)
     lo, hi = sorted(b % (len(data) + 1) for b in bounds)
-    assert native.count_lines(data, lo, hi) == data.count(b"\n", lo, hi)
-    assert native.count_lines(data, 0, len(data)) == data.count(b"\n")
+    assert found.scan(data, lo, hi).lines == data.count(b"\n", lo, hi)
+    assert found.scan(data, 0, len(data)).lines == data.count(b"\n")
+    piece = data[lo:hi]
+    assert found.scan(data, lo, hi).plain == (piece.isascii() and b"\r" not in piece)
 
 
 @pytest.mark.parametrize("lines", [0, 1, K - 1, K, K + 1, 3 * K, 3 * K + 5, 2000 * K])
 @pytest.mark.parametrize("tail", [b"", b"no newline at the end"])
-def test_count_lines_at_every_run_boundary(lines: int, tail: bytes) -> None:
-    width = max(BIG // max(lines, 1), 1)
-    data = (b"y" * (width - 1) + b"\n") * lines + tail
-    if len(data) < BIG:
-        data = b"z" * BIG + data  # a long first line keeps the buffer over the native size
-    assert native.count_lines(data, 0, len(data)) == lines
+def test_the_scans_line_count_at_every_run_boundary(lines: int, tail: bytes) -> None:
+    found = native.NativeSet([(0, b"y")])
+    data = b"y\n" * lines + tail
+    ends, counted, plain = found.scan(data, 0, len(data))
+    assert (counted, plain) == (lines, True)
+    assert sorted(set(ends[0])) == [2 * i + 1 for i in range(lines)]  # the counter is not a rule's
 
 
 def test_a_prefilter_is_reported_once_per_line_at_the_lines_end() -> None:
@@ -93,3 +101,21 @@ def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like
         got[engine] = (result.activity, [(h.offset, h.guards, h.activity) for h in result.hits])
     assert got["hyperscan"] == got["python"]
     assert got["python"][0] == 6 * 50  # the Guard line is a hit, not counted
+
+
+@pytest.mark.parametrize("rest", [b"", "é\n".encode(), b"x\r\n"], ids=["plain", "utf8", "cr"])
+def test_activity_after_a_bom_is_counted_like_python_whether_the_buffer_is_plain_or_not(
+    rest: bytes,
+) -> None:
+    from collectors.scan import BOM, LineScanner
+
+    data = BOM + b"task finished\n" + b"task finished\nGuard task finished\nnothing\n" * 3 + rest
+    got = {}
+    for engine in ("python", "hyperscan"):
+        matcher = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task finished"),
+                          timestamps=TimestampParser(default_tz=UTC),
+                          engine=engine)  # type: ignore[arg-type]
+        result = LineScanner(matcher).feed(data, count_activity=True)
+        got[engine] = (result.activity, result.lines, [(h.offset, h.guards) for h in result.hits])
+    assert got["hyperscan"] == got["python"]
+    assert got["python"][:2] == (4, data.count(b"\n"))

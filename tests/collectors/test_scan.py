@@ -161,6 +161,20 @@ def test_oversize_line_is_cut_and_the_next_line_survives() -> None:
     assert scanner.offset == len(b"before HIT\n") + len(big) + 1 + len(b"after HIT\n")
 
 
+@pytest.mark.parametrize("engine", ["python", "hyperscan"])
+def test_lines_cut_inside_one_read_are_counted_once_each(engine: str) -> None:
+    from collectors import engine as native
+
+    if engine == "hyperscan" and not native.available():
+        pytest.skip("hyperscan is not installed")
+    matcher = Matcher([GUARD], timestamps=TimestampParser(default_tz=UTC),
+                      engine=engine)  # type: ignore[arg-type]
+    scanner = LineScanner(matcher, max_line=1024)
+    data = b"a HIT\n" + (b"x" * 5000 + b"\n") * 3 + b"\n" * 300 + b"HIT b\n" + b"y" * 3000 + b"\n"
+    result = scanner.feed(data)
+    assert (len(result.hits), result.lines, scanner.oversize) == (2, data.count(b"\n"), 4)
+
+
 def test_oversize_line_hit_keeps_its_start_offset() -> None:
     scanner = LineScanner(_matcher(GUARD), max_line=16)
     r1 = scanner.feed(b"ok\n" + b"HIT" + b"y" * 40)
@@ -220,15 +234,19 @@ def test_scanner_agrees_with_a_per_line_reference_whatever_the_chunking(lines: l
     data = b"\n".join(lines) + (b"\n" if lines else b"")
     scanner = LineScanner(Matcher(RULES, ACTIVITY, timestamps=TimestampParser(default_tz=UTC)), max_line=1 << 20)
     got = []
+    lines_counted = 0
     pos = 0
     for cut in [*cuts, len(data)]:
         chunk = data[pos : pos + cut]
         pos += len(chunk)
-        got.extend((h.offset, h.guards, h.activity) for h in scanner.feed(chunk).hits)
+        result = scanner.feed(chunk)
+        got.extend((h.offset, h.guards, h.activity) for h in result.hits)
+        lines_counted += result.lines
         if pos >= len(data):
             break
     assert got == reference(data, 1 << 20)
     assert scanner.offset == len(data)
+    assert lines_counted == data.count(b"\n")  # counted in the matching pass
 
 
 # -- reported defects ----------------------------------------------------------

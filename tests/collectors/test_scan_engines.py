@@ -217,13 +217,14 @@ def test_counting_activity_lines_agrees_with_per_line_re_search(
     expected = reference(data, compiled)
     scanner = LineScanner(matcher)
     got = []
-    counted = 0
+    counted = lines_counted = 0
     pos = 0
     for cut in [*cuts, len(data)]:
         chunk = data[pos : pos + cut]
         pos += len(chunk)
         result = scanner.feed(chunk, count_activity=True)
         counted += result.activity
+        lines_counted += result.lines
         got += [(h.offset, h.guards, h.activity) for h in result.hits]
         if pos >= len(data):
             break
@@ -231,6 +232,7 @@ def test_counting_activity_lines_agrees_with_per_line_re_search(
             for offset, found in expected if found != (0,)]
     assert got == want
     assert counted == sum(1 for _, found in expected if found == (0,))
+    assert lines_counted == data.count(b"\n")
 
 
 def test_without_the_hyperscan_package_the_python_path_counts_the_same() -> None:

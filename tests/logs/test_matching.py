@@ -36,3 +36,30 @@ def test_task_id_lines_are_hits_only_when_following(tmp_path: Path, logs: str, d
     audit = build_matcher(config).scan(data, 0)
     assert all(CORRELATE_RULE not in h.guards for h in audit)
     assert [("citation" in h.guards) for h in audit] == [True]
+
+
+def test_the_compiled_patterns_are_kept_for_the_next_start_where_no_state_folder_was_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collectors import engine
+
+    if not engine.available():
+        pytest.skip("hyperscan is not installed")
+    state = tmp_path / "fresh" / "state"  # no daemon ever ran: nothing made it
+    monkeypatch.setenv("CANARY_STATE_DIR", str(state))
+    config = load_config(path=write_config(tmp_path, "[logs]\nactivity = 'task done'\n"))
+    build_matcher(config)
+    (kept,) = (state / "scan-cache").glob("*.hsdb")
+    assert state.stat().st_mode & 0o777 == 0o700
+    assert engine._load(kept) is not None
+    assert build_matcher(config).scan(TEXT, 0)[0].guards == ("citation",)
+
+
+def test_a_state_folder_that_cannot_be_made_only_costs_a_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("CANARY_STATE_DIR", str(blocker / "state"))
+    config = load_config(path=write_config(tmp_path, "[logs]\n"))
+    assert build_matcher(config).scan(TEXT, 0)[0].guards == ("citation",)

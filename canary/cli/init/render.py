@@ -18,7 +18,7 @@ from canary.cli.init.model import (
 from canary.config.schema import Section, toml_string, toml_value
 from canary.config.sections import AGENT, CONFIG, FIXTURES, LOGS, MODEL
 from canary.locations import bundled_defs_dir
-from canary.sentences import counted
+from canary.vocabulary import counted
 
 __all__ = ["NO_DEFS_YET", "WITH_DEFS", "comment", "key_line", "match_value", "render_config",
            "render_definition"]

@@ -25,9 +25,9 @@ from canary.cli.init.render import NO_DEFS_YET, WITH_DEFS, comment, match_value
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
-from canary.sentences import POINT_AT_THE_PROXY, counted
+from canary.sentences import POINT_AT_THE_PROXY
 from canary.terminal import safe
-from canary.vocabulary import EXIT_OK, EXIT_USAGE
+from canary.vocabulary import EXIT_OK, EXIT_USAGE, counted
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
