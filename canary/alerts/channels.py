@@ -205,7 +205,11 @@ def webhook(
     ``"env"`` takes the environment's proxy settings, a URL names the proxy.
     """
     url = resolve_webhook(target)
-    where = _where(url)
+    try:
+        where = _where(url)
+    except (httpx.InvalidURL, ValueError) as exc:  # named by the message alone: its path may be a secret
+        raise DeliveryError(f"the webhook URL cannot be used: {type(exc).__name__}",
+                            channel="webhook") from exc
     deadline = time.monotonic() + timeout
     limits = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
     body = bytearray()

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from canary.alerts import channels
+from canary.alerts.channels import AlertPayload
 from canary.cli.main import main
+from canary.errors import DeliveryError
 from tests.cli.test_alerts_cmd import Receiver, write
 
 
@@ -119,3 +122,14 @@ def test_a_failed_direct_webhook_names_the_proxy_it_did_not_use(
     result = CliRunner().invoke(main, ["alerts", "test"])
     assert result.exit_code == 3, result.output
     assert 'HTTP_PROXY is set, but webhooks go direct unless [alerts] webhook_proxy = "env"' in result.stdout
+
+
+@pytest.mark.parametrize("url", ["http://[::1/hooks/s3cretTOKEN", "http://127.0.0.1:99999/hooks/s3cretTOKEN"])
+def test_a_webhook_url_that_cannot_be_used_is_a_delivery_error_that_keeps_its_path_secret(url: str) -> None:
+    with pytest.raises(DeliveryError) as caught:
+        channels.webhook(_PAYLOAD, url, timeout=2)
+    assert "s3cretTOKEN" not in str(caught.value)
+
+
+_PAYLOAD: AlertPayload = {"guard": "citation", "status": "asleep", "previous": "alive", "reason": "r",
+                          "since": "2026-12-01T00:00:00Z", "evidence": None, "kind": "change", "text": "t"}
