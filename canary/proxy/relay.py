@@ -26,7 +26,7 @@ from canary.config.urls import redact_url
 from canary.proxy import dialects
 from canary.proxy.health import Recorder
 
-__all__ = ["Relay", "send_error"]
+__all__ = ["Relay", "connect_failure", "send_error"]
 
 # RFC 7230 §6.1 hop-by-hop headers, plus the framing headers the proxy recomputes.
 _HOP_BY_HOP = frozenset({
@@ -114,6 +114,8 @@ class Relay:
             headers.append((name, value))
         if self.authorization is not None and not authorized:
             headers.append((b"authorization", self.authorization))
+        if chunked:
+            length = None  # RFC 9112 §6.3: with chunked framing, a Content-Length is to be ignored
         had_body = length is not None or chunked
         content: bytes | AsyncIterator[bytes] | None
         if isinstance(body, bytes):
@@ -191,7 +193,7 @@ class Relay:
                                  f"refused ({refused}): check the host in [model] upstream, or add the CA "
                                  "that signed it with [model] ca_file in canary.toml")
                 return
-            self._failed("refused", _connect_failure(exc), request)
+            self._failed("refused", connect_failure(exc), request)
             await send_error(send, path, 502, "upstream_unavailable",
                              f"the model server at {self.shown} is not reachable: "
                              f"{redact_url(str(exc)) or 'connection failed'}")
@@ -235,7 +237,7 @@ def _certificate_refused(exc: BaseException) -> str | None:
     return None
 
 
-def _connect_failure(exc: BaseException) -> str:
+def connect_failure(exc: BaseException) -> str:
     """What a failed connection to the model server was, after "the model server at URL"."""
     seen: BaseException | None = exc
     while seen is not None:

@@ -96,6 +96,20 @@ class Registry:
 
     # -- proxy ----------------------------------------------------------------
 
+    def live(self, body: bytes) -> bool:
+        """Whether a model call's body carries the nonce of a run in flight (it then takes the full path)."""
+        return bool(self._runs) and self._finder.find(body) is not None
+
+    def passed(self, traceparent: str | None) -> None:
+        """A model call that carried no live nonce went by: foreign work of every run, its trace another's."""
+        trace = trace_id(traceparent) if traceparent else None
+        if self._runs:
+            with self._lock:
+                for run in self._runs.values():
+                    run.foreign_calls += 1
+        if trace is not None:
+            self._foreign_trace(trace)
+
     def intercept(self, call: ModelCall) -> str | ToolCall | None:
         """The scripted text or tool call for this call, or None to pass it through; counts foreign
         calls, and records the call's trace id with its run, or as another's."""

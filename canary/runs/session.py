@@ -17,9 +17,10 @@ from typing import Any
 from canary.config.settings import Config
 from canary.errors import UnavailableError
 from canary.logs.collect import Collection, ErrorSink
-from canary.proxy.app import create_proxy
+from canary.proxy.app import ProxyApp, create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts, redact
+from canary.proxy.server import ProxyServer
 from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
 from canary.runs.attribution import Attribution
 from canary.runs.holders import naming_the_key
@@ -69,13 +70,14 @@ class Session:
         self._drain = drain
         # What the proxy saw of the model server; a failure during a run is told to that run.
         self.counts = ProxyCounts(on_failure=self._upstream_failed)
-        self.proxy: BackgroundServer | None = None
-        self.fixtures: BackgroundServer | None = None
+        self.proxy: ProxyServer | BackgroundServer | None = None
+        self.fixtures: ProxyServer | BackgroundServer | None = None
         self.collection: Collection | None = None
         self.traces: BackgroundServer | None = None  # the OTLP receiver of [traces], if configured
         self.runner: Runner | None = None
 
-    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str,
+                key: str) -> ProxyServer | BackgroundServer:
         host, port = split_listen(listen)
         sock = self._listeners.get("proxy" if key.startswith("[model]") else "fixtures")
         if sock is not None:
@@ -83,6 +85,8 @@ class Session:
         if not allow_remote and not is_loopback(host):
             raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
         with naming_the_key(key, port, self.store.path):
+            if isinstance(app, ProxyApp):
+                return ProxyServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
             return BackgroundServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
 
     def start(self) -> Session:

@@ -237,12 +237,17 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
         assert upstream is not None
         _serve_bytes(upstream)
         return
+    if role == "proxy" and listener == "product" and "BENCH_PROXY_FACTORY" not in os.environ:
+        _serve_front(upstream)
+        return
     app: Any
     if role == "upstream":
         app = FastUpstream()
     elif role == "relay":
         assert upstream is not None
         app = MinimalRelay(upstream)
+    elif role == "asgi":
+        app = create_proxy(upstream, _registry_with_runs(0))
     else:
         module, _, name = os.environ.get("BENCH_PROXY_FACTORY", "canary.proxy.app:create_proxy").partition(":")
         factory = getattr(importlib.import_module(module), name) if module != "canary.proxy.app" else create_proxy
@@ -261,6 +266,17 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
                             date_header=False, lifespan="off" if role == "upstream" else "auto")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _serve_front(upstream: str | None) -> None:
+    """The proxy as the daemon serves it: the front, over a run registry with no run in flight."""
+    from canary.proxy.app import create_proxy
+    from canary.proxy.server import ProxyServer
+
+    server = ProxyServer(create_proxy(upstream, _registry_with_runs(0)), name="proxy").start()
+    print(f"PORT {server.port}", flush=True)
+    while True:
+        time.sleep(3600)
 
 
 def _spawn(role: str, listener: str, upstream: str | None = None) -> tuple[subprocess.Popen[str], str]:
@@ -826,7 +842,7 @@ def _report_clients(clients: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--serve", choices=["upstream", "proxy", "relay", "bytes"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["upstream", "proxy", "asgi", "relay", "bytes"], help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     parser.add_argument("--listener", choices=["product", "nodelay"], default="product",
                         help="serve both sides with canary.proxy.serving.BackgroundServer (product), or on a "
@@ -852,12 +868,15 @@ def main() -> None:
         children.append(relay)
         floor, floor_url = _spawn("bytes", args.listener, upstream_url)
         children.append(floor)
+        before, before_url = _spawn("asgi", args.listener, upstream_url)
+        children.append(before)
         print(f"upstream {upstream_url} (pid {upstream.pid}), proxy {proxy_url} (pid {proxy.pid}), "
               f"relay {relay_url} (pid {relay.pid}), listener {args.listener}, "
               f"python {sys.version.split()[0]}, load {os.getloadavg()[0]:.2f}")
         results: dict[str, Any] = {"args": {"rounds": rounds, "per_round": per_round}}
         pids = {"upstream": upstream.pid, "proxy": proxy.pid}
-        bases = {"direct": upstream_url, "proxied": proxy_url, "relay": relay_url, "bytes": floor_url}
+        bases = {"direct": upstream_url, "proxied": proxy_url, "relay": relay_url, "bytes": floor_url,
+                 "asgi": before_url}
         wanted = set(args.only.split(",")) if args.only else None
         steps: dict[str, Any] = {
             "latency": lambda: bench_latency(upstream_url, proxy_url, rounds, per_round, warmup, pids,
