@@ -20,14 +20,32 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Protocol
 
 from canary.errors import UnavailableError
 from canary.proxy.drain import DRAIN, IDLE_CLOSE, DrainState, closing, drain
 
-__all__ = ["DRAIN", "IDLE_CLOSE", "BackgroundServer"]
+__all__ = ["DRAIN", "IDLE_CLOSE", "BackgroundServer", "Served"]
 
 LOOPBACK_NAMES = {"localhost"}
+
+
+class Served(Protocol):
+    """A server as a session holds it: its URL, its listening socket (to hand over), and a stop."""
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server."""
+        ...
+
+    @property
+    def listener(self) -> socket.socket | None:
+        """The listening socket, when this process holds it."""
+        ...
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving."""
+        ...
 #: Seconds a client has to send a whole request head, from connecting or from the last response.
 HEADER_TIMEOUT = 10.0
 

@@ -58,6 +58,8 @@ class Registry:
         self._needles: dict[bytes, ActiveRun] = {}
         self._finder: Needles[ActiveRun] = Needles({})
         self._foreign: OrderedDict[str, None] = OrderedDict()  # trace ids of calls of no run
+        #: Told the live nonces whenever they change (a proxy in another process screens by them).
+        self.on_change: Callable[[list[str]], None] | None = None
 
     def add(self, run: ActiveRun) -> None:
         """Put a run in flight."""
@@ -65,6 +67,7 @@ class Registry:
             self._runs[run.nonce] = run
             self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
             self._finder = Needles(self._needles)
+        self._changed()
 
     def remove(self, nonce: str) -> ActiveRun | None:
         """Take a run out of flight (its verdict is being decided)."""
@@ -72,7 +75,13 @@ class Registry:
             run = self._runs.pop(nonce, None)
             self._needles = {r.nonce.encode("ascii"): r for r in self._runs.values()}
             self._finder = Needles(self._needles)
-            return run
+        self._changed()
+        return run
+
+    def _changed(self) -> None:
+        tell = self.on_change
+        if tell is not None:
+            tell(list(self._runs))
 
     def arm(self, nonce: str) -> None:
         """The run's injection turn begins: ``inject_at`` counts its model calls from here."""

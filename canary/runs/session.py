@@ -21,7 +21,7 @@ from canary.proxy.app import ProxyApp, create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts, redact
 from canary.proxy.server import ProxyServer
-from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
+from canary.proxy.serving import BackgroundServer, Served, is_loopback, listen_names, split_listen
 from canary.runs.attribution import Attribution
 from canary.runs.holders import naming_the_key
 from canary.runs.runner import DEFAULT_GRACE, DEFAULT_SPAN_GRACE, Runner
@@ -70,14 +70,13 @@ class Session:
         self._drain = drain
         # What the proxy saw of the model server; a failure during a run is told to that run.
         self.counts = ProxyCounts(on_failure=self._upstream_failed)
-        self.proxy: ProxyServer | BackgroundServer | None = None
-        self.fixtures: ProxyServer | BackgroundServer | None = None
+        self.proxy: Served | None = None
+        self.fixtures: Served | None = None
         self.collection: Collection | None = None
         self.traces: BackgroundServer | None = None  # the OTLP receiver of [traces], if configured
         self.runner: Runner | None = None
 
-    def _server(self, app: Any, listen: str, allow_remote: bool, name: str,
-                key: str) -> ProxyServer | BackgroundServer:
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> Served:
         host, port = split_listen(listen)
         sock = self._listeners.get("proxy" if key.startswith("[model]") else "fixtures")
         if sock is not None:

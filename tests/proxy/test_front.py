@@ -59,7 +59,7 @@ def _chat(text: str, *, stream: bool = False) -> bytes:
 def test_only_a_call_carrying_a_live_nonce_reaches_the_interceptor(
     upstream: tuple[FakeUpstream, BackgroundServer],
 ) -> None:
-    fake, server = upstream
+    _, server = upstream
     registry = CountingRegistry()
     nonce = new_nonce()
     registry.add(_run(nonce))
