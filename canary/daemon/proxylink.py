@@ -132,7 +132,8 @@ class DetachedProxy:
             # Started through a launcher that exits at once, so the proxy is no child of this daemon
             # (nothing to reap, and a daemon killed leaves no zombie behind).
             launcher = subprocess.Popen(
-                [sys.executable, "-c", _LAUNCH, sys.executable, "-m", "canary.proxy.standalone", json.dumps(spec)],
+                [sys.executable, "-c", _LAUNCH, sys.executable, "-m", "canary.proxy.standalone",
+                 json.dumps(spec)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
             )
         assert launcher.stdout is not None

@@ -78,7 +78,7 @@ class Exchange:
         self.pending: list[bytes] = []
         self.pending_size = 0
         self.connecting: asyncio.Task[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
+        self.body_since: float | None = None  # the loop's time of the last look at a body still arriving
         self.read_timer: asyncio.TimerHandle | None = None
         self.parser: httptools.HttpResponseParser | None = None
         self.started = 0.0
@@ -151,28 +151,29 @@ class Exchange:
             else:
                 self.request_end()
 
-    def watch_body(self, period: float) -> None:
-        """Give up on a body that trickles in slower than the front allows."""
+    def watch_body(self) -> None:
+        """Give up on a body that trickles in slower than the front allows (the front's sweep looks)."""
         if not self.body_done:
-            self.timer = self.front.loop.call_later(period, self._body_late, period)
+            self.body_since = self.front.loop.time()
+            self.checked = self.received
 
-    def _body_late(self, period: float) -> None:
-        self.timer = None
-        if self.body_done or self.finished:
+    def body_late(self, now: float) -> None:
+        """A sweep's look at a body still arriving: cut it if it grew too little since the last look."""
+        since = self.body_since
+        if since is None or self.body_done or self.finished or now - since < self.front.body_period:
             return
         if self.received - self.checked >= self.front.body_min:
+            self.body_since = now
             self.checked = self.received
-            self.watch_body(period)
             return
+        self.body_since = None
         if self.sent_head or self.conn is not None:
             self.abort()
             return
         self.refuse(408, "request_timeout", "the request body arrived too slowly")
 
     def _stop_timer(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.body_since = None
 
     def _stop_read_timer(self) -> None:
         if self.read_timer is not None:

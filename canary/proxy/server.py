@@ -112,7 +112,7 @@ class ProxyServer:
         server.close()
         for connection in list(front.connections):
             connection.abort()
-        front.pool.close()
+        front.close()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving (draining first, when asked to), then stop the full path."""

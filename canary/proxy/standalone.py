@@ -186,7 +186,7 @@ async def serve(spec: dict[str, Any]) -> None:
     await drain([server], front.connections, state, bound=float(spec.get("drain", DRAIN)),
                 idle_close=IDLE_CLOSE)
     server.close()
-    front.pool.close()
+    front.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -161,6 +161,83 @@ class FastUpstream:
                     "more_body": False})
 
 
+class RawUpstream(asyncio.Protocol):
+    """The fake model server with no HTTP library: the same answers as ``FastUpstream``, written as bytes.
+
+    The default upstream, so that the upstream is never what limits a side: every side is held to
+    the same model server, and the fastest of them (the byte relay) shows how much room is left.
+    """
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.transport: Any = None
+        self.busy = False
+        bodies = {"chat": _completion_body(), "anthropic": _anthropic_body(), "gemini": _gemini_body()}
+        self.answers = {dialect: (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                                  b"x-request-id: req-bench\r\n\r\n" % len(body)) + body
+                        for dialect, body in bodies.items()}
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._next()
+
+    def _next(self) -> None:
+        while not self.busy:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].split(b"\r\n")
+            length = 0
+            for line in head[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4:end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length:]
+            target = head[0].split(b" ")[1].decode()
+            path, _, query = target.partition("?")
+            dialect = "anthropic" if path == "/v1/messages" else "gemini" if "/models/" in path else "chat"
+            if path.endswith(":streamGenerateContent") or b'"stream":true' in body:
+                self.busy = True
+                asyncio.get_running_loop().create_task(self._stream(dialect, query))
+                return
+            self.transport.write(self.answers[dialect])
+
+    async def _stream(self, dialect: str, query: str) -> None:
+        chunk = {"anthropic": _anthropic_event,
+                 "gemini": lambda i: b"data: " + _gemini_body(i) + b"\r\n\r\n"}.get(dialect, _chunk)
+        params = dict(p.split("=") for p in query.split("&") if "=" in p)
+        count, gap = int(params.get("n", "20")), float(params.get("gap", "20")) / 1000
+        write = self.transport.write
+        write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+              b"transfer-encoding: chunked\r\n\r\n")
+        for index in range(count):
+            if index and gap:
+                await asyncio.sleep(gap)
+            data = chunk(index)
+            write(b"%x\r\n%b\r\n" % (len(data), data))
+        if dialect == "chat":
+            write(b"e\r\ndata: [DONE]\n\n\r\n")
+        write(b"0\r\n\r\n")
+        self.busy = False
+        self._next()
+
+
+def _serve_raw_upstream() -> None:
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(RawUpstream, "127.0.0.1", 0, backlog=2048)
+        print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
 class MinimalRelay:
     """The reference relay: raw ASGI, the body buffered, one shared httpx client, raw chunks relayed."""
 
@@ -236,6 +313,9 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
     if role == "bytes":
         assert upstream is not None
         _serve_bytes(upstream)
+        return
+    if role == "rawup":
+        _serve_raw_upstream()
         return
     if role == "proxy" and listener == "product" and "BENCH_PROXY_FACTORY" not in os.environ:
         _serve_front(upstream)
@@ -842,11 +922,13 @@ def _report_clients(clients: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--serve", choices=["upstream", "proxy", "asgi", "relay", "bytes"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["upstream", "rawup", "proxy", "asgi", "relay", "bytes"], help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     parser.add_argument("--listener", choices=["product", "nodelay"], default="product",
                         help="serve both sides with canary.proxy.serving.BackgroundServer (product), or on a "
                              "socket created as IPPROTO_TCP so asyncio sets TCP_NODELAY (nodelay)")
+    parser.add_argument("--upstream-kind", choices=["raw", "asgi"], default="raw",
+                        help="the fake model server: bytes written by asyncio (raw), or an ASGI app under uvicorn")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--concurrent", type=int, default=200, help="streams of the no-error check")
@@ -860,7 +942,7 @@ def main() -> None:
     rounds, per_round, warmup = (3, 50, 30) if args.quick else (7, 200, 30)
     children = []
     try:
-        upstream, upstream_url = _spawn("upstream", args.listener)
+        upstream, upstream_url = _spawn("rawup" if args.upstream_kind == "raw" else "upstream", args.listener)
         children.append(upstream)
         proxy, proxy_url = _spawn("proxy", args.listener, upstream_url)
         children.append(proxy)

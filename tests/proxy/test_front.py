@@ -161,3 +161,13 @@ def test_unfinished_bodies_past_the_budget_are_refused_and_let_go(
         assert budget.used == 0
         with httpx.Client(trust_env=False) as client:  # and the proxy goes on answering
             assert client.post(proxy.url + CHAT, content=_chat("hi")).status_code == 200
+
+
+def test_a_connection_whose_head_is_late_is_closed(upstream: tuple[FakeUpstream, BackgroundServer]) -> None:
+    _, server = upstream
+    with ProxyServer(create_proxy(server.url), name="proxy", header_timeout=0.5) as proxy, \
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(b"GET /api/tags HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+        started = time.monotonic()
+        assert sock.recv(100) == b""  # closed by the proxy, with nothing relayed
+        assert time.monotonic() - started < 2.5
