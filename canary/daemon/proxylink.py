@@ -208,6 +208,9 @@ class DetachedProxy:
                     self._heard(json.loads(line))
 
     def _heard(self, message: dict[str, Any]) -> None:
+        if message.get("replaced"):
+            log.info("another daemon linked to the model proxy; this one no longer takes its calls")
+            self._stopped.set()
         if "ack" in message:
             with self._acked:
                 self._ack = max(self._ack, int(message["ack"]))

@@ -47,6 +47,8 @@ def timed_out(origin: Origin | None, phase: str) -> Failure:
 _NO_BODY_STATUS = frozenset({204, 304})
 #: Bytes of a streamed body held while the upstream connection is made, before the client is paused.
 _PENDING_LIMIT = 1 << 20
+#: A buffered body up to this size goes out in the same write as its head.
+_ONE_WRITE = 64 * 1024
 
 
 class Exchange:
@@ -244,10 +246,15 @@ class Exchange:
         if self.front.read_timeout is not None:
             self._arm_read()
         if self.buffered:
-            body = bytes(self.body)
+            body = self.body
             had_body = bool(body) or self.length is not None or self.chunked_in
             framing = b"content-length: %d\r\n" % len(body) if had_body else b""
-            conn.write(self._head(origin, framing) + body)
+            head = self._head(origin, framing)
+            if len(body) <= _ONE_WRITE:
+                conn.write(head + body)  # one write, one wakeup of the upstream
+            else:
+                conn.write(head)
+                conn.write(body)  # no copy of a large body beside the one held
             return
         if self.chunked_in:
             framing = b"transfer-encoding: chunked\r\n"

@@ -106,6 +106,8 @@ class Link:
             writer.close()
             return
         if self.writer is not None:
+            # The daemon that was linked learns it was replaced, so it does not link again.
+            self.writer.write(b'{"replaced": true}\n')
             self.writer.close()
         self.writer = writer
         if self.orphaned is not None:

@@ -13,9 +13,8 @@ import asyncio
 import base64
 import socket
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from canary.config.urls import redact_url
@@ -120,7 +119,7 @@ class Connection(asyncio.Protocol):
         if self.receiver is not None:
             self.receiver.upstream_paused(False)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         """Send bytes, if the connection is open."""
         if self.transport is not None and not self.closed:
             self.transport.write(data)
@@ -198,6 +197,3 @@ def certificate_refused(exc: BaseException) -> str | None:
         seen = seen.__cause__ or seen.__context__
     return None
 
-
-#: A callable told of each request's upstream answer or failure (see ``canary.proxy.health``).
-Hook = Callable[..., Any]
