@@ -149,14 +149,15 @@ def test_no_agent_request_fails_while_the_daemon_is_killed_and_restarted(
     config = _config(tmp_path, model.url)
     err = tmp_path / "daemon.err"
     proc = _daemon(config, err)
-    text = _wait_up(proc, err, 1)
-    found = re.search(r"model proxy serves on \S+ \(pid (\d+)\)", text)
-    assert found, text
-    pid = int(found.group(1))
     listen = load_config(path=config).model.listen
     agent = Agent(f"http://{listen}")
-    agent.thread.start()
+    pid = None
     try:
+        text = _wait_up(proc, err, 1)
+        found = re.search(r"model proxy serves on \S+ \(pid (\d+)\)", text)
+        assert found, text
+        pid = int(found.group(1))
+        agent.thread.start()
         for round_, sig in enumerate([signal.SIGKILL, signal.SIGTERM, signal.SIGKILL], start=2):
             time.sleep(1.0)
             proc.send_signal(sig)
@@ -166,7 +167,8 @@ def test_no_agent_request_fails_while_the_daemon_is_killed_and_restarted(
         time.sleep(1.0)
     finally:
         agent.stopped.set()
-        agent.thread.join(30)
+        if agent.thread.is_alive():
+            agent.thread.join(30)
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         _stop_proxy(pid)
