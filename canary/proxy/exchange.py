@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import httptools
 
 from canary.proxy import wire
-from canary.proxy.upstream import Connection, Origin, certificate_refused
+from canary.proxy.upstream import Connection, Origin, certificate_refused, joined_target
 
 if TYPE_CHECKING:
     from canary.proxy.front import Front, FrontProtocol
@@ -267,7 +267,7 @@ class Exchange:
         self.proto.resume_client()
 
     def _head(self, origin: Origin, framing: bytes) -> bytes:
-        return wire.request_head(self.method, origin.base_path + self.url, self.headers,
+        return wire.request_head(self.method, joined_target(origin, self.url), self.headers,
                                  host=origin.host_header, framing=framing, authorization=origin.authorization)
 
     def _send_upstream(self, data: bytes) -> None:

@@ -75,6 +75,8 @@ class Relay:
         # the authority, so no request can change where it goes.
         self.origin = str(origin).rstrip("/")
         self.base_path = url.raw_path.partition(b"?")[0].rstrip(b"/").decode("ascii")
+        # The upstream's own query string (``?api-version=...``, ``?key=...``) goes before the request's.
+        self.query = url.query.decode("ascii")
         self.authorization: bytes | None = None
         if url.username or url.password:
             pair = f"{url.username}:{url.password}".encode()
@@ -89,7 +91,11 @@ class Relay:
         """The upstream URL of an origin-form request target (``/path?query``)."""
         if not target.startswith(b"/"):
             raise httpx.InvalidURL("the request target is not a path")
-        return httpx.URL(self.origin + self.base_path + target.decode("latin-1"))
+        text = target.decode("latin-1")
+        if self.query:
+            path, mark, query = text.partition("?")
+            text = f"{path}?{self.query}" + (f"&{query}" if mark and query else "")
+        return httpx.URL(self.origin + self.base_path + text)
 
     def request(
         self, scope: Scope, url: httpx.URL, body: bytes | AsyncIterator[bytes] | None

@@ -34,6 +34,7 @@ class Origin:
     host: str
     port: int
     base_path: bytes = b""  # put before every target
+    query: bytes = b""  # the origin's own query string (``?api-version=...``), put before the request's
     host_header: bytes | None = None  # None: the client's own Host goes along
     authorization: bytes | None = None  # sent when the client sends none
     tls: ssl.SSLContext | None = None
@@ -59,10 +60,19 @@ class Origin:
             authorization = b"Basic " + base64.b64encode(pair)
         return cls(
             host=host, port=port, base_path=parts.path.rstrip("/").encode("ascii"),
+            query=parts.query.encode("ascii"),
             host_header=authority.encode("ascii"), authorization=authorization,
             tls=tls_context(ca_file) if https else None, server_hostname=host if https else None,
             shown=redact_url(url.rstrip("/")),
         )
+
+
+def joined_target(origin: Origin, target: bytes) -> bytes:
+    """A request's origin-form target as sent to ``origin``: after its base path, its query first."""
+    if not origin.query:
+        return origin.base_path + target
+    path, mark, query = target.partition(b"?")
+    return origin.base_path + path + b"?" + origin.query + (b"&" + query if mark and query else b"")
 
 
 class Receiver(Protocol):

@@ -171,3 +171,22 @@ def test_a_connection_whose_head_is_late_is_closed(upstream: tuple[FakeUpstream,
         started = time.monotonic()
         assert sock.recv(100) == b""  # closed by the proxy, with nothing relayed
         assert time.monotonic() - started < 2.5
+
+
+@pytest.mark.parametrize("full_path", [False, True], ids=["relayed", "full path"])
+def test_the_upstreams_query_string_is_kept(
+    upstream: tuple[FakeUpstream, BackgroundServer], full_path: bool,
+) -> None:
+    from tests.proxy.test_proxy import MarkerInterceptor
+
+    fake, server = upstream
+    interceptor = MarkerInterceptor() if full_path else None  # it sees every model call on the full path
+    with ProxyServer(create_proxy(server.url + "/?key=s3cret&api-version=2", interceptor), name="proxy") as proxy, \
+            httpx.Client(trust_env=False) as client:
+        for target, query in ((CHAT, b"key=s3cret&api-version=2"),
+                              (CHAT + "?alt=sse", b"key=s3cret&api-version=2&alt=sse")):
+            assert client.post(proxy.url + target, content=_chat("hi")).status_code == 200
+            seen = fake.log[-1]
+            assert (seen.path, seen.query) == (CHAT, query)
+    if interceptor is not None:
+        assert len(interceptor.calls) == 2
