@@ -54,6 +54,14 @@ _ONE_WRITE = 64 * 1024
 class Exchange:
     """One request and its answer."""
 
+    __slots__ = (
+        "active", "body", "body_done", "body_since", "buffered", "checked", "chunk_out", "chunked_in",
+        "close_after", "conn", "connecting", "early", "expect", "finished", "front", "head_done", "head_only",
+        "headers", "ignoring", "keep_alive", "length", "method", "origin", "out", "parser", "path", "pending",
+        "pending_size", "proto", "read_timer", "reason", "received", "reply_headers", "sent_head", "started",
+        "taken", "traceparent", "upstream_keep", "url",
+    )
+
     def __init__(self, proto: FrontProtocol) -> None:
         self.proto = proto
         self.front: Front = proto.front
@@ -73,6 +81,8 @@ class Exchange:
         self.checked = 0  # ``received`` at the last look of the body deadline
         self.length: bytes | None = None
         self.chunked_in = False
+        self.expect = False
+        self.traceparent: bytes | None = None
         self.ignoring = False  # answered already; the rest of the body is dropped
         self.finished = False
         self.origin: Origin | None = None

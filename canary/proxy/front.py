@@ -175,7 +175,7 @@ class Front:
                       "the request target must be a path (origin-form, starting with '/')")
             return
         self._framing(ex)
-        if ex.header(b"expect") is not None and (ex.length not in (None, b"0") or ex.chunked_in):
+        if ex.expect and (ex.length not in (None, b"0") or ex.chunked_in):
             ex.proto.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         if ex.length not in (None, b"0") or ex.chunked_in:
             ex.watch_body()
@@ -187,12 +187,17 @@ class Front:
 
     @staticmethod
     def _framing(ex: Exchange) -> None:
+        """What the front reads of the headers, in one pass: framing, ``Expect``, ``traceparent``."""
         for name, value in ex.headers:
             low = name.lower()
             if low == b"content-length":
                 ex.length = value.strip()
             elif low == b"transfer-encoding":
                 ex.chunked_in = True
+            elif low == b"expect":
+                ex.expect = True
+            elif low == b"traceparent":
+                ex.traceparent = value
 
     def dispatch(self, ex: Exchange) -> None:
         """A buffered body is whole: the full path if the interceptor may act on it, else upstream."""
@@ -216,7 +221,7 @@ class Front:
         try:
             if screen.live(bytes(ex.body)):
                 return True
-            traceparent = ex.header(b"traceparent")
+            traceparent = ex.traceparent
             screen.passed(traceparent.decode("latin-1") if traceparent else None)
         except Exception:
             log.exception("the interceptor failed on %s; the call takes the full path", ex.path)
