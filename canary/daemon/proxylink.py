@@ -100,6 +100,8 @@ class DetachedProxy:
 
     def _link(self) -> None:
         sock = self._connect()
+        if sock is not None and self._serves(sock) != self.config.model.listen:
+            sock = None
         if sock is None:
             self._spawn()
             sock = self._connect()
@@ -118,6 +120,34 @@ class DetachedProxy:
             sock.close()
             return None
         return sock
+
+    def _serves(self, sock: socket.socket) -> str | None:
+        """The address the linked proxy serves; one serving another than [model] listen is told to stop."""
+        listen = None
+        try:
+            sock.settimeout(START_WAIT)
+            sock.sendall(b'{"seq": 0}\n')
+            stream = sock.makefile("rb")
+            for line in stream:  # notes may come first
+                message = json.loads(line)
+                if "ack" in message:
+                    listen = message.get("listen")
+                    break
+            stream.close()
+            sock.settimeout(None)
+        except (OSError, ValueError):
+            pass
+        if listen == self.config.model.listen:
+            return str(listen)
+        log.warning("the model proxy running serves %s, not [model] listen %s; starting one there",
+                    listen, self.config.model.listen)
+        with contextlib.suppress(OSError):
+            sock.sendall(b'{"stop": true}\n')
+        sock.close()
+        deadline = time.monotonic() + START_WAIT
+        while os.path.exists(self.path) and time.monotonic() < deadline:
+            time.sleep(0.05)  # it lets its link go before it drains
+        return None
 
     def _spawn(self) -> None:
         model = self.config.model

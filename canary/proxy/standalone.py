@@ -7,11 +7,11 @@ so a daemon restarting, reloading or crashing never takes the agent's model call
 
 A daemon connects to the ``link`` Unix socket (in the project's private state folder) and
 tells it, one JSON object a line: ``full`` (the loopback address of the daemon's full path),
-``nonces`` (the runs in flight; acknowledged by ``seq``), ``stop``. The proxy sends back
-``notes``: the calls it relayed with no live nonce (``passed``, with their ``traceparent``),
-the model server's answers and failures, for the daemon's counts. With no daemon linked it
-relays everything, the in-process hook answers 204, and after ``orphan`` seconds without one it
-drains and exits.
+``nonces`` (the runs in flight), ``seq`` (acknowledged, with the address it serves), ``stop``.
+The proxy sends back ``notes``: the calls it relayed with no live nonce (``passed``, with
+their ``traceparent``), the model server's answers and failures, for the daemon's counts.
+With no daemon linked it relays everything, the in-process hook answers 204, and after
+``orphan`` seconds without one it drains and exits.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ ORPHAN = 30.0
 class Link:
     """The daemon's end as the proxy sees it: the live nonces, the full path, and notes to send."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, orphan: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, orphan: float, listen: str = "") -> None:
         self.loop = loop
+        self.listen = listen
         self.front: Front | None = None
         self.finder: Needles[bool] = Needles({})
         self.writer: asyncio.StreamWriter | None = None
@@ -138,7 +139,7 @@ class Link:
             upstream = message["upstream"]
             front.upstream = Origin.of_url(upstream, message.get("ca_file")) if upstream else None
         if "seq" in message:
-            writer.write(json.dumps({"ack": message["seq"]}).encode() + b"\n")
+            writer.write(json.dumps({"ack": message["seq"], "listen": self.listen}).encode() + b"\n")
         if message.get("stop"):
             self.done.set()
 
@@ -159,7 +160,7 @@ async def serve(spec: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     host, port = split_listen(spec["listen"])
     sock = bind_listener(host, port, "model proxy")
-    link = Link(loop, float(spec.get("orphan", ORPHAN)))
+    link = Link(loop, float(spec.get("orphan", ORPHAN)), spec["listen"])
     state = DrainState()
     upstream = Origin.of_url(spec["upstream"], spec.get("ca_file")) if spec.get("upstream") else None
     front = Front(loop, upstream=upstream, full=None, interceptor=link, recorder=link,

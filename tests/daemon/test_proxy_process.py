@@ -177,3 +177,28 @@ def test_no_agent_request_fails_while_the_daemon_is_killed_and_restarted(
     bad = [r for r in agent.results if r[1] != "ok"]
     assert len(agent.results) > 100
     assert bad == [], bad[:5]
+
+
+@pytest.mark.slow
+def test_a_daemon_whose_listen_changed_replaces_the_proxy_process(tmp_path: Path, model: BackgroundServer) -> None:
+    from canary.daemon.proxylink import DetachedProxy
+
+    path = _config(tmp_path, model.url)
+    pids: list[int | None] = []
+    try:
+        for _ in range(2):  # the second daemon's canary.toml names another [model] listen
+            config = load_config(path=path)
+            registry, counts = Registry(has_upstream=True), ProxyCounts()
+            detached = DetachedProxy(config, create_proxy(model.url, registry, recorder=counts),
+                                     registry, counts).start()
+            pids.append(detached.pid)
+            with httpx.Client(trust_env=False, timeout=10) as client:
+                assert client.post(detached.url + CHAT, content=BODY).status_code == 200
+            detached.stop()
+            text = path.read_text()
+            old = config.model.listen
+            path.write_text(text.replace(old, f"127.0.0.1:{free_port()}"))
+        assert pids[0] is not None and pids[1] is not None and pids[0] != pids[1]
+    finally:
+        for pid in pids:
+            _stop_proxy(pid)
