@@ -87,7 +87,8 @@ class Daemon:
         detached_proxy: bool = False,
     ) -> None:
         self.config = config
-        #: Serve the proxy from a process of its own when no service manager holds its socket.
+        #: Serve the proxy from a process of its own when no service manager holds its socket
+        #: (``canary.runs.proxylink``).
         self.detached_proxy = detached_proxy
         self.spread = spread  # None: the scheduler's STARTUP_SPREAD
         self.tick = tick

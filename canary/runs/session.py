@@ -24,6 +24,7 @@ from canary.proxy.server import ProxyServer
 from canary.proxy.serving import BackgroundServer, Served, is_loopback, listen_names, split_listen
 from canary.runs.attribution import Attribution
 from canary.runs.holders import naming_the_key
+from canary.runs.proxylink import DetachedProxy, proxy_running
 from canary.runs.runner import DEFAULT_GRACE, DEFAULT_SPAN_GRACE, Runner
 from canary.store.engine import Store
 
@@ -55,9 +56,13 @@ class Session:
         start_at_end: bool = True,
         listeners: Mapping[str, socket.socket] | None = None,
         drain: float = 0.0,
+        detached_proxy: bool = False,
     ) -> None:
         self.config = config
         self.store = store
+        # Serve the proxy from a process of its own (``canary.runs.proxylink``), starting one if none
+        # runs; without it, one already running for this project is still linked to, never fought.
+        self._detached = detached_proxy
         self.attribution = attribution_of(store)
         self.registry = self.attribution.runs
         self._on_error = on_error
@@ -84,6 +89,8 @@ class Session:
         if not allow_remote and not is_loopback(host):
             raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
         with naming_the_key(key, port, self.store.path):
+            if isinstance(app, ProxyApp) and sock is None and (self._detached or proxy_running(self.config)):
+                return DetachedProxy(self.config, app, self.registry, self.counts).start()
             if isinstance(app, ProxyApp):
                 return ProxyServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
             return BackgroundServer(app, host, port, name=name, sock=sock, drain=self._drain).start()

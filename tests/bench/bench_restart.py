@@ -10,7 +10,7 @@ With ``--manager sockets`` (the default) this process plays systemd: it holds th
 fixture server's listening sockets and starts each ``canary daemon`` with them (``LISTEN_FDS``, as
 ``tests/daemon/activation.py`` does). With ``--manager none`` each daemon is started by hand, as
 a user without a service manager would: the daemon serves the proxy from a process of its own
-that outlives it (``canary.daemon.proxylink``), or, with ``--proxy in-daemon``, inside itself
+that outlives it (``canary.runs.proxylink``), or, with ``--proxy in-daemon``, inside itself
 (as every daemon did before), so its restarts are the reference. An agent process (``tests/daemon/organic_agent.py``) sends chat completions through the
 proxy at ``--rate`` per second (open loop, keep-alive, no retry) to a fake model server on
 loopback, and a second agent sends the same load straight to the model server in the same

@@ -71,7 +71,7 @@ def _stop_proxy(pid: int | None) -> None:
 
 @pytest.mark.slow
 def test_the_proxy_process_screens_by_the_daemons_live_nonces(tmp_path: Path, model: BackgroundServer) -> None:
-    from canary.daemon.proxylink import DetachedProxy
+    from canary.runs.proxylink import DetachedProxy
 
     config = load_config(path=_config(tmp_path, model.url))
     registry = Registry(has_upstream=True)
@@ -181,7 +181,7 @@ def test_no_agent_request_fails_while_the_daemon_is_killed_and_restarted(
 
 @pytest.mark.slow
 def test_a_daemon_whose_listen_changed_replaces_the_proxy_process(tmp_path: Path, model: BackgroundServer) -> None:
-    from canary.daemon.proxylink import DetachedProxy
+    from canary.runs.proxylink import DetachedProxy
 
     path = _config(tmp_path, model.url)
     pids: list[int | None] = []
@@ -202,3 +202,26 @@ def test_a_daemon_whose_listen_changed_replaces_the_proxy_process(tmp_path: Path
     finally:
         for pid in pids:
             _stop_proxy(pid)
+
+
+@pytest.mark.slow
+def test_a_session_links_to_the_proxy_process_left_running(tmp_path: Path, model: BackgroundServer) -> None:
+    from canary.runs.proxylink import DetachedProxy
+    from canary.runs.session import Session, open_store
+
+    config = load_config(path=_config(tmp_path, model.url))
+    registry, counts = Registry(has_upstream=True), ProxyCounts()
+    first = DetachedProxy(config, create_proxy(model.url, registry, recorder=counts), registry, counts).start()
+    first.stop()  # the daemon is gone; its proxy process goes on serving
+    store = open_store(config)
+    try:
+        session = Session(config, store).start()  # as `canary run` without a daemon: no port taken
+        try:
+            assert isinstance(session.proxy, DetachedProxy) and session.proxy.pid is None
+            with httpx.Client(trust_env=False, timeout=10) as client:
+                assert client.post(session.proxy.url + CHAT, content=BODY).status_code == 200
+        finally:
+            session.stop()
+    finally:
+        store.close()
+        _stop_proxy(first.pid)

@@ -1,4 +1,4 @@
-"""The model proxy process of a daemon started by hand, and the daemon's link to it.
+"""The model proxy process of a daemon started by hand, and a session's link to it.
 
 A daemon no service manager runs serves the agent's model address from a process of its own
 (``canary.proxy.standalone``), so the daemon can restart, reload or crash while the agent's
@@ -34,7 +34,7 @@ from canary.proxy.health import ProxyCounts
 from canary.proxy.serving import BackgroundServer, listen_names
 from canary.runs.registry import Registry
 
-__all__ = ["DetachedProxy", "link_path"]
+__all__ = ["DetachedProxy", "link_path", "proxy_running"]
 
 log = logging.getLogger("canary.daemon.proxylink")
 
@@ -58,6 +58,19 @@ def link_path(config: Config) -> Path:
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise UnavailableError(f"{short} is not a folder of yours that only you can open; remove it")
     return short / (hashlib.sha256(os.fsencode(folder)).hexdigest()[:20] + ".sock")
+
+
+def proxy_running(config: Config) -> bool:
+    """Whether a proxy process of this project answers on its link."""
+    path = link_path(config)
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(os.fspath(path))
+        except OSError:
+            return False
+    return True
 
 
 class DetachedProxy:
