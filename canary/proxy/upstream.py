@@ -187,6 +187,8 @@ class Pool:
             connection.close()
             return
         connection.idle_since = self._loop.time()
+        if connection.transport is not None:
+            connection.transport.resume_reading()  # a slow client may have paused it; the next must read
         stack.append(connection)
 
     def close(self) -> None:
