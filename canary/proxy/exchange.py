@@ -57,9 +57,9 @@ class Exchange:
     __slots__ = (
         "active", "body", "body_done", "body_since", "buffered", "checked", "chunk_out", "chunked_in",
         "close_after", "conn", "connecting", "early", "expect", "finished", "front", "head_done", "head_only",
-        "headers", "ignoring", "keep_alive", "length", "method", "origin", "out", "parser", "path", "pending",
-        "pending_size", "proto", "read_timer", "reason", "received", "reply_headers", "sent_head", "started",
-        "taken", "traceparent", "upstream_keep", "url",
+        "headers", "http10", "ignoring", "keep_alive", "length", "method", "origin", "out", "parser", "path",
+        "pending", "pending_size", "proto", "read_timer", "reason", "received", "reply_headers", "sent_head",
+        "started", "taken", "traceparent", "upstream_keep", "url",
     )
 
     def __init__(self, proto: FrontProtocol) -> None:
@@ -72,6 +72,7 @@ class Exchange:
         self.method = b""
         self.path = ""
         self.keep_alive = True
+        self.http10 = False  # an HTTP/1.0 client reads no chunks: an unknown length ends with the close
         self.head_done = False
         self.body_done = False
         self.buffered = False
@@ -343,8 +344,8 @@ class Exchange:
         self.upstream_keep = parser.should_keep_alive()
         self.head_only = self.method == b"HEAD" or status in _NO_BODY_STATUS
         length = any(name.lower() == b"content-length" for name, _ in self.reply_headers)
-        self.chunk_out = not self.head_only and not length
-        self.close_after = not self.keep_alive or self.front.draining
+        self.chunk_out = not self.head_only and not length and not self.http10
+        self.close_after = not self.keep_alive or self.front.draining or (self.http10 and not length)
         self.out.append(wire.response_head(status, self.reason, self.reply_headers, keep_length=length,
                                            chunked=self.chunk_out, close=self.close_after))
         self.sent_head = True
@@ -381,7 +382,9 @@ class Exchange:
             return
         self.conn = None
         if self.sent_head:
-            if self.chunk_out and not any(n.lower() == b"transfer-encoding" for n, _ in self.reply_headers):
+            framed = any(n.lower() in (b"transfer-encoding", b"content-length")
+                         for n, _ in self.reply_headers)
+            if not framed and not self.head_only:
                 self._complete()  # the upstream's body ends where its connection does
             else:
                 self.abort()

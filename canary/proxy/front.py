@@ -334,6 +334,7 @@ class FrontProtocol(asyncio.Protocol):
         assert ex is not None
         ex.method = self.parser.get_method()
         ex.keep_alive = self.parser.should_keep_alive()
+        ex.http10 = self.parser.get_http_version() == "1.0"
         ex.head_done = True
         self._disarm()
         if self.exchanges and self.exchanges[0] is ex:

@@ -190,3 +190,17 @@ def test_the_upstreams_query_string_is_kept(
             assert (seen.path, seen.query) == (CHAT, query)
     if interceptor is not None:
         assert len(interceptor.calls) == 2
+
+
+def test_an_http_1_0_client_gets_an_answer_of_unknown_length_unchunked(
+    upstream: tuple[FakeUpstream, BackgroundServer],
+) -> None:
+    from tests.proxy.test_proxy import Plan
+
+    fake, server = upstream
+    key = fake.plan(Plan(200, [(b"content-type", b"text/event-stream")], [b"data: one\n\n", b"data: two\n\n"]))
+    with ProxyServer(create_proxy(server.url), name="proxy") as proxy:
+        answer = _raw(proxy.port, f"GET /api/tags HTTP/1.0\r\nHost: 127.0.0.1\r\nx-plan: {key}\r\n\r\n".encode())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding" not in head.lower()
+    assert body == b"data: one\n\ndata: two\n\n"  # delimited by the close, as HTTP/1.0 reads it
