@@ -360,7 +360,7 @@ def daemon(ctx: click.Context, tick: float, spread: str) -> None:
 
     log_path = setup_logging(locations.project_log(config.path, config.project), project=config.project)
     click.echo(f"daemon log: {log_path}", err=True)
-    sys.exit(Daemon(config, tick=tick, spread=spread_for).run())
+    sys.exit(Daemon(config, tick=tick, spread=spread_for, detached_proxy=True).run())
 
 
 @main.command(epilog=epilog(["canary dashboard", "canary dashboard --config ~/agent/canary.toml"],

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 
 from canary.config.settings import Config
 from canary.errors import UnavailableError
-from canary.proxy.app import create_proxy
+from canary.proxy.app import ProxyApp, create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts
-from canary.proxy.serving import BackgroundServer, format_listen, is_loopback, listen_names
+from canary.proxy.server import ProxyServer
+from canary.proxy.serving import BackgroundServer, Served, format_listen, is_loopback, listen_names
 from canary.runs.registry import Registry
 
 log = logging.getLogger("canary.daemon.first")
@@ -32,9 +33,9 @@ class FirstServers:
 
     registry: Registry
     counts: ProxyCounts
-    proxy: BackgroundServer | None = None
-    fixtures: BackgroundServer | None = None
-    started: list[BackgroundServer] = field(default_factory=list)
+    proxy: Served | None = None
+    fixtures: Served | None = None
+    started: list[Served] = field(default_factory=list)
 
     def stop(self) -> None:
         """Stop what started (when the daemon cannot go on)."""
@@ -50,11 +51,15 @@ HANDED = "a socket the previous daemon handed over"
 
 def _start(
     app: object, sock: socket.socket, allow_remote: bool, name: str, *, drain: float, held: str
-) -> BackgroundServer:
+) -> Served:
     host = str(sock.getsockname()[0])
     if not allow_remote and not is_loopback(host):
         raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
-    server = BackgroundServer(app, host, 0, name=name, sock=sock, drain=drain).start()
+    server: Served
+    if isinstance(app, ProxyApp):
+        server = ProxyServer(app, host, 0, name=name, sock=sock, drain=drain).start()
+    else:
+        server = BackgroundServer(app, host, 0, name=name, sock=sock, drain=drain).start()
     log.info("the %s serves on %s, %s", name, server.url, held)
     return server
 

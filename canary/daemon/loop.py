@@ -84,8 +84,12 @@ class Daemon:
         grace: float | None = None,
         spread: timedelta | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        detached_proxy: bool = False,
     ) -> None:
         self.config = config
+        #: Serve the proxy from a process of its own when no service manager holds its socket
+        #: (``canary.runs.proxylink``).
+        self.detached_proxy = detached_proxy
         self.spread = spread  # None: the scheduler's STARTUP_SPREAD
         self.tick = tick
         self.grace = grace  # None: the runner's DEFAULT_GRACE
@@ -357,6 +361,7 @@ class Daemon:
                 self.config, self.store, first,
                 grace=DEFAULT_GRACE if self.grace is None else self.grace, start_at_end=False,
                 on_error=self._collector_warning, listeners=listeners, drain=DRAIN,
+                detached_proxy=self.detached_proxy,
             ).start()
             first.started.clear()  # the session stops them now
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,

@@ -6,7 +6,7 @@ from typing import Any
 
 from canary.config.settings import Config
 from canary.daemon.first import FirstServers
-from canary.proxy.serving import BackgroundServer
+from canary.proxy.serving import Served
 from canary.runs.session import Session
 from canary.store.engine import Store
 
@@ -26,7 +26,7 @@ class DaemonSession(Session):
         self.counts = first.counts
         first.counts.on_failure = self._upstream_failed
 
-    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> Served:
         running = self._first.proxy if key.startswith("[model]") else self._first.fixtures
         if running is not None:
             return running  # ``app`` was built for it and is not needed

@@ -126,6 +126,9 @@ def create_proxy(
     app = ProxyApp(relay, interceptor, client, owned=owned, max_body=max_body, allowed_hosts=allowed_hosts,
                    upstream=upstream)
     app.recorder = recorder
+    app.ca_file = ca_file
+    app.connect_timeout = connect_timeout
+    app.read_timeout = read_timeout
     return app
 
 
@@ -158,6 +161,11 @@ class ProxyApp:
         self.allowed_hosts = tuple(allowed_hosts)
         self._owned = owned
         self.state = SimpleNamespace(client=client, upstream=upstream)
+        # What the front (``canary.proxy.server``) needs to relay on its own.
+        self.upstream = upstream
+        self.ca_file: str | None = None
+        self.connect_timeout = 5.0
+        self.read_timeout: float | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]

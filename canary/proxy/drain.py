@@ -66,6 +66,9 @@ def closing(app: Any, state: DrainState) -> Any:
 
 def busy(connection: Any) -> bool:
     """Whether a connection has a request under way: a response not complete, or bytes of the next head."""
+    in_flight = getattr(connection, "in_flight", None)
+    if in_flight is not None:
+        return bool(in_flight())
     cycle = getattr(connection, "cycle", None)
     if cycle is not None and not getattr(cycle, "response_complete", True):
         return True

@@ -26,7 +26,7 @@ from canary.config.urls import redact_url
 from canary.proxy import dialects
 from canary.proxy.health import Recorder
 
-__all__ = ["Relay", "send_error"]
+__all__ = ["Relay", "connect_failure", "send_error"]
 
 # RFC 7230 §6.1 hop-by-hop headers, plus the framing headers the proxy recomputes.
 _HOP_BY_HOP = frozenset({
@@ -75,6 +75,8 @@ class Relay:
         # the authority, so no request can change where it goes.
         self.origin = str(origin).rstrip("/")
         self.base_path = url.raw_path.partition(b"?")[0].rstrip(b"/").decode("ascii")
+        # The upstream's own query string (``?api-version=...``, ``?key=...``) goes before the request's.
+        self.query = url.query.decode("ascii")
         self.authorization: bytes | None = None
         if url.username or url.password:
             pair = f"{url.username}:{url.password}".encode()
@@ -89,7 +91,11 @@ class Relay:
         """The upstream URL of an origin-form request target (``/path?query``)."""
         if not target.startswith(b"/"):
             raise httpx.InvalidURL("the request target is not a path")
-        return httpx.URL(self.origin + self.base_path + target.decode("latin-1"))
+        text = target.decode("latin-1")
+        if self.query:
+            path, mark, query = text.partition("?")
+            text = f"{path}?{self.query}" + (f"&{query}" if mark and query else "")
+        return httpx.URL(self.origin + self.base_path + text)
 
     def request(
         self, scope: Scope, url: httpx.URL, body: bytes | AsyncIterator[bytes] | None
@@ -114,6 +120,8 @@ class Relay:
             headers.append((name, value))
         if self.authorization is not None and not authorized:
             headers.append((b"authorization", self.authorization))
+        if chunked:
+            length = None  # RFC 9112 §6.3: with chunked framing, a Content-Length is to be ignored
         had_body = length is not None or chunked
         content: bytes | AsyncIterator[bytes] | None
         if isinstance(body, bytes):
@@ -191,7 +199,7 @@ class Relay:
                                  f"refused ({refused}): check the host in [model] upstream, or add the CA "
                                  "that signed it with [model] ca_file in canary.toml")
                 return
-            self._failed("refused", _connect_failure(exc), request)
+            self._failed("refused", connect_failure(exc), request)
             await send_error(send, path, 502, "upstream_unavailable",
                              f"the model server at {self.shown} is not reachable: "
                              f"{redact_url(str(exc)) or 'connection failed'}")
@@ -235,7 +243,7 @@ def _certificate_refused(exc: BaseException) -> str | None:
     return None
 
 
-def _connect_failure(exc: BaseException) -> str:
+def connect_failure(exc: BaseException) -> str:
     """What a failed connection to the model server was, after "the model server at URL"."""
     seen: BaseException | None = exc
     while seen is not None:

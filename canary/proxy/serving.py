@@ -20,14 +20,32 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Protocol
 
 from canary.errors import UnavailableError
 from canary.proxy.drain import DRAIN, IDLE_CLOSE, DrainState, closing, drain
 
-__all__ = ["DRAIN", "IDLE_CLOSE", "BackgroundServer"]
+__all__ = ["DRAIN", "IDLE_CLOSE", "BackgroundServer", "Served"]
 
 LOOPBACK_NAMES = {"localhost"}
+
+
+class Served(Protocol):
+    """A server as a session holds it: its URL, its listening socket (to hand over), and a stop."""
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server."""
+        ...
+
+    @property
+    def listener(self) -> socket.socket | None:
+        """The listening socket, when this process holds it."""
+        ...
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving."""
+        ...
 #: Seconds a client has to send a whole request head, from connecting or from the last response.
 HEADER_TIMEOUT = 10.0
 
@@ -272,6 +290,11 @@ class BackgroundServer:
         return self._sock
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the server runs on, once it runs."""
+        return self._server._loop if self._server is not None else None
+
+    @property
     def url(self) -> str:
         """Base URL of the running server."""
         return f"http://{format_listen(self.host, self.port)}"
@@ -333,21 +356,7 @@ class BackgroundServer:
     def _listener(self) -> socket.socket:
         if self.inherited is not None:
             return self.inherited
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        # IPPROTO_TCP, so asyncio sets TCP_NODELAY: otherwise a body written after its
-        # headers waits for the client's delayed ACK (~40 ms).
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise UnavailableError(
-                f"cannot listen on {format_listen(self.host, self.port)} for the {self.name}: "
-                f"{exc.strerror or exc}"
-            ) from exc
-        sock.listen(2048)
-        return sock
+        return bind_listener(self.host, self.port, self.name)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving (draining first, when asked to) and wait for the thread."""
@@ -364,3 +373,21 @@ class BackgroundServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def bind_listener(host: str, port: int, name: str) -> socket.socket:
+    """A listening TCP socket on ``host:port``; a taken port is an UnavailableError naming ``name``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, so asyncio sets TCP_NODELAY: otherwise a body written after its
+    # headers waits for the client's delayed ACK (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UnavailableError(
+            f"cannot listen on {format_listen(host, port)} for the {name}: {exc.strerror or exc}"
+        ) from exc
+    sock.listen(2048)
+    return sock

@@ -62,19 +62,29 @@ class Registry:
         self._needles: dict[bytes, ActiveRun] = {}
         self._finder: Needles[ActiveRun] = Needles({})
         self._foreign: OrderedDict[str, None] = OrderedDict()  # trace ids of calls of no run
+        #: Told the live nonces whenever they change (a proxy in another process screens by them).
+        self.on_change: Callable[[list[str]], None] | None = None
 
     def add(self, run: ActiveRun) -> None:
         """Put a run in flight."""
         with self._lock:
             self._runs[run.nonce] = run
             self._rebuild()
+        self._changed()
 
     def remove(self, nonce: str) -> ActiveRun | None:
         """Take a run out of flight (its verdict is being decided)."""
         with self._lock:
             run = self._runs.pop(nonce, None)
             self._rebuild()
-            return run
+        self._changed()
+        return run
+
+    def _changed(self) -> None:
+        """Tell the proxy process every needle in flight: the nonces and the conversation ids."""
+        tell = self.on_change
+        if tell is not None:
+            tell([needle.decode("utf-8") for needle in list(self._needles)])
 
     def converse(self, nonce: str, conversation: str) -> None:
         """The agent named the run's conversation: a model call that carries the id is the run's too.
@@ -83,9 +93,11 @@ class Registry:
         """
         with self._lock:
             run = self._runs.get(nonce)
-            if run is not None and len(conversation) >= CONVERSATION_MIN:
-                run.conversation = conversation
-                self._rebuild()
+            if run is None or len(conversation) < CONVERSATION_MIN:
+                return
+            run.conversation = conversation
+            self._rebuild()
+        self._changed()
 
     def _rebuild(self) -> None:
         """The needles of every run in flight: its nonce, and its conversation id (lock held)."""
@@ -119,6 +131,20 @@ class Registry:
             return list(self._runs.values())
 
     # -- proxy ----------------------------------------------------------------
+
+    def live(self, body: bytes) -> bool:
+        """Whether a model call's body carries the nonce of a run in flight (it then takes the full path)."""
+        return bool(self._runs) and self._finder.find(body) is not None
+
+    def passed(self, traceparent: str | None) -> None:
+        """A model call that carried no live nonce went by: foreign work of every run, its trace another's."""
+        trace = trace_id(traceparent) if traceparent else None
+        if self._runs:
+            with self._lock:
+                for run in self._runs.values():
+                    run.foreign_calls += 1
+        if trace is not None:
+            self._foreign_trace(trace)
 
     def intercept(self, call: ModelCall) -> str | ToolCall | None:
         """The scripted text or tool call for this call, or None to pass it through; counts foreign

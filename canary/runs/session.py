@@ -17,12 +17,14 @@ from typing import Any
 from canary.config.settings import Config
 from canary.errors import UnavailableError
 from canary.logs.collect import Collection, ErrorSink
-from canary.proxy.app import create_proxy
+from canary.proxy.app import ProxyApp, create_proxy
 from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts, redact
-from canary.proxy.serving import BackgroundServer, is_loopback, listen_names, split_listen
+from canary.proxy.server import ProxyServer
+from canary.proxy.serving import BackgroundServer, Served, is_loopback, listen_names, split_listen
 from canary.runs.attribution import Attribution
 from canary.runs.holders import naming_the_key
+from canary.runs.proxylink import DetachedProxy, proxy_running
 from canary.runs.runner import DEFAULT_GRACE, DEFAULT_SPAN_GRACE, Runner
 from canary.store.engine import Store
 
@@ -54,9 +56,13 @@ class Session:
         start_at_end: bool = True,
         listeners: Mapping[str, socket.socket] | None = None,
         drain: float = 0.0,
+        detached_proxy: bool = False,
     ) -> None:
         self.config = config
         self.store = store
+        # Serve the proxy from a process of its own (``canary.runs.proxylink``), starting one if none
+        # runs; without it, one already running for this project is still linked to, never fought.
+        self._detached = detached_proxy
         self.attribution = attribution_of(store)
         self.registry = self.attribution.runs
         self._on_error = on_error
@@ -69,13 +75,13 @@ class Session:
         self._drain = drain
         # What the proxy saw of the model server; a failure during a run is told to that run.
         self.counts = ProxyCounts(on_failure=self._upstream_failed)
-        self.proxy: BackgroundServer | None = None
-        self.fixtures: BackgroundServer | None = None
+        self.proxy: Served | None = None
+        self.fixtures: Served | None = None
         self.collection: Collection | None = None
         self.traces: BackgroundServer | None = None  # the OTLP receiver of [traces], if configured
         self.runner: Runner | None = None
 
-    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> BackgroundServer:
+    def _server(self, app: Any, listen: str, allow_remote: bool, name: str, key: str) -> Served:
         host, port = split_listen(listen)
         sock = self._listeners.get("proxy" if key.startswith("[model]") else "fixtures")
         if sock is not None:
@@ -83,6 +89,10 @@ class Session:
         if not allow_remote and not is_loopback(host):
             raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
         with naming_the_key(key, port, self.store.path):
+            if isinstance(app, ProxyApp) and sock is None and (self._detached or proxy_running(self.config)):
+                return DetachedProxy(self.config, app, self.registry, self.counts).start()
+            if isinstance(app, ProxyApp):
+                return ProxyServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
             return BackgroundServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
 
     def start(self) -> Session:

@@ -1,39 +1,37 @@
-"""Model proxy overhead, against a direct connection to the same fake upstream in the same run.
+"""Model proxy overhead, against a raw byte relay and a direct connection measured in the same run.
 
-    uv run python tests/bench/bench_proxy.py             # the full run (about a minute)
+    uv run python tests/bench/bench_proxy.py             # the full run (a few minutes)
     uv run python tests/bench/bench_proxy.py --quick     # fewer rounds
+    uv run python tests/bench/bench_proxy.py --only added,clients,streams,dialects
     uv run python tests/bench/bench_proxy.py --json      # figures as JSON too
-    uv run python tests/bench/bench_proxy.py --listener nodelay   # see below
+    uv run python tests/bench/bench_proxy.py --upstream-kind asgi   # the fake model server under uvicorn
     BENCH_PROXY_FACTORY=module:function uv run python tests/bench/bench_proxy.py   # another proxy factory
 
-The fake upstream (a raw ASGI app) and the proxy (``create_proxy``) each run under uvicorn in
-their own process; this process is the load generator. The method is llm-gateway-bench's:
-a sequential keep-alive client, a ~1.2 KB body, warm-ups, then rounds of interleaved
-direct/proxied requests; each figure is a median over rounds of
-(proxied - direct), so a noisy machine moves both sides alike.
+Every side runs in a process of its own; this process is the load generator. The sides:
 
-Measured: added latency of non-streaming calls (p50, p99) with 1 KB and 1 MiB request bodies,
-the same p50 and the added first-byte time for each dialect family (OpenAI chat, Anthropic Messages,
-Gemini), the in-process hook's 204 against a direct call's round trip,
-added time to the first body byte of a stream, inter-chunk gaps (upstream sends every 20 ms),
-50 concurrent streams (TTFB p50/p99 against direct), 50 concurrent keep-alive clients
-(throughput and latency against direct and against a minimal relay), 200 concurrent streams
-(no error), and the per-request check (routing, the stream flag, the run registry with 3 runs
-in flight and none matching) in ms per 100 KiB of body, with ``json.loads`` as the reference.
+- direct: the fake model server itself, by default written with asyncio and no HTTP library
+  (``RawUpstream``), so that it never limits another side;
+- the raw byte relay: asyncio piping bytes between each client connection and one upstream
+  connection of its own, with no HTTP parsing at all (the floor any proxy is held to);
+- proxy (front): the proxy as the daemon serves it (``canary.proxy.server.ProxyServer``, over a run
+  registry with no run in flight);
+- proxy, all ASGI: the app alone under uvicorn, as it was served before the front (``asgi``);
+- the minimal httpx relay: raw ASGI under uvicorn, the body buffered, one ``httpx.AsyncClient``.
 
-The minimal relay is the reference a proxy is held to: raw ASGI under the same uvicorn, the
-body buffered, one shared ``httpx.AsyncClient`` with default pool settings, raw chunks relayed.
-The byte relay is the floor: asyncio piping bytes between each client connection and one
-upstream connection of its own, with no HTTP parsing at all.
+Measured: sequential 1 KB calls on every side in turn, what each adds to direct's p50 and p99
+(``added``); non-streaming added latency with httpx clients and each process's CPU per request,
+1 KB and 1 MiB bodies; added first-byte time of a stream; inter-chunk gaps (upstream every 20 ms);
+50 concurrent SSE streams, first byte p99 against direct's; 50 concurrent keep-alive clients sending
+1 KB calls back to back, req/s and p99 against the byte relay's; each dialect family's added p50 and
+first-byte time (OpenAI chat, Anthropic Messages, Gemini); the in-process hook's 204; 200
+concurrent streams without an error; the per-request check in ms per 100 KiB of body.
 
-Both servers run as the daemon runs them, under ``canary.proxy.serving.BackgroundServer``
-(``--listener product``), or on a socket created with ``IPPROTO_TCP`` (``--listener nodelay``):
-asyncio only sets TCP_NODELAY on sockets whose ``proto`` says TCP, and without it a response
-uvicorn writes in pieces (headers, then body) waits for the client's delayed ACK, ~40 ms.
+Targets: 50 keep-alive clients at >= 0.5x the byte relay's req/s; 50 concurrent streams' first
+byte p99 <= 2x direct's; sequential 1 KB calls add < 0.3 ms at p50; gaps within 2 ms of direct;
+no error over 200 concurrent streams; check < 0.05 ms per 100 KiB.
 
-Targets: added p50 < 1 ms (1 KB), added p99 < 5 ms, added TTFB < 3 ms, gaps within 2 ms of
-direct, 50 concurrent streams TTFB p99 within 3x of direct, 50 concurrent clients within 2x of
-the minimal relay's throughput, no error over 200 concurrent streams, check < 0.05 ms per 100 KiB.
+``--listener nodelay`` serves the uvicorn sides on a socket created with ``IPPROTO_TCP`` instead
+of ``BackgroundServer`` (asyncio only sets TCP_NODELAY on sockets whose ``proto`` says TCP).
 """
 
 from __future__ import annotations
@@ -161,6 +159,83 @@ class FastUpstream:
                     "more_body": False})
 
 
+class RawUpstream(asyncio.Protocol):
+    """The fake model server with no HTTP library: the same answers as ``FastUpstream``, written as bytes.
+
+    The default upstream, so that the upstream is never what limits a side: every side is held to
+    the same model server, and the fastest of them (the byte relay) shows how much room is left.
+    """
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.transport: Any = None
+        self.busy = False
+        bodies = {"chat": _completion_body(), "anthropic": _anthropic_body(), "gemini": _gemini_body()}
+        self.answers = {dialect: (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                                  b"x-request-id: req-bench\r\n\r\n" % len(body)) + body
+                        for dialect, body in bodies.items()}
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._next()
+
+    def _next(self) -> None:
+        while not self.busy:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].split(b"\r\n")
+            length = 0
+            for line in head[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4:end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length:]
+            target = head[0].split(b" ")[1].decode()
+            path, _, query = target.partition("?")
+            dialect = "anthropic" if path == "/v1/messages" else "gemini" if "/models/" in path else "chat"
+            if path.endswith(":streamGenerateContent") or b'"stream":true' in body:
+                self.busy = True
+                asyncio.get_running_loop().create_task(self._stream(dialect, query))
+                return
+            self.transport.write(self.answers[dialect])
+
+    async def _stream(self, dialect: str, query: str) -> None:
+        chunk = {"anthropic": _anthropic_event,
+                 "gemini": lambda i: b"data: " + _gemini_body(i) + b"\r\n\r\n"}.get(dialect, _chunk)
+        params = dict(p.split("=") for p in query.split("&") if "=" in p)
+        count, gap = int(params.get("n", "20")), float(params.get("gap", "20")) / 1000
+        write = self.transport.write
+        write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+              b"transfer-encoding: chunked\r\n\r\n")
+        for index in range(count):
+            if index and gap:
+                await asyncio.sleep(gap)
+            data = chunk(index)
+            write(b"%x\r\n%b\r\n" % (len(data), data))
+        if dialect == "chat":
+            write(b"e\r\ndata: [DONE]\n\n\r\n")
+        write(b"0\r\n\r\n")
+        self.busy = False
+        self._next()
+
+
+def _serve_raw_upstream() -> None:
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(RawUpstream, "127.0.0.1", 0, backlog=2048)
+        print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
 class MinimalRelay:
     """The reference relay: raw ASGI, the body buffered, one shared httpx client, raw chunks relayed."""
 
@@ -237,12 +312,20 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
         assert upstream is not None
         _serve_bytes(upstream)
         return
+    if role == "rawup":
+        _serve_raw_upstream()
+        return
+    if role == "proxy" and listener == "product" and "BENCH_PROXY_FACTORY" not in os.environ:
+        _serve_front(upstream)
+        return
     app: Any
     if role == "upstream":
         app = FastUpstream()
     elif role == "relay":
         assert upstream is not None
         app = MinimalRelay(upstream)
+    elif role == "asgi":
+        app = create_proxy(upstream, _registry_with_runs(0))
     else:
         module, _, name = os.environ.get("BENCH_PROXY_FACTORY", "canary.proxy.app:create_proxy").partition(":")
         factory = getattr(importlib.import_module(module), name) if module != "canary.proxy.app" else create_proxy
@@ -261,6 +344,17 @@ def _serve(role: str, upstream: str | None, listener: str) -> None:
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
                             date_header=False, lifespan="off" if role == "upstream" else "auto")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _serve_front(upstream: str | None) -> None:
+    """The proxy as the daemon serves it: the front, over a run registry with no run in flight."""
+    from canary.proxy.app import create_proxy
+    from canary.proxy.server import ProxyServer
+
+    server = ProxyServer(create_proxy(upstream, _registry_with_runs(0)), name="proxy").start()
+    print(f"PORT {server.port}", flush=True)
+    while True:
+        time.sleep(3600)
 
 
 def _spawn(role: str, listener: str, upstream: str | None = None) -> tuple[subprocess.Popen[str], str]:
@@ -384,6 +478,56 @@ def bench_latency(
         result[f"added_{key}"] = statistics.median(added)
         result[f"added_{key}_range"] = (min(added), max(added))
     return result
+
+
+def bench_added(bases: dict[str, str], rounds: int, per_round: int, warmup: int, body: bytes,
+                path: str = CHAT_PATH) -> dict[str, Any]:
+    """Sequential keep-alive calls on every side in turn (direct first); per round each side's p50 and
+    p99, and what it adds to direct's; the median over rounds. Raw sockets, so the client adds little."""
+    sockets: dict[str, socket.socket] = {}
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode() + body
+    for side, base in bases.items():
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sockets[side] = sock
+
+    def call(sock: socket.socket) -> float:
+        start = time.perf_counter()
+        sock.sendall(head)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        top, _, rest = data.partition(b"\r\n\r\n")
+        length = int(top.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(rest) < length:
+            rest += sock.recv(65536)
+        return time.perf_counter() - start
+
+    try:
+        for _ in range(warmup):
+            for sock in sockets.values():
+                call(sock)
+        rows = []
+        for _ in range(rounds):
+            times: dict[str, list[float]] = {side: [] for side in sockets}
+            for index in range(per_round):
+                order = list(sockets.items())
+                for side, sock in order if index % 2 else reversed(order):
+                    times[side].append(call(sock))
+            rows.append({side: (_ms(statistics.median(t)), _ms(_percentile(t, 0.99))) for side, t in times.items()})
+    finally:
+        for sock in sockets.values():
+            sock.close()
+    out: dict[str, Any] = {"body_bytes": len(body), "rounds": rounds, "per_round": per_round}
+    for side in bases:
+        out[side] = {
+            "p50": statistics.median(r[side][0] for r in rows), "p99": statistics.median(r[side][1] for r in rows),
+            "added_p50": statistics.median(r[side][0] - r["direct"][0] for r in rows),
+            "added_p99": statistics.median(r[side][1] - r["direct"][1] for r in rows),
+        }
+    return out
 
 
 def _first_byte(client: Any, url: str, body: bytes) -> float:
@@ -735,8 +879,27 @@ def _report_latency(lat: dict[str, Any], targets: dict[str, float] | None) -> No
               f"{lat['upstream_cpu_ms_per_request']:.3f} ms")
 
 
+def _report_added(added: dict[str, Any]) -> None:
+    print(f"\nsequential {added['body_bytes']} B calls, keep-alive, sides in turn ({added['rounds']} rounds x "
+          f"{added['per_round']}): direct p50 {added['direct']['p50']:.3f} ms, p99 {added['direct']['p99']:.3f} ms")
+    for side in ("bytes", "proxied", "asgi"):
+        row = added[side]
+        print(f"  {SIDES[side]}: p50 {row['p50']:.3f} ms, p99 {row['p99']:.3f} ms; adds p50 {row['added_p50']:.3f} ms, "
+              f"p99 {row['added_p99']:.3f} ms")
+    print(f"  the proxy adds p50 {added['proxied']['added_p50']:.3f} ms "
+          f"({added['proxied']['added_p50'] - added['bytes']['added_p50']:+.3f} ms over the byte relay's); "
+          f"target < 0.3 ms: {_mark(added['proxied']['added_p50'] < 0.3)}")
+
+
+#: What each side is, as the report names it.
+SIDES = {"direct": "direct", "proxied": "proxy (front)", "bytes": "raw asyncio byte relay",
+         "asgi": "proxy, all ASGI (before the front)", "relay": "minimal httpx relay"}
+
+
 def report(results: dict[str, Any]) -> None:
     """Print every measurement that was run, each with its target."""
+    if "added" in results:
+        _report_added(results["added"])
     if "latency" in results:
         _report_latency(results["latency"], {"p50": 1.0, "p99": 5.0})
     if "latency_1m" in results:
@@ -807,35 +970,39 @@ def _report_streams(streams: dict[str, Any]) -> None:
     for side, c in streams.items():
         print(f"{c['streams']} concurrent streams {side}: {c['errors']} errors, TTFB p50 {c['ttfb_p50']:.1f} ms "
               f"p99 {c['ttfb_p99']:.1f} ms, wall {c['wall_s']:.2f} s {c['first_errors'] or ''}")
-    ratio = streams["proxied"]["ttfb_p99"] / streams["direct"]["ttfb_p99"]
-    print(f"  TTFB p99 proxied / direct {ratio:.2f}x (relay "
-          f"{streams['relay']['ttfb_p99'] / streams['direct']['ttfb_p99']:.2f}x), target within 3x: "
-          f"{_mark(ratio <= 3)}")
+    direct = streams["direct"]["ttfb_p99"]
+    ratio = streams["proxied"]["ttfb_p99"] / direct
+    others = ", ".join(f"{SIDES[side]} {streams[side]['ttfb_p99'] / direct:.2f}x"
+                       for side in ("bytes", "asgi", "relay") if side in streams)
+    print(f"  first byte p99 / direct's: proxy {ratio:.2f}x ({others}); target <= 2x: {_mark(ratio <= 2)}")
 
 
 def _report_clients(clients: dict[str, Any]) -> None:
     for side, c in clients.items():
         print(f"{c['clients']} concurrent clients {side} (1 KB calls, keep-alive): {c['rps']:.0f} req/s, "
               f"p50 {c['p50']:.2f} ms, p99 {c['p99']:.2f} ms")
-    share = clients["proxied"]["rps"] / clients["relay"]["rps"]
-    print(f"  throughput proxied / relay {share:.2f}x, proxied / byte relay "
-          f"{clients['proxied']['rps'] / clients['bytes']['rps']:.2f}x, proxied / direct "
-          f"{clients['proxied']['rps'] / clients['direct']['rps']:.2f}x; target within 2x of the relay "
-          f"(ratio >= 0.5): {_mark(share >= 0.5)}")
+    floor = clients["bytes"]
+    share = clients["proxied"]["rps"] / floor["rps"]
+    others = ", ".join(f"{SIDES[side]} {clients[side]['rps'] / floor['rps']:.2f}x"
+                       for side in ("asgi", "relay", "direct") if side in clients)
+    print(f"  req/s / the raw byte relay's: proxy {share:.2f}x ({others}); p99 proxy "
+          f"{clients['proxied']['p99']:.1f} ms against {floor['p99']:.1f} ms; target >= 0.5x: {_mark(share >= 0.5)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--serve", choices=["upstream", "proxy", "relay", "bytes"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["upstream", "rawup", "proxy", "asgi", "relay", "bytes"], help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     parser.add_argument("--listener", choices=["product", "nodelay"], default="product",
                         help="serve both sides with canary.proxy.serving.BackgroundServer (product), or on a "
                              "socket created as IPPROTO_TCP so asyncio sets TCP_NODELAY (nodelay)")
+    parser.add_argument("--upstream-kind", choices=["raw", "asgi"], default="raw",
+                        help="the fake model server: bytes written by asyncio (raw), or an ASGI app under uvicorn")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--concurrent", type=int, default=200, help="streams of the no-error check")
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients and streams compared")
-    parser.add_argument("--only", help="comma-separated measurements to run (latency,latency_1m,ttfb,gaps,"
+    parser.add_argument("--only", help="comma-separated measurements to run (added,latency,latency_1m,ttfb,gaps,"
                         "dialects,hook,streams,clients,concurrency,check)")
     args = parser.parse_args()
     if args.serve:
@@ -844,7 +1011,7 @@ def main() -> None:
     rounds, per_round, warmup = (3, 50, 30) if args.quick else (7, 200, 30)
     children = []
     try:
-        upstream, upstream_url = _spawn("upstream", args.listener)
+        upstream, upstream_url = _spawn("rawup" if args.upstream_kind == "raw" else "upstream", args.listener)
         children.append(upstream)
         proxy, proxy_url = _spawn("proxy", args.listener, upstream_url)
         children.append(proxy)
@@ -852,14 +1019,19 @@ def main() -> None:
         children.append(relay)
         floor, floor_url = _spawn("bytes", args.listener, upstream_url)
         children.append(floor)
+        before, before_url = _spawn("asgi", args.listener, upstream_url)
+        children.append(before)
         print(f"upstream {upstream_url} (pid {upstream.pid}), proxy {proxy_url} (pid {proxy.pid}), "
               f"relay {relay_url} (pid {relay.pid}), listener {args.listener}, "
               f"python {sys.version.split()[0]}, load {os.getloadavg()[0]:.2f}")
         results: dict[str, Any] = {"args": {"rounds": rounds, "per_round": per_round}}
         pids = {"upstream": upstream.pid, "proxy": proxy.pid}
-        bases = {"direct": upstream_url, "proxied": proxy_url, "relay": relay_url, "bytes": floor_url}
+        bases = {"direct": upstream_url, "proxied": proxy_url, "relay": relay_url, "bytes": floor_url,
+                 "asgi": before_url}
         wanted = set(args.only.split(",")) if args.only else None
         steps: dict[str, Any] = {
+            "added": lambda: bench_added({"direct": upstream_url, "proxied": proxy_url, "bytes": floor_url,
+                                          "asgi": before_url}, rounds, per_round * 2, warmup, _sized_body(1024)),
             "latency": lambda: bench_latency(upstream_url, proxy_url, rounds, per_round, warmup, pids,
                                              _sized_body(1024)),
             "latency_1m": lambda: bench_latency(upstream_url, proxy_url, rounds, max(10, per_round // 10), 5,

@@ -3,10 +3,15 @@
     uv run python tests/bench/bench_restart.py                 # 20 restarts, SIGTERM
     uv run python tests/bench/bench_restart.py --restarts 5    # quicker
     uv run python tests/bench/bench_restart.py --signal kill   # crashes instead of clean stops
+    uv run python tests/bench/bench_restart.py --manager none  # started by hand: no sockets held
+    uv run python tests/bench/bench_restart.py --manager none --proxy in-daemon   # the proxy inside the daemon
 
-This process plays systemd: it holds the proxy's and fixture server's listening sockets and
-starts each ``canary daemon`` with them (``LISTEN_FDS``, as ``tests/daemon/activation.py``
-does). An agent process (``tests/daemon/organic_agent.py``) sends chat completions through the
+With ``--manager sockets`` (the default) this process plays systemd: it holds the proxy's and
+fixture server's listening sockets and starts each ``canary daemon`` with them (``LISTEN_FDS``, as
+``tests/daemon/activation.py`` does). With ``--manager none`` each daemon is started by hand, as
+a user without a service manager would: the daemon serves the proxy from a process of its own
+that outlives it (``canary.runs.proxylink``), or, with ``--proxy in-daemon``, inside itself
+(as every daemon did before), so its restarts are the reference. An agent process (``tests/daemon/organic_agent.py``) sends chat completions through the
 proxy at ``--rate`` per second (open loop, keep-alive, no retry) to a fake model server on
 loopback, and a second agent sends the same load straight to the model server in the same
 moment: the reference. The daemon is stopped and started ``--restarts`` times under that load.
@@ -23,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -43,6 +50,18 @@ from canary.proxy.serving import BackgroundServer  # noqa: E402
 from tests.daemon import activation  # noqa: E402
 
 AGENT = ROOT / "tests" / "daemon" / "organic_agent.py"
+#: A daemon that serves the proxy inside itself, as every daemon started by hand did before.
+IN_DAEMON = """
+import sys
+from datetime import timedelta
+from canary import locations
+from canary.config.settings import load_config
+from canary.daemon.loop import Daemon
+from canary.daemon.steps import setup_logging
+config = load_config(path=__import__("pathlib").Path(sys.argv[1]))
+setup_logging(locations.project_log(config.path, config.project), project=config.project)
+sys.exit(Daemon(config, tick=1.0, spread=timedelta(seconds=60)).run())
+"""
 
 
 def config_text(root: Path, proxy: str, fixtures: str, upstream: str) -> str:
@@ -64,16 +83,21 @@ desktop = false
 class Harness:
     """The sockets, the model server, and one daemon at a time."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, manager: str = "sockets", proxy: str = "process") -> None:
         self.root = root
+        self.manager = manager
+        self.proxy = proxy
         self.model = BackgroundServer(create_model_server(), name="model").start()
         self.sockets = {"proxy": activation.listener(), "fixtures": activation.listener()}
+        addresses = {name: activation.address(sock) for name, sock in self.sockets.items()}
+        if manager == "none":
+            for sock in self.sockets.values():
+                sock.close()
+            self.sockets = {}
         self.config = root / "canary.toml"
-        self.config.write_text(config_text(
-            root, activation.address(self.sockets["proxy"]), activation.address(self.sockets["fixtures"]),
-            self.model.url,
-        ))
-        self.url = f"http://{activation.address(self.sockets['proxy'])}/v1/chat/completions"
+        self.config.write_text(config_text(root, addresses["proxy"], addresses["fixtures"], self.model.url))
+        self.url = f"http://{addresses['proxy']}/v1/chat/completions"
+        self.proxy_pids: set[int] = set()
         self.direct = f"{self.model.url}/v1/chat/completions"
         self.n = 0
         self.proc: subprocess.Popen[bytes] | None = None
@@ -83,14 +107,24 @@ class Harness:
         err = self.root / f"daemon{self.n}.err"
         self.n += 1
         argv = [sys.executable, "-m", "canary.cli.main", "--config", str(self.config), "daemon", "--tick", "1"]
-        self.proc = activation.spawn(argv, self.sockets, stderr=err)
+        if self.proxy == "in-daemon":
+            argv = [sys.executable, "-c", IN_DAEMON, str(self.config)]
+        if self.sockets:
+            self.proc = activation.spawn(argv, self.sockets, stderr=err)
+        else:
+            with open(err, "ab") as stream:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                             stderr=stream)
         deadline = time.monotonic() + 120
         serving = None
         while True:
             text = err.read_text(errors="replace")
-            if serving is None and "model proxy serves on" in text:
+            if serving is None and ("model proxy serves on" in text or "is already running; linking" in text):
                 serving = time.time()
             if "daemon up" in text:
+                found = re.search(r"model proxy serves on \S+ \(pid (\d+)\)", text)
+                if found:
+                    self.proxy_pids.add(int(found.group(1)))
                 return serving if serving is not None else time.time()
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the daemon did not come up:\n{err.read_text(errors='replace')}")
@@ -104,6 +138,9 @@ class Harness:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.stop(signal.SIGTERM)
+        for pid in self.proxy_pids:  # the proxy process a daemon started, which outlives it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         self.model.stop()
         for sock in self.sockets.values():
             sock.close()
@@ -153,13 +190,17 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--serve", type=float, default=1.0, help="seconds each daemon serves before its stop")
     parser.add_argument("--signal", choices=["term", "kill"], default="term")
+    parser.add_argument("--manager", choices=["sockets", "none"], default="sockets",
+                        help="a service manager holds the sockets (sockets), or the daemon is started by hand")
+    parser.add_argument("--proxy", choices=["process", "in-daemon"], default="process",
+                        help="with --manager none: the proxy in a process of its own, or inside the daemon")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sig = signal.SIGTERM if args.signal == "term" else signal.SIGKILL
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
         os.environ["CANARY_STATE_DIR"] = str(Path(tmp) / "state")
-        harness = Harness(Path(tmp))
+        harness = Harness(Path(tmp), manager=args.manager, proxy=args.proxy)
         try:
             harness.start()
             windows: list[tuple[float, float]] = []
@@ -183,6 +224,7 @@ def main() -> None:
         "restart_s": round(statistics.median(b - a for a, b in windows), 2) if windows else None,
     }
     ref_p99 = figures["reference"]["p99_ms"]
+    print(f"manager {args.manager}, proxy {args.proxy if args.manager == 'none' else 'in-daemon, on held sockets'}")
     print(f"{args.restarts} restarts ({args.signal}), {args.rate:g} req/s, median restart "
           f"{figures['restart_s']} s (stop signal to the next daemon's proxy serving)")
     print(f"{'phase':<18}{'requests':>9}{'refused':>9}{'failed':>8}{'p50 ms':>9}{'p99 ms':>10}{'max ms':>10}")

@@ -29,6 +29,7 @@ from openai.types.responses import Response
 
 from canary.proxy import dialects
 from canary.proxy.app import MODEL_PATHS, ModelCall, create_proxy, model_call, requested_stream
+from canary.proxy.server import ProxyServer
 from canary.proxy.serving import BackgroundServer
 from tests.profiles import examples
 
@@ -221,11 +222,11 @@ class LoopCapture:
 
 
 @contextmanager
-def serve_proxy(upstream: str | None, interceptor: Any = None, **options: Any) -> Iterator[BackgroundServer]:
+def serve_proxy(upstream: str | None, interceptor: Any = None, **options: Any) -> Iterator[ProxyServer]:
     """The proxy on a loopback port; its httpx client is closed on the loop that used it."""
     app = create_proxy(upstream, interceptor, **options)
     capture = LoopCapture(app)
-    server = BackgroundServer(capture, name="proxy").start()
+    server = ProxyServer(app, name="proxy", asgi=capture).start()
     try:
         yield server
     finally:

@@ -1,7 +1,9 @@
-"""A 600 MB request body through the proxy process: streamed upstream, so its memory stays flat."""
+"""The proxy process's memory: a 600 MB body streamed upstream keeps it flat; unfinished model-call
+bodies are bounded, and their memory goes back once they are let go."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -21,8 +23,8 @@ CHUNK = 1024 * 1024
 SERVE = """
 import sys
 from canary.proxy.app import create_proxy
-from canary.proxy.serving import BackgroundServer
-server = BackgroundServer(create_proxy(sys.argv[1]), name="proxy").start()
+from canary.proxy.server import ProxyServer
+server = ProxyServer(create_proxy(sys.argv[1]), name="proxy").start()
 print(server.port, flush=True)
 sys.stdin.read()
 """
@@ -91,3 +93,43 @@ def test_a_600_mb_upload_to_a_non_model_path_keeps_the_proxy_flat(
     print(f"proxy RSS {before / 2**20:.0f} MiB before, peak {sampler.peak / 2**20:.0f} MiB during a "
           f"{SIZE / 2**20:.0f} MiB upload ({elapsed:.1f} s)")
     assert grown < 100 * 2**20, f"the proxy grew by {grown / 2**20:.0f} MiB"
+
+
+@pytest.mark.slow
+def test_unfinished_model_call_bodies_are_bounded_and_their_memory_goes_back(
+    proxy_process: tuple[subprocess.Popen[str], int, Recorder],
+) -> None:
+    child, port, _ = proxy_process
+    size = 64 * 1024 * 1024
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {size}\r\n\r\n").encode()
+    before = rss_bytes(child.pid)
+    sampler = Sampler(child.pid)
+    sampler.start()
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
+
+    def send(sock: socket.socket) -> None:
+        piece = b"x" * CHUNK
+        try:
+            sock.sendall(head)
+            for _ in range(size // CHUNK - 4):  # all but the last 4 MiB: never finished
+                sock.sendall(piece)
+        except OSError:
+            pass  # refused once the proxy holds its budget
+
+    senders = [threading.Thread(target=send, args=(sock,), daemon=True) for sock in socks]
+    for thread in senders:
+        thread.start()
+    for thread in senders:
+        thread.join(120)
+    time.sleep(0.5)
+    held = rss_bytes(child.pid)
+    for sock in socks:
+        sock.close()
+    time.sleep(1.0)
+    after = rss_bytes(child.pid)
+    sampler.stop.set()
+    sampler.join()
+    print(f"proxy RSS {before / 2**20:.0f} MiB before, {held / 2**20:.0f} MiB holding 12 unfinished "
+          f"{size / 2**20:.0f} MiB bodies (peak {sampler.peak / 2**20:.0f}), {after / 2**20:.0f} MiB after")
+    assert sampler.peak - before < 400 * 2**20  # the budget (256 MiB) and what reading takes beside it
+    assert after - before < 64 * 2**20, "the memory of the bodies was not given back"
