@@ -99,6 +99,32 @@ def test_the_proxy_process_screens_by_the_daemons_live_nonces(tmp_path: Path, mo
         _stop_proxy(pid)
 
 
+@pytest.mark.slow
+def test_a_call_that_names_the_runs_conversation_takes_the_full_path_through_the_process(
+    tmp_path: Path, model: BackgroundServer,
+) -> None:
+    """A later turn's call carries the conversation id, not the nonce: the process must know that needle too."""
+    from canary.runs.proxylink import DetachedProxy
+
+    config = load_config(path=_config(tmp_path, model.url))
+    registry = Registry(has_upstream=True)
+    counts = ProxyCounts()
+    detached = DetachedProxy(config, create_proxy(model.url, registry, recorder=counts), registry, counts).start()
+    pid = detached.pid
+    try:
+        nonce, conversation = new_nonce(), "conv-7f3a9c2e41"
+        now = time.time()
+        registry.add(ActiveRun(1, "citation", nonce, "first", "SCRIPTED https://fake.example.org", None, "page",
+                               started=now, deadline=now + 600))
+        registry.converse(nonce, conversation)
+        with httpx.Client(base_url=detached.url, trust_env=False, timeout=10) as client:
+            later = client.post(CHAT, content=BODY.replace(b"minimum", conversation.encode()))
+        assert later.status_code == 200 and "SCRIPTED" in later.text
+    finally:
+        detached.stop()
+        _stop_proxy(pid)
+
+
 class Agent:
     """An agent sending a chat completion every 20 ms on a keep-alive connection, never retrying."""
 
