@@ -17,7 +17,9 @@ Whole processes (the default): ``canary dashboard`` and the reference,
 ``sqlite3`` and drawn again every ``REFRESH_EVERY`` seconds, the dashboard's own
 period), each under a pseudo-terminal of its own, run side by side in each round.
 Meanwhile the bench plays a daemon: a heartbeat every ``DAEMON_TICK`` seconds and,
-with ``--busy``, a firing every second. After ``--warmup`` seconds, each
+with ``--busy``, a firing every second. Once both have started (two calm seconds
+in a row: on a machine that writes no bytecode, imports alone take seconds)
+and ``--warmup`` seconds more, each
 process's CPU time (``/proc/<pid>/stat``, every thread) and resident memory are
 sampled over the same ``--seconds``; the medians of the rounds are printed with
 their ratios, and the bytes each wrote to its terminal. Target: at most 1.5x the
@@ -307,6 +309,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def settled(pid: int, *, busy: float = 25.0, limit: float = 180.0) -> None:
+    """Wait until ``pid`` has started: two seconds in a row under ``busy`` % of a core (imports
+    compile every module where bytecode is not written, which takes seconds on a loaded machine)."""
+    deadline = time.monotonic() + limit
+    calm = 0
+    while calm < 2 and time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(1.0)
+        calm = calm + 1 if (cpu_seconds(pid) - before) * 100 < busy else 0
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of ``pid``, MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -348,6 +361,8 @@ def one_round(directory: Path, args: argparse.Namespace) -> dict[str, tuple[floa
     daemon = threading.Thread(target=play_daemon, args=(directory / "canary.db", stop), kwargs={"busy": args.busy})
     daemon.start()
     try:
+        for proc, _master in started.values():
+            settled(proc.pid)
         time.sleep(args.warmup)
         before = {name: (cpu_seconds(p.pid), drain.written.get(m, 0)) for name, (p, m) in started.items()}
         rss = dict.fromkeys(started, 0.0)
@@ -408,7 +423,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the store in tests/bench/_out and reuse it")
     parser.add_argument("--profile", action="store_true", help="cProfile the 30d overview refresh (--calls)")
     parser.add_argument("--seconds", type=float, default=30.0, help="the sampled interval of a round")
-    parser.add_argument("--warmup", type=float, default=8.0, help="seconds before sampling starts")
+    parser.add_argument("--warmup", type=float, default=20.0,
+                        help="seconds before sampling starts, once both have started")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--busy", action="store_true", help="a firing every second, besides the heartbeat")
     args = parser.parse_args()
