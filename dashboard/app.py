@@ -7,8 +7,10 @@ on screen is measured against it.
 
 Every ``refresh_every`` seconds the app asks the store whether anything was
 written (``canary.store.changes``: SQLite's write counter, which the daemon's
-heartbeat moves every tick); the overview is read again only then, or once
-``IDLE_REFRESH`` seconds have passed, so that ages on screen keep up.
+heartbeat moves every tick); the overview is read again only then (at most once
+every ``BUSY_LOOKS`` looks while it is written all the time), or once
+``IDLE_REFRESH`` seconds have passed, so that ages on screen keep up. A key that
+changes what is shown (a window, a run, a mute) reads it at once.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ READ_ONLY_ACTION = (
 )
 #: Seconds after which the overview is read again though the store did not change (ages move on).
 IDLE_REFRESH = 30.0
+#: A store written to all the time is read again every this many looks (6 s by default).
+BUSY_LOOKS = 3
 
 
 def utc_now() -> datetime:
@@ -105,6 +109,7 @@ class DashboardApp(App[int]):
         self._last_error: str | None = None
         self._changes = StoreChanges(self.store.path)
         self._read_at: float | None = None  # monotonic: when the overview was last read
+        self._unread = False  # the store was written since the overview was last read
 
     # -- workers ---------------------------------------------------------------
 
@@ -160,6 +165,17 @@ class DashboardApp(App[int]):
         self.refresh_overview()
         self.set_interval(self.refresh_every, self.look)
 
+    def _due(self, at: float) -> bool:
+        """Whether a look at ``at`` (monotonic) reads the overview: after a write, once ``BUSY_LOOKS``
+        looks have passed since the last read (a store written every second is read every few
+        seconds); without one, once ``IDLE_REFRESH`` seconds have passed."""
+        if self._read_at is None:
+            return True
+        since = at - self._read_at
+        if self._unread:
+            return since >= self.refresh_every * (BUSY_LOOKS - 0.5)  # half a look for the timer's jitter
+        return since >= IDLE_REFRESH
+
     def look(self) -> None:
         """Read the overview again if the store changed (or ``IDLE_REFRESH`` has passed)."""
         self.refresh_overview(changed_only=True)
@@ -171,12 +187,11 @@ class DashboardApp(App[int]):
 
         def job() -> Message | None:
             # The counter is read before the overview, so a write during the read is seen next time.
-            changed = self._changes.changed()
+            self._unread = self._changes.changed() or self._unread
             started = time.monotonic()
-            if changed_only and not changed and self._read_at is not None \
-                    and started - self._read_at < IDLE_REFRESH:
+            if changed_only and not self._due(started):
                 return None
-            self._read_at = started
+            self._read_at, self._unread = started, False
             return OverviewLoaded(load_overview(store, config, now=now, window=window, readable=readable))
 
         self.read("refresh", job, again=again)

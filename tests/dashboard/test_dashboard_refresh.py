@@ -3,6 +3,7 @@ the cells that changed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from dashboard import app as app_module
-from dashboard.app import DashboardApp
+from dashboard.app import BUSY_LOOKS, DashboardApp
 from dashboard.widgets import GuardsTable
 from tests.dashboard.test_dashboard import SIZE, cell, make_app, settle, until
 from tests.dashboard.test_dashboard_data import NOW, Seeded, add_run, seed
@@ -92,3 +93,22 @@ async def test_a_write_redraws_the_cells_that_changed_and_not_the_table(
         assert ("number", "verdict") in updated
         assert {row for row, _column in updated} <= {"number"}
         assert table.selected == selected
+
+
+async def test_a_store_written_all_the_time_is_read_every_few_looks(seeded: Seeded, reads: list[int]) -> None:
+    from canary.daemon.steps import beat
+
+    app: DashboardApp = make_app(seeded, refresh_every=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        before = len(reads)
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < 3.0:  # a heartbeat every 50 ms: thirty looks see a change
+            n += 1  # a beat that writes the same row again changes nothing SQLite would count
+            beat(seeded.store, pid=4242, started=NOW - timedelta(hours=3),
+                 now=NOW - timedelta(seconds=2, microseconds=n), files=1, addresses={})
+            await pilot.pause(0.05)
+        await settle(pilot)
+        looks = (time.monotonic() - started) / 0.1
+        assert 2 <= len(reads) - before <= looks / (BUSY_LOOKS - 0.5) + 1
