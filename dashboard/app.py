@@ -188,6 +188,8 @@ class DashboardApp(App[int]):
         def job() -> Message | None:
             # The counter is read before the overview, so a write during the read is seen next time.
             self._unread = self._changes.changed() or self._unread
+            if self._changes.take_replaced():
+                store.close()  # the daemon set the file aside: read the new one, not the old
             started = time.monotonic()
             if changed_only and not self._due(started):
                 return None

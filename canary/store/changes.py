@@ -3,7 +3,8 @@
 A SQLite store is asked for its write counter (``PRAGMA data_version``) on a connection of
 its own, which changes whenever another connection commits; the file's identity and the
 daemon's problem file beside it are part of the answer, so a store set aside or replaced
-counts as a change too. Any other store has no such counter here: every look is a change.
+counts as a change too, and ``take_replaced`` says so: connections still open on the old
+file would go on reading it. Any other store has no such counter here: every look is a change.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ class StoreChanges:
         self.path = path
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None  # the database file the connection is open on
+        self._seen: tuple[int, int] | None = None  # the database file last seen at the path
         self._last: Token | None = None
+        #: The file was moved aside or replaced since it was first seen: connections open on the
+        #: old one read the old one (``take_replaced`` says so once).
+        self._replaced = False
 
     def changed(self) -> bool:
         """True on the first call, when the store has no counter, and when something was written."""
@@ -54,6 +59,9 @@ class StoreChanges:
             self.close()
             return ("no store", problem)
         if self._conn is None or self._file != db[:2]:
+            if self._seen is not None and self._seen != db[:2]:
+                self._replaced = True
+            self._seen = db[:2]
             self.close()  # never keep reading a file that was moved aside or replaced
             try:
                 self._conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None,
@@ -67,6 +75,11 @@ class StoreChanges:
             self.close()
             return None  # a store that cannot be read now: look again in full
         return (self._file, version, problem)
+
+    def take_replaced(self) -> bool:
+        """True once after the store's file was moved aside or replaced (its connections should go)."""
+        replaced, self._replaced = self._replaced, False
+        return replaced
 
     def close(self) -> None:
         """Close the connection (the next call opens it again)."""

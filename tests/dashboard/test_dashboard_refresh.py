@@ -3,6 +3,7 @@ the cells that changed."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from canary.store.engine import Store
 from dashboard import app as app_module
 from dashboard.app import BUSY_LOOKS, DashboardApp
 from dashboard.widgets import GuardsTable
@@ -112,3 +114,18 @@ async def test_a_store_written_all_the_time_is_read_every_few_looks(seeded: Seed
         await settle(pilot)
         looks = (time.monotonic() - started) / 0.1
         assert 2 <= len(reads) - before <= looks / (BUSY_LOOKS - 0.5) + 1
+
+
+async def test_a_store_set_aside_under_the_dashboard_is_followed_to_the_new_one(seeded: Seeded) -> None:
+    app: DashboardApp = make_app(seeded, refresh_every=0.05)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert cell(app, "citation", "organic") != "0"
+        db = seeded.store.path
+        assert db is not None
+        for suffix in ("", "-wal", "-shm"):  # as the daemon sets a corrupt store aside
+            moved = Path(f"{db}{suffix}")
+            if moved.exists():
+                os.replace(moved, Path(f"{db}.corrupt-1{suffix}"))
+        Store(seeded.config.store.url).close()  # and creates a new one
+        await until(pilot, lambda: cell(app, "citation", "organic") == "0")
