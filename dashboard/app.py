@@ -4,11 +4,19 @@ Every store read and every call to the daemon runs in a thread worker that
 posts a message back; worker errors all reach ``on_worker_state_changed``,
 which turns them into a visible notice. The clock is injected, so every age
 on screen is measured against it.
+
+Every ``refresh_every`` seconds the app asks the store whether anything was
+written (``canary.store.changes``: SQLite's write counter, which the daemon's
+heartbeat moves every tick); the overview is read again only then (at most once
+every ``BUSY_LOOKS`` looks while it is written all the time), or once
+``IDLE_REFRESH`` seconds have passed, so that ages on screen keep up. A key that
+changes what is shown (a window, a run, a mute) reads it at once.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +32,7 @@ from textual.worker import Worker, WorkerState
 
 from canary.config.settings import Config
 from canary.errors import CanaryError, UnavailableError
+from canary.store.changes import StoreChanges
 from canary.store.engine import Store
 from canary.terminal import safe
 from canary.vocabulary import EXIT_UNAVAILABLE
@@ -47,6 +56,10 @@ READ_ONLY_ACTION = (
     "Read-only: the daemon is not running, so canaries cannot be run and guards cannot be muted "
     "from here. Start it with `canary daemon`."
 )
+#: Seconds after which the overview is read again though the store did not change (ages move on).
+IDLE_REFRESH = 30.0
+#: A store written to all the time is read again every this many looks (6 s by default).
+BUSY_LOOKS = 3
 
 
 def utc_now() -> datetime:
@@ -91,13 +104,16 @@ class DashboardApp(App[int]):
         self.readable = readable
         self.set_reactive(DashboardApp.window, window_named(window))
         self._busy: set[str] = set()
-        self._queued: dict[str, tuple[Callable[[], Message], MessagePump | None]] = {}
+        self._queued: dict[str, tuple[Callable[[], Message | None], MessagePump | None]] = {}
         self._baseline: dict[str, datetime | None] = {}
         self._last_error: str | None = None
+        self._changes = StoreChanges(self.store.path)
+        self._read_at: float | None = None  # monotonic: when the overview was last read
+        self._unread = False  # the store was written since the overview was last read
 
     # -- workers ---------------------------------------------------------------
 
-    def read(self, group: str, job: Callable[[], Message], target: MessagePump | None = None,
+    def read(self, group: str, job: Callable[[], Message | None], target: MessagePump | None = None,
              *, again: bool = False) -> None:
         """Run ``job`` in a thread worker and post its message to ``target`` (the app by default).
 
@@ -111,12 +127,15 @@ class DashboardApp(App[int]):
         self._busy.add(group)
         self.act(group, job, target)
 
-    def act(self, group: str, job: Callable[[], Message], target: MessagePump | None = None) -> None:
-        """Run ``job`` in a thread worker, however many of its group are in flight."""
+    def act(self, group: str, job: Callable[[], Message | None], target: MessagePump | None = None) -> None:
+        """Run ``job`` in a thread worker, however many of its group are in flight; a job that
+        returns None has nothing to say."""
         receiver = target if target is not None else self
 
         def work() -> None:
-            receiver.post_message(job())
+            message = job()
+            if message is not None:
+                receiver.post_message(message)
 
         self.run_worker(work, name=group, group=group, thread=True, exit_on_error=False)
 
@@ -144,14 +163,37 @@ class DashboardApp(App[int]):
 
     def on_mount(self) -> None:
         self.refresh_overview()
-        self.set_interval(self.refresh_every, self.refresh_overview)
+        self.set_interval(self.refresh_every, self.look)
 
-    def refresh_overview(self, *, again: bool = False) -> None:
+    def _due(self, at: float) -> bool:
+        """Whether a look at ``at`` (monotonic) reads the overview: after a write, once ``BUSY_LOOKS``
+        looks have passed since the last read (a store written every second is read every few
+        seconds); without one, once ``IDLE_REFRESH`` seconds have passed."""
+        if self._read_at is None:
+            return True
+        since = at - self._read_at
+        if self._unread:
+            return since >= self.refresh_every * (BUSY_LOOKS - 0.5)  # half a look for the timer's jitter
+        return since >= IDLE_REFRESH
+
+    def look(self) -> None:
+        """Read the overview again if the store changed (or ``IDLE_REFRESH`` has passed)."""
+        self.refresh_overview(changed_only=True)
+
+    def refresh_overview(self, *, again: bool = False, changed_only: bool = False) -> None:
         """Read every guard's status and window figures from the store, in a thread."""
         store, config, window, readable = self.store, self.config, self.window, self.readable
         now = self.clock()
 
-        def job() -> Message:
+        def job() -> Message | None:
+            # The counter is read before the overview, so a write during the read is seen next time.
+            self._unread = self._changes.changed() or self._unread
+            if self._changes.take_replaced():
+                store.close()  # the daemon set the file aside: read the new one, not the old
+            started = time.monotonic()
+            if changed_only and not self._due(started):
+                return None
+            self._read_at, self._unread = started, False
             return OverviewLoaded(load_overview(store, config, now=now, window=window, readable=readable))
 
         self.read("refresh", job, again=again)
@@ -289,6 +331,7 @@ class DashboardApp(App[int]):
         yield SystemCommand("Team", "Every project and machine of a shared store (t)", self.action_team)
 
     def on_unmount(self) -> None:
+        self._changes.close()
         self.store.close()
 
 

@@ -37,6 +37,7 @@ from canary.runs.attribution import Attribution
 
 if TYPE_CHECKING:
     from canary.daemon.first import FirstServers
+    from canary.daemon.signals import SignalPipe
     from canary.daemon.storewatch import StoreWatch
     from canary.runs.schedule import CanaryScheduler, Slot
     from canary.runs.session import Session
@@ -313,19 +314,31 @@ class Daemon:
 
     def run(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or ``stop_event``); return the exit code."""
+        signals = self._signals().install() if install_signals else None
+        try:
+            return self._serve()
+        finally:
+            if signals is not None:
+                signals.close()
+
+    def _signals(self) -> SignalPipe:
+        """What each signal does, acted on outside its handler (``canary.daemon.signals``)."""
+        from canary.daemon.signals import SignalPipe
+
+        return SignalPipe({
+            signal.SIGTERM: self.stop_event.set,
+            signal.SIGINT: self.stop_event.set,
+            # A SIGHUP reloads the definitions; it never takes the proxy down.
+            signal.SIGHUP: self.reload_due.set,
+            # A SIGUSR2 restarts the daemon in place: a new one takes the listening sockets over.
+            signal.SIGUSR2: lambda: threading.Thread(target=self.hand_over, daemon=True).start(),
+        })
+
+    def _serve(self) -> int:
         from canary.daemon.first import HANDED, MANAGER, serve_first
+        from canary.daemon.handover import predecessor
         from canary.daemon.sockets import LISTENERS, activated_sockets
         from canary.proxy.serving import DRAIN
-
-        if install_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: self.stop_event.set())
-            # A SIGHUP reloads the definitions; it never takes the proxy down.
-            signal.signal(signal.SIGHUP, lambda *_: self.reload_due.set())
-            # A SIGUSR2 restarts the daemon in place: a new one takes the listening sockets over.
-            signal.signal(signal.SIGUSR2,
-                          lambda *_: threading.Thread(target=self.hand_over, daemon=True).start())
-        from canary.daemon.handover import predecessor
 
         self._predecessor = predecessor()
         listeners = activated_sockets(LISTENERS)

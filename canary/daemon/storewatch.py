@@ -5,7 +5,9 @@ and every failed write of the store is caught here. A problem is logged once,
 written beside the store (``canary.store.health``) where ``canary status`` and
 the dashboard read it, and alerted. A deleted or replaced store is re-opened
 (re-created if gone), and the collectors re-read from the positions it holds;
-a corrupt one is moved aside first.
+a corrupt one is moved aside first, each time it is found corrupt. Before a file
+is moved or re-opened, every user of the store is stopped (``Store.stop``): no
+connection of the old file is left to touch the new one.
 """
 
 from __future__ import annotations
@@ -74,11 +76,16 @@ class StoreWatch:
         self.problem: StoreProblem | None = None
         self._until: datetime | None = None
         self._identity = _identity(self.path)
+        self._aside_due = False  # a corrupt store waits to be moved aside
         if self.stem is not None:
             prepare_problem(self.stem)
 
     def check(self, now: datetime) -> None:
-        """Find a store that was deleted or replaced under the daemon, and re-open it."""
+        """Find a store that was deleted or replaced under the daemon, and re-open it (or move a
+        corrupt one aside, if that had to wait)."""
+        if self._aside_due:
+            self._set_aside(now)
+            return
         if self.path is None or self._identity is None:
             return
         current = _identity(self.path)
@@ -90,10 +97,15 @@ class StoreWatch:
         self._until = now + self.sticky
 
     def failed(self, reason: str, now: datetime) -> None:
-        """A write failed, or the file went: record, log and alert it once."""
-        if self.problem is not None and self.problem.reason == reason:
-            return
-        self.problem = StoreProblem(now, reason)
+        """A write failed, or the file went: record, log and alert it once; a corrupt store is
+        moved aside every time."""
+        if self.problem is None or self.problem.reason != reason:
+            self._record(StoreProblem(now, reason))
+        if "malformed" in reason or "not a database" in reason:
+            self._set_aside(now)
+
+    def _record(self, problem: StoreProblem) -> None:
+        self.problem = problem
         log.error("%s", self.problem.sentence())
         if self.stem is not None and not write_problem(self.stem, self.problem):
             log.error("the problem could not be written beside the store either")
@@ -102,8 +114,6 @@ class StoreWatch:
                 self.alert(self.problem)
             except Exception as exc:
                 log.error("the store problem could not be alerted: %s", exc)
-        if "malformed" in reason or "not a database" in reason:
-            self._set_aside(now)
 
     def worked(self, now: datetime) -> None:
         """A tick wrote the store: a problem is over (a re-created store's stays a while)."""
@@ -139,10 +149,18 @@ class StoreWatch:
         if self.path is None:
             return
         aside = self.path.with_name(f"{self.path.name}.corrupt-{now:%Y%m%dT%H%M%S}")
+        n = 1
+        while aside.exists():  # another one set aside in the same second
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{now:%Y%m%dT%H%M%S}-{n}")
         if self.on_hold is not None:
             self.on_hold()
+        self._aside_due = not self.store.stop()
+        if self._aside_due:
+            log.error("the corrupt store could not be moved aside yet: a connection is still in use; "
+                      "the next tick tries again")
+            return
         try:
-            self.store.close()
             os.replace(self.path, aside)
             for suffix in ("-wal", "-shm"):
                 extra = Path(str(self.path) + suffix)

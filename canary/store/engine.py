@@ -42,6 +42,7 @@ from canary.store.tables import (
     Meta,
     Run,
 )
+from canary.store.users import Users
 from canary.vocabulary import CORRELATE_RULE, as_utc, hour_floor
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 
 #: Seconds a write waits for another process's lock before it fails with a StoreError.
 BUSY_TIMEOUT_S = 30.0
+#: Seconds ``Store.stop`` waits for the connections in use: a statement may wait out the busy timeout.
+STOP_WAIT_S = BUSY_TIMEOUT_S + 5.0
 
 
 def _private_database(path: Path) -> None:
@@ -140,7 +143,7 @@ class Store:
         #: Whose rows these are (``canary.store.sites``): a project's, on this machine.
         self.claimed = site is not None
         self.site = site if site is not None else Site()
-        self.engine = self._open()
+        self.engine, self.users = self._open()
 
     @classmethod
     def of(cls, config: Config, **kwargs: Any) -> Store:
@@ -150,14 +153,15 @@ class Store:
 
     # -- setup --------------------------------------------------------------
 
-    def _open(self) -> Engine:
+    def _open(self) -> tuple[Engine, Users]:
         url = self.url
         try:
             engine = self._create_engine(url, self.site)
             event.listen(engine, "handle_error", _as_store_error(url))
             event.listen(engine, "before_cursor_execute", _time_statements)
+            users = Users(engine, redact_url(url))
             self._migrate(engine)
-            return engine
+            return engine, users
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
         except ImportError as exc:  # the URL names a driver that is not installed
@@ -219,13 +223,22 @@ class Store:
         """Release every connection."""
         self.engine.dispose()
 
-    def reopen(self) -> None:
-        """Open the store's file again (a new one if it was deleted), and migrate it."""
-        old = self.engine
-        try:
-            self.engine = self._open()  # only once migrated: other threads use it at once
-        finally:
-            old.dispose()
+    def stop(self, wait: float = STOP_WAIT_S) -> bool:
+        """Stop every user of the store before its file is moved: no connection is handed out any
+        more (asking for one raises a StoreError), those in use are waited for, up to ``wait``
+        seconds, then all are closed. False, closing nothing, if some are still in use."""
+        if not self.users.stop(wait):
+            return False
+        self.engine.dispose()
+        return True
+
+    def reopen(self, wait: float = STOP_WAIT_S) -> None:
+        """Stop every user of the store (``stop``), then open its file again (a new one if it was
+        deleted) and migrate it. A StoreError if a connection stayed in use ``wait`` seconds."""
+        if not self.stop(wait):
+            raise StoreError(f"the store at {redact_url(self.url)} could not be re-opened: a connection "
+                             f"was still in use after {wait:g}s", url=self.url)
+        self.engine, self.users = self._open()  # only once migrated: other threads use it at once
 
     @classmethod
     def existing(cls, url: str, *, site: Site | None = None, local: Path | None = None) -> Store:

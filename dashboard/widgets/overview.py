@@ -31,6 +31,7 @@ from dashboard.render import (
     verdict,
     verdict_text,
 )
+from dashboard.widgets.tables import Column, Drawn, draw, seen_as
 
 __all__ = ["DaemonBar", "GuardSummary", "GuardsTable", "RecentRuns", "as_of_note"]
 
@@ -124,6 +125,7 @@ class GuardsTable(DataTable[Any]):
     overview: reactive[Overview | None] = reactive(None)
     filter_text: reactive[str] = reactive("")
     pending: reactive[frozenset[str]] = reactive(frozenset())
+    _drawn: Drawn | None = None  # what the table shows now
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -165,14 +167,13 @@ class GuardsTable(DataTable[Any]):
         self.rebuild()
 
     def rebuild(self) -> None:
-        """Draw the rows again, keeping the cursor on the same guard."""
+        """Draw what changed in the rows, keeping the cursor on the same guard."""
         overview = self.overview
         if overview is None:
             return
         keep = self.selected
-        self.clear(columns=True)
         label, cell = overview.window.label, span(overview.window.cell)
-        columns = [
+        columns: list[Column] = [
             ("status", "status", BADGE_WIDTH),
             ("guard", "guard", max([5, *(len(r.guard) for r in overview.rows)])),
             ("organic", f"organic/{label}", len(f"organic/{label}")),
@@ -183,78 +184,101 @@ class GuardsTable(DataTable[Any]):
             ("kill", "kill", 4),
         ]
         # Every column has a cell padding of 1 on each side; the rest of the width is the reason's.
-        used = sum(width + 2 for _key, _label, width in columns) + 2 + 2
+        used = sum((width or 0) + 2 for _key, _label, width in columns) + 2 + 2
         reason_width = max(24, self.size.width - used)
-        for key, header, width in columns:
-            self.add_column(header, key=key, width=width)
-        self.add_column("reason", key="reason", width=reason_width)
-        for row in self.visible_rows():
-            status = row.status
-            quiet_window = row.organic + row.canary == 0
-            if row.guard in self.pending:
-                last = Text("running…", style="bold cyan")
-            else:
-                last = verdict(status.last_verdict, status.last_run, overview.now)
-            self.add_row(
-                badge(status.status, stale=overview.read_only),
-                Text(row.guard, style="bold"),
-                count(row.organic, alarm=quiet_window),
-                count(row.canary, alarm=quiet_window and row.canaries > 0),
-                sparkline(row.buckets),
-                Text("never" if row.last_firing is None else f"{ago(row.last_firing, overview.now)} ago"),
-                last,
-                guard_kill(status.kill_rate, row.families),
-                Text(one_line(status.reason, reason_width)),
-                key=row.guard,
-            )
-        if keep is not None:
+        columns.append(("reason", "reason", reason_width))
+        self._drawn = draw(self, columns, [(row.guard, self._cells(row, overview, reason_width))
+                                           for row in self.visible_rows()], self._drawn)
+        if keep is not None and self.selected != keep:
             with contextlib.suppress(RowDoesNotExist):  # filtered out: the cursor stays where it is
                 self.move_cursor(row=self.get_row_index(keep), animate=False)
+
+    def _cells(self, row: GuardRow, overview: Overview, reason_width: int) -> list[Text]:
+        status = row.status
+        quiet_window = row.organic + row.canary == 0
+        if row.guard in self.pending:
+            last = Text("running…", style="bold cyan")
+        else:
+            last = verdict(status.last_verdict, status.last_run, overview.now)
+        return [
+            badge(status.status, stale=overview.read_only),
+            Text(row.guard, style="bold"),
+            count(row.organic, alarm=quiet_window),
+            count(row.canary, alarm=quiet_window and row.canaries > 0),
+            sparkline(row.buckets),
+            Text("never" if row.last_firing is None else f"{ago(row.last_firing, overview.now)} ago"),
+            last,
+            guard_kill(status.kill_rate, row.families),
+            Text(one_line(status.reason, reason_width)),
+        ]
+
+
+#: The latest runs' columns, each as wide as its cells.
+RUN_COLUMNS: tuple[Column, ...] = (
+    ("started", "started", None), ("guard", "guard", None), ("canary", "canary", None),
+    ("verdict", "verdict", None), ("stages", "sent→answered", None), ("outcome", "what happened", None),
+)
 
 
 class RecentRuns(DataTable[Any]):
     """The latest canary runs of every guard: where each one ended."""
 
     overview: reactive[Overview | None] = reactive(None)
+    _drawn: Drawn | None = None  # what the table shows now
 
     def on_mount(self) -> None:
         self.cursor_type = "none"
-        self.add_column("started", key="started")
-        self.add_column("guard", key="guard")
-        self.add_column("canary", key="canary")
-        self.add_column("verdict", key="verdict")
-        self.add_column("sent→answered", key="stages")
-        self.add_column("what happened", key="outcome")
+        self._drawn = draw(self, RUN_COLUMNS, [], None)
 
     def watch_overview(self, overview: Overview | None) -> None:
         if overview is None:
             return
-        self.clear()
-        for run in overview.runs:
-            self.add_row(
+        rows = [
+            (str(run.id), [
                 Text(clock(run.started, overview.now)),
                 Text(run.guard, style="bold"),
                 Text(run.canary),
                 verdict_text(run),
                 stage_glyphs(run),
                 Text(one_line(outcome(run), 100)),
-                key=str(run.id),
-            )
+            ])
+            for run in overview.runs
+        ]
+        self._drawn = draw(self, RUN_COLUMNS, rows, self._drawn)
         self.border_subtitle = "no canary run yet" if not overview.runs else f"latest {len(overview.runs)}"
 
 
 class GuardSummary(Static):
     """The highlighted guard in full: what it checks, its status and the whole reason."""
 
-    # layout=True: a longer reason may wrap onto more lines, so the height is measured again.
-    overview: reactive[Overview | None] = reactive(None, layout=True)
-    guard: reactive[str | None] = reactive(None, layout=True)
+    overview: reactive[Overview | None] = reactive(None)
+    guard: reactive[str | None] = reactive(None)
+    _shown: tuple[Any, ...] | None = None  # what it shows now
+    _content: RenderableType = Text("")
+
+    def watch_overview(self) -> None:
+        self._show()
+
+    def watch_guard(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        """Draw the summary again only when its words changed (a longer reason may take more lines)."""
+        lines = self._lines()
+        seen = tuple(seen_as(line) for line in lines)
+        if seen != self._shown:
+            self._shown = seen
+            self._content = Group(*lines) if lines else Text("")
+            self.refresh(layout=True)
 
     def render(self) -> RenderableType:
+        return self._content
+
+    def _lines(self) -> list[Text]:
         overview = self.overview
         row = overview.row(self.guard) if overview is not None and self.guard else None
         if overview is None or row is None:
-            return Text("")
+            return []
         note = as_of_note(overview) if overview.read_only else ""
         mute = f"  (alerts muted until {clock(row.muted_until, overview.now)})" if row.muted_until else ""
         lines = [
@@ -263,4 +287,4 @@ class GuardSummary(Static):
                           safe(row.status.reason)),
         ]
         hole = holes(row.families)
-        return Group(*lines, hole) if hole is not None else Group(*lines)
+        return [*lines, hole] if hole is not None else lines

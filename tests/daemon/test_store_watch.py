@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -259,3 +260,59 @@ def test_a_collector_warning_is_shown_by_status_while_the_daemon_runs(world: Wor
         check=False, capture_output=True, text=True, timeout=60, env=os.environ.copy(),
     )
     assert f"collector warning: {world.log} was truncated" in text.stderr
+
+
+class Writer(threading.Thread):
+    """The agent: guard lines with sequence numbers into the log, a few every 10 ms."""
+
+    def __init__(self, log: Path, start: int) -> None:
+        super().__init__(daemon=True)
+        self.log, self.next = log, start
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.01):
+            with self.log.open("a") as handle:
+                handle.write("".join(f"{GUARD} seq={n}\n" for n in range(self.next, self.next + 3)))
+            self.next += 3
+
+
+def stored_seqs(db: Path) -> set[int]:
+    try:
+        with sqlite3.connect(db, timeout=30) as conn:
+            lines = [row[0] for row in conn.execute("SELECT line FROM firings")]
+    except sqlite3.Error:
+        return set()
+    return {int(line.rsplit("seq=", 1)[1]) for line in lines if "seq=" in line}
+
+
+def test_random_bytes_over_the_store_round_after_round_never_kill_the_daemon(world: World) -> None:
+    """Each round: random bytes over the whole store while lines arrive; it is set aside, and the
+    daemon lives on and counts every line written after the new store was created."""
+    proc = world.daemon()
+    wait_for(lambda: world.firings() == 5, 30, "the first firings")
+    writer = Writer(world.log, 5)
+    writer.start()
+    try:
+        for round_ in range(1, 7):
+            time.sleep(0.5)
+            with sqlite3.connect(world.db, timeout=30) as conn:  # every page into the main file
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            size = max(os.path.getsize(world.db), 65536)
+            with open(world.db, "r+b") as f:
+                f.seek(0 if round_ % 2 else 4096)
+                f.write(os.urandom(size))
+            wait_for(lambda n=round_: len(list(world.db.parent.glob("canary.db.corrupt-*"))) >= n
+                     or proc.poll() is not None, 60, f"the store set aside (round {round_})")
+            assert proc.poll() is None, f"the daemon died in round {round_}: exit {proc.returncode}"
+            since = writer.next  # lines from here on were written after the new store was created
+            wait_for(lambda s=since: s + 30 in stored_seqs(world.db) or proc.poll() is not None, 60,
+                     f"lines counted in the new store (round {round_})")
+            assert proc.poll() is None, f"the daemon died in round {round_}: exit {proc.returncode}"
+    finally:
+        writer.done.set()
+        writer.join()
+    last = writer.next
+    wait_for(lambda: set(range(since, last)) <= stored_seqs(world.db) or proc.poll() is not None, 60,
+             "every line written since the last store was created")
+    assert proc.poll() is None, f"the daemon died: exit {proc.returncode}"
