@@ -23,7 +23,7 @@ from canary.proxy.dialects import HOOK_PATH, MODEL_PATHS, Dialect, Family, reque
 from canary.proxy.health import Recorder
 from canary.proxy.pool import UpstreamTransport, tls_context
 from canary.proxy.relay import Relay, send_error
-from canary.proxy.serving import host_allowed
+from canary.proxy.serving import BodyTooLarge, host_allowed, read_body
 from canary.proxy.toolcalls import ToolCall
 
 __all__ = [
@@ -132,11 +132,6 @@ def create_proxy(
     return app
 
 
-class _TooLarge:
-    """The body went past the limit."""
-
-
-_TOO_LARGE = _TooLarge()
 
 
 class ProxyApp:
@@ -206,24 +201,13 @@ class ProxyApp:
             await self._hook(receive, send, query)
             return
         if spoken is not None:
-            read = await _read_body(receive, self.max_body)
-            if read is None:
-                return  # the client left before it finished sending
-            if isinstance(read, _TooLarge):
-                await send_error(send, path, 413, "request_too_large",
-                                 f"the request body is larger than the canary proxy's limit of "
-                                 f"{self.max_body} bytes ([model] max_body in canary.toml)", close=True)
+            body = await self._body(receive, send, path)
+            if body is None:
+                return  # the client left before it finished sending, or was told it sent too much
+            call = ModelCall(path, spoken.name, body, query=query,  # type: ignore[arg-type]
+                             traceparent=_header(scope, b"traceparent") or None)
+            if await self._scripted(send, call):
                 return
-            body = read
-            if self.interceptor is not None:
-                call = ModelCall(path, spoken.name, body, query=query,  # type: ignore[arg-type]
-                                 traceparent=_header(scope, b"traceparent") or None)
-                text = self._intercept(call)
-                if text is not None:
-                    await _send_scripted(send, call, text)
-                    if self.recorder is not None:
-                        self.recorder.counted("scripted")
-                    return
         if self.relay is None:
             if self.recorder is not None:
                 self.recorder.counted("no_upstream")
@@ -239,25 +223,35 @@ class ProxyApp:
             return
         await self.relay.relay(scope, receive, send, url, body)
 
-    async def _hook(self, receive: Receive, send: Send, query: bytes) -> None:
-        """The in-process hook: the fabrication when this call is the injection point, else 204 at once."""
-        read = await _read_body(receive, self.max_body)
-        if read is None:
-            return
-        if isinstance(read, _TooLarge):
-            await send_error(send, HOOK_PATH, 413, "request_too_large",
+    async def _body(self, receive: Receive, send: Send, path: str) -> bytes | None:
+        """The whole body; None when the client left first, or was answered 413 past ``max_body``."""
+        try:
+            return await read_body(receive, self.max_body)
+        except BodyTooLarge:
+            await send_error(send, path, 413, "request_too_large",
                              f"the request body is larger than the canary proxy's limit of "
                              f"{self.max_body} bytes ([model] max_body in canary.toml)", close=True)
+            return None
+
+    async def _scripted(self, send: Send, call: ModelCall) -> bool:
+        """Whether the call is the injection point of a run; it then got the run's scripted answer."""
+        if self.interceptor is None:
+            return False
+        text = self._intercept(call)
+        if text is None:
+            return False
+        await _send_scripted(send, call, text)
+        if self.recorder is not None:
+            self.recorder.counted("scripted")
+        return True
+
+    async def _hook(self, receive: Receive, send: Send, query: bytes) -> None:
+        """The in-process hook: the fabrication when this call is the injection point, else 204 at once."""
+        read = await self._body(receive, send, HOOK_PATH)
+        if read is None:
             return
-        text = None
-        if self.interceptor is not None:
-            call = ModelCall(HOOK_PATH, "inprocess", read, stream=False, query=query)
-            text = self._intercept(call)
-            if text is not None:
-                await _send_scripted(send, call, text)
-                if self.recorder is not None:
-                    self.recorder.counted("scripted")
-                return
+        if await self._scripted(send, ModelCall(HOOK_PATH, "inprocess", read, stream=False, query=query)):
+            return
         await send(_NO_ANSWER)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -276,31 +270,6 @@ def _header(scope: Scope, name: bytes) -> str:
         if key == name:
             return str(value.decode("latin-1"))
     return ""
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | _TooLarge | None:
-    """The whole request body, _TOO_LARGE past ``limit`` bytes, or None if the client disconnected first."""
-    message = await receive()
-    if message["type"] != "http.request":
-        return None
-    body: bytes = message.get("body", b"")
-    if len(body) > limit:
-        return _TOO_LARGE
-    if not message.get("more_body", False):
-        return body
-    parts = [body]
-    size = len(body)
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return _TOO_LARGE
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
 
 
 async def _send_scripted(send: Send, call: ModelCall, text: str | ToolCall) -> None:

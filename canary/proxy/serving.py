@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from canary.errors import UnavailableError
 from canary.proxy.drain import DRAIN, IDLE_CLOSE, DrainState, closing, drain
 
-__all__ = ["DRAIN", "IDLE_CLOSE", "BackgroundServer", "Served"]
+__all__ = ["DRAIN", "IDLE_CLOSE", "BackgroundServer", "BodyTooLarge", "Served", "read_body"]
 
 LOOPBACK_NAMES = {"localhost"}
 
@@ -48,6 +48,27 @@ class Served(Protocol):
         ...
 #: Seconds a client has to send a whole request head, from connecting or from the last response.
 HEADER_TIMEOUT = 10.0
+
+
+class BodyTooLarge(Exception):
+    """A request body grew past its limit while it was read."""
+
+
+async def read_body(receive: Any, limit: int) -> bytes | None:
+    """An ASGI request's whole body; None if the client left first; BodyTooLarge past ``limit`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(limit)
+        if not message.get("more_body", False):
+            return chunk if not parts else b"".join([*parts, chunk])
+        parts.append(chunk)
 
 
 def is_loopback(host: str) -> bool:

@@ -32,7 +32,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from starlette.types import Receive, Scope, Send
 
-from canary.proxy.serving import host_allowed
+from canary.proxy.serving import BodyTooLarge, host_allowed, read_body
 from canary.store.signals import SignalHit
 from canary.traces.committer import Committer
 from canary.traces.matching import SignalRules
@@ -155,24 +155,6 @@ def _inflate(body: bytes, coding: str, limit: int) -> bytes:
     raise _Refused(400, f"the body is not valid {coding}")
 
 
-async def _read(receive: Receive, limit: int) -> bytes | None:
-    """The whole body; None if the client left first; 413 past ``limit``."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _Refused(413, f"the request body is larger than the receiver's limit of {limit} "
-                           "bytes ([traces] max_body)")
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
-
-
 def _success(kind: Signals, encoding: Encoding, rejected: int) -> bytes:
     message = ("some ids were not of 16 (trace) or 8 (span) bytes; those items were left out"
                if rejected else "")
@@ -257,7 +239,11 @@ class Receiver:
         if declared.isdigit() and int(declared) > self.max_body:
             raise _Refused(413, f"the request body is larger than the receiver's limit of {self.max_body} "
                            "bytes ([traces] max_body)")
-        body = await _read(receive, self.max_body)
+        try:
+            body = await read_body(receive, self.max_body)
+        except BodyTooLarge:
+            raise _Refused(413, f"the request body is larger than the receiver's limit of {self.max_body} "
+                           "bytes ([traces] max_body)") from None
         if body is None:
             return
         coding = _header(scope, b"content-encoding").strip().lower()
