@@ -26,6 +26,7 @@ from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_USAGE
+from collectors.scan import MAX_LINE
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -146,6 +147,11 @@ def _settings(agent_url: str | None, agent_command: str | None, logs: Sequence[s
 def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     """What the scan read and proposes; returns the globs that match no file."""
     click.echo(f"\nRead {scan.lines} lines in {len(scan.files)} file(s) ({scan.log_format}).")
+    if scan.cut:
+        many = scan.cut > 1
+        click.echo(f"{scan.cut} line{'s' if many else ''} longer than {MAX_LINE} bytes: only "
+                   f"{'their' if many else 'its'} first {MAX_LINE} bytes were read, as the collectors "
+                   "read them.")
     for path, error in scan.unreadable:
         click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
     unmatched = [p for p in found if not expand_glob(p, Path.cwd())]
