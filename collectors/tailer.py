@@ -32,6 +32,7 @@ from collectors.followed import (
     pread_upto,
     read_time_if_ahead,
     sources_for,
+    still_read,
     tail_before,
     truncation_told,
 )
@@ -294,7 +295,7 @@ class Tailer:
     def _still_holds(self, f: Followed) -> bool:
         """Whether ``f``'s file still holds the head and size it was read with."""
         assert f.fd is not None
-        return f.size >= f.scanner.read_pos and pread_upto(f.fd, len(f.head)) == f.head
+        return f.size >= f.scanner.read_pos and still_read(f)
 
     def _first_sight(self, f: Followed, kind: Kind, stored: FileState | None) -> bool:
         """Whether ``f`` is read back only over the window: found by the first scan, never seen,
@@ -348,7 +349,7 @@ class Tailer:
             f.base, f.fresh = 0, True
         if f.fresh and not self._decide(f, now):
             return False
-        if st.st_size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head:
+        if st.st_size < f.scanner.read_pos or not still_read(f):
             self._truncated_now(f, now)
         return True
 
