@@ -210,7 +210,8 @@ def truncation_told(fd: int, path: str, size: int, offset: int) -> str:
     between a copy and the truncation are in no file, and cannot be measured."""
     lost = hole_loss(fd, size, offset)
     if lost:
-        told = f"{lost} bytes after the last line read; those bytes are lost"
+        told = (f"{lost} bytes after the last line read, a hole of NULs now; they are lost unless a "
+                "rotated copy holds them (a copy found is read from where this file was read to)")
     else:
         told = (f"after {offset} bytes were read; lines written between the copy and the "
                 "truncation, if any, are in no file and cannot be counted")

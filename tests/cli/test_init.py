@@ -329,3 +329,15 @@ def test_a_line_longer_than_the_collectors_cap_is_cut_and_told(tmp_path: Path) -
     result = run(["--logs", str(log), "--dir", str(tmp_path / "project"), "--yes"])
     assert result.exit_code == 0, result.output
     assert f"1 line longer than {MAX_LINE} bytes: only its first {MAX_LINE} bytes were read" in result.output
+
+
+def test_a_hole_of_nuls_is_not_part_of_a_proposed_line(tmp_path: Path) -> None:
+    """A log truncated under a writer without O_APPEND starts with a hole: the line after it
+    is read without it, as the collectors read it."""
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"\0" * 5000 + b"2026-12-03T10:00:00.500Z WARN  guards CitationGuard: rejected "
+                    b"url=https://x.example.com/p not in fetched urls\n")
+    scan = scan_logs([str(log)], tmp_path)
+    (proposal,) = scan.proposals
+    assert proposal.match == "CitationGuard: rejected" and proposal.count == 1
+    assert proposal.example.startswith("2026-12-03T10:00:00.500Z WARN")

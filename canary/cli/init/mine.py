@@ -137,7 +137,8 @@ def _capped(pending: bytes, part: bytes) -> tuple[bytes, bool]:
 
 def _lines(path: Path, cut: list[int] | None = None) -> Iterator[str]:
     """The complete lines of a log file, decoded as the collectors decode them, and like theirs
-    cut to their first ``MAX_LINE`` bytes (each line cut adds one to ``cut[0]``)."""
+    cut to their first ``MAX_LINE`` bytes (each line cut adds one to ``cut[0]``) and never
+    holding a run of NULs."""
     with open_log(path) as stream:
         pending, over = b"", False
         first = True
@@ -151,7 +152,8 @@ def _lines(path: Path, cut: list[int] | None = None) -> Iterator[str]:
                 if (over or dropped) and cut is not None:
                     cut[0] += 1
                 pending, over = b"", False
-                yield raw.removesuffix(b"\r").decode("utf-8", "replace")
+                # after a hole of NULs (a writer without O_APPEND, truncated), as the collectors read it
+                yield raw.rpartition(b"\0")[2].removesuffix(b"\r").decode("utf-8", "replace")
             pending, dropped = _capped(pending, rest)
             over = over or dropped
 
