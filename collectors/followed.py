@@ -157,22 +157,23 @@ def truncated(f: Followed) -> bool:
         size = os.fstat(f.fd).st_size
     except OSError:
         return True
-    return size < f.scanner.read_pos or not still_read(f)
+    return size < f.scanner.read_pos or not still_read(f, ended=f.size == f.scanner.read_pos)
 
 
-def still_read(f: Followed) -> bool:
+def still_read(f: Followed, *, ended: bool = False) -> bool:
     """Whether an open file still holds the head and the tail it was read with. A writer without
     O_APPEND writes on past a truncation at its own offset: the file never looks smaller, and
     once its head is a hole of NULs, only the bytes before the read offset, a hole now too,
-    tell the truncation (a sparse rewrite). When those were a hole already, a NUL where the
-    next line was to start tells it: a writer writes no NUL, a truncation leaves them."""
+    tell the truncation (a sparse rewrite). When those were a hole already and the file
+    ``ended`` there when last read, a NUL where the next line was to start tells it: a writer
+    writes no NUL, a truncation leaves them (a read stopped inside a hole proves nothing)."""
     assert f.fd is not None
     offset = f.scanner.offset
     if pread_upto(f.fd, len(f.head)) != f.head:
         return False
     if f.tail and pread_upto(f.fd, len(f.tail), offset - len(f.tail)) != f.tail:
         return False
-    if f.tail and not f.tail.strip(b"\0") and f.scanner.read_pos == offset:
+    if ended and f.tail and not f.tail.strip(b"\0") and f.scanner.read_pos == offset:
         return pread_upto(f.fd, 1, offset) != b"\0"
     return True
 

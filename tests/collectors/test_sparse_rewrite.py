@@ -40,13 +40,14 @@ def copytruncate(log: Path) -> None:
 
 @pytest.mark.parametrize("glob", ["agent.log", "agent.log*"])
 @pytest.mark.parametrize("poll_between", [True, False], ids=["polled", "unpolled"])
+@pytest.mark.parametrize("chunk", [64, 1 << 20], ids=["holes-longer-than-a-read", "one-read"])
 def test_each_line_counts_once_through_copytruncates_of_a_writer_without_append(
-    tmp_path: Path, store: Store, glob: str, poll_between: bool
+    tmp_path: Path, store: Store, glob: str, poll_between: bool, chunk: int
 ) -> None:
     log = tmp_path / "agent.log"
     clock = Clock()
     t = Tailer([str(tmp_path / glob)], Matcher([Rule.regex("g", "HIT")]), store, clock=clock,
-               rotate_wait=5.0)
+               rotate_wait=5.0, chunk=chunk, batch_bytes=chunk)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     seq = 0
 
@@ -83,4 +84,52 @@ def test_each_line_counts_once_through_copytruncates_of_a_writer_without_append(
     assert not lines, f"{len(lines)} NUL runs read as (part of) a line, as {lines[0][-40:]!r}"
     doubled = sorted(line for line, n in seen.items() if n > 1)
     assert not doubled, f"{len(doubled)} counted twice: {doubled[:5]}"
+    assert len(seen) == seq, f"{seq - len(seen)} of {seq} lines lost"
+
+
+@pytest.mark.parametrize("glob", ["agent.log", "agent.log*"])
+def test_a_copytruncate_in_the_middle_of_a_read_counts_each_line_once(
+    tmp_path: Path, store: Store, glob: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is copied and truncated between two reads of one poll: what was read before the
+    hole counts, the copy gives the rest of the old lines, the line after the hole counts once."""
+    log = tmp_path / "agent.log"
+    clock = Clock()
+    t = Tailer([str(tmp_path / glob)], Matcher([Rule.regex("g", "HIT")]), store, clock=clock,
+               rotate_wait=5.0, chunk=256, batch_bytes=256)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    seq = 0
+
+    def write(n: int) -> None:
+        nonlocal seq
+        for _ in range(n):
+            seq += 1
+            os.write(fd, b"2026-12-03T10:00:00Z a HIT seq=%d\n" % seq)
+
+    real_pread = os.pread
+    calls = [0]
+
+    def pread(f: int, n: int, offset: int) -> bytes:
+        calls[0] += 1
+        if calls[0] == 4:
+            copytruncate(log)
+            write(5)
+        return real_pread(f, n, offset)
+
+    try:
+        write(40)
+        monkeypatch.setattr(os, "pread", pread)
+        clock.now += 0.5
+        t.poll()
+        monkeypatch.setattr(os, "pread", real_pread)
+        for _ in range(4):
+            clock.now += 6.0
+            t.poll()
+    finally:
+        os.close(fd)
+        t.close()
+    seen = counted(store)
+    doubled = sorted(line[-8:] for line, n in seen.items() if n > 1)
+    assert not doubled, f"counted twice: {doubled}"
+    assert not [line for line in seen if "\0" in line]
     assert len(seen) == seq, f"{seq - len(seen)} of {seq} lines lost"
