@@ -114,12 +114,15 @@ def observe(fd: int, key: str, size: int, offsets: list[int], **kw: object) -> O
     """What ``classify`` needs to know of an open file: its head and the tails at ``offsets``."""
     head = pread_upto(fd, min(size, HEAD))
     tails: dict[int, bytes] = {}
+    holes: set[int] = set()
     for offset in offsets:
         if offset <= size:
             data = pread_upto(fd, min(TAIL, offset), offset - min(TAIL, offset))
             if len(data) == min(TAIL, offset):
                 tails[offset] = digest(data)
-    return Observed(key, size, head, tails, **kw)  # type: ignore[arg-type]
+            if not data.strip(b"\0") and pread_upto(fd, 1, offset) == b"\0":
+                holes.add(offset)
+    return Observed(key, size, head, tails, holes=frozenset(holes), **kw)  # type: ignore[arg-type]
 
 
 def tail_before(fd: int, offset: int) -> bytes:
@@ -147,14 +150,32 @@ def at_end(f: Followed) -> bool:
 
 
 def truncated(f: Followed) -> bool:
-    """Whether an open file is now shorter than what was read, or has another head."""
+    """Whether an open file is now shorter than what was read, or holds other bytes than were read."""
     if f.fd is None:
         return False
     try:
         size = os.fstat(f.fd).st_size
     except OSError:
         return True
-    return size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head
+    return size < f.scanner.read_pos or not still_read(f, ended=f.size == f.scanner.read_pos)
+
+
+def still_read(f: Followed, *, ended: bool = False) -> bool:
+    """Whether an open file still holds the head and the tail it was read with. A writer without
+    O_APPEND writes on past a truncation at its own offset: the file never looks smaller, and
+    once its head is a hole of NULs, only the bytes before the read offset, a hole now too,
+    tell the truncation (a sparse rewrite). When those were a hole already and the file
+    ``ended`` there when last read, a NUL where the next line was to start tells it: a writer
+    writes no NUL, a truncation leaves them (a read stopped inside a hole proves nothing)."""
+    assert f.fd is not None
+    offset = f.scanner.offset
+    if pread_upto(f.fd, len(f.head)) != f.head:
+        return False
+    if f.tail and pread_upto(f.fd, len(f.tail), offset - len(f.tail)) != f.tail:
+        return False
+    if ended and f.tail and not f.tail.strip(b"\0") and f.scanner.read_pos == offset:
+        return pread_upto(f.fd, 1, offset) != b"\0"
+    return True
 
 
 def sources_for(key: str, files: Mapping[str, Followed], stored: Mapping[str, FileState]) -> list[Source]:
@@ -190,7 +211,8 @@ def truncation_told(fd: int, path: str, size: int, offset: int) -> str:
     between a copy and the truncation are in no file, and cannot be measured."""
     lost = hole_loss(fd, size, offset)
     if lost:
-        told = f"{lost} bytes after the last line read; those bytes are lost"
+        told = (f"{lost} bytes after the last line read, a hole of NULs now; they are lost unless a "
+                "rotated copy holds them (a copy found is read from where this file was read to)")
     else:
         told = (f"after {offset} bytes were read; lines written between the copy and the "
                 "truncation, if any, are in no file and cannot be counted")

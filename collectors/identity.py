@@ -59,6 +59,7 @@ class Observed:
     waited: float = 0.0  # seconds this file has been waited on already
     grew: bool = True  # its size changed since it was last looked at (a copy may still be written)
     rotated_name: bool = False  # its name is a rotated one (``app.log.1``): where copies are made
+    holes: frozenset[int] = frozenset()  # offsets (of ``tails``) where a NUL byte follows
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,28 @@ class Decision:
 
 
 def holds(observed: Observed, mark: Mark) -> bool:
-    """Whether the file still holds what ``mark`` says was read from it."""
+    """Whether the file still holds what ``mark`` says was read from it.
+
+    A mark read just past a hole of NULs (a writer without O_APPEND went on past a
+    copytruncate) is held only where the hole ends at its offset: a later copy of that file,
+    whose hole reaches further, holds the same NULs there but not what came after them.
+    """
     if observed.size < mark.offset or len(observed.head) < mark.head_len:
         return False
     if digest(observed.head[: mark.head_len]) != mark.head_hash:
         return False
+    if mark.tail_len and hole_before(mark) and mark.offset in observed.holes:
+        return False
     return not mark.tail_len or observed.tails.get(mark.offset) == mark.tail_hash
+
+
+def hole_before(mark: Mark) -> bool:
+    """Whether the bytes just before the mark's offset are all NULs: a hole's end."""
+    return mark.tail_hash == _nuls(mark.tail_len)
+
+
+def _nuls(n: int) -> bytes:
+    return digest(bytes(n))
 
 
 def tail_offsets(stored: Mark | None, sources: Sequence[Source]) -> list[int]:

@@ -8,6 +8,7 @@ longer line is cut there and reported as a warning naming the file and offset.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ __all__ = [
 MAX_LINE = 1 << 20
 #: Warnings one scanner keeps; later ones are only counted.
 MAX_WARNINGS = 100
+#: A hole a writer without O_APPEND left in a truncated file: never a line.
+_NULS = re.compile(rb"\0+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +93,29 @@ class LineScanner:
     def feed(self, data: bytes, *, count_activity: bool = False) -> FeedResult:
         """Consume the next bytes of the file; return the hits of the lines they completed.
 
-        With ``count_activity``, lines that are only activity are counted, not returned.
+        With ``count_activity``, lines that are only activity are counted, not returned. A run
+        of NUL bytes is never read as a line: it is the hole a writer without O_APPEND leaves
+        when its file is truncated under it (copytruncate) and it writes on at its own offset.
+        The run is consumed, and the partial line before it, cut by the truncation, is dropped.
         """
+        if b"\0" not in data:
+            return self._feed(data, count_activity)
+        hits: list[Hit] = []
+        lines = activity = 0
+        before = self.offset
+        pos = 0
+        for hole in _NULS.finditer(data):
+            part = self._feed(data[pos : hole.start()], count_activity)
+            hits += part.hits
+            lines, activity = lines + part.lines, activity + part.activity
+            self.offset = self.read_pos + hole.end() - hole.start()
+            self._pending, self._skipped = b"", 0
+            pos = hole.end()
+        part = self._feed(data[pos:], count_activity)
+        return FeedResult(hits + part.hits, lines + part.lines, self.offset - before,
+                          activity + part.activity)
+
+    def _feed(self, data: bytes, count_activity: bool) -> FeedResult:
         self._count_activity = count_activity
         self._counted = self._lines = 0
         hits: list[Hit] = []

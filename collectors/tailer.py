@@ -32,6 +32,7 @@ from collectors.followed import (
     pread_upto,
     read_time_if_ahead,
     sources_for,
+    still_read,
     tail_before,
     truncation_told,
 )
@@ -50,6 +51,12 @@ from collectors.siblings import (
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 
 ErrorCallback = Callable[[str, str], None]
+
+def _up_to_a_hole(data: bytes) -> bytes:
+    """``data`` up to its first NUL after its first byte: a hole is looked at before it is read."""
+    cut = data.find(b"\0", 1)
+    return data if cut < 0 or data[0] == 0 else data[:cut]
+
 
 class Tailer:
     """Follows every file the globs match; ``poll()`` does one whole step."""
@@ -294,7 +301,7 @@ class Tailer:
     def _still_holds(self, f: Followed) -> bool:
         """Whether ``f``'s file still holds the head and size it was read with."""
         assert f.fd is not None
-        return f.size >= f.scanner.read_pos and pread_upto(f.fd, len(f.head)) == f.head
+        return f.size >= f.scanner.read_pos and still_read(f)
 
     def _first_sight(self, f: Followed, kind: Kind, stored: FileState | None) -> bool:
         """Whether ``f`` is read back only over the window: found by the first scan, never seen,
@@ -340,6 +347,8 @@ class Tailer:
         except OSError as exc:
             self._errors.report(f.path, f"cannot stat {f.path}: {exc.strerror or exc}")
             return False
+        # read to the end it had when last looked at (a fresh file was not read yet)
+        ended = not f.fresh and f.size == f.scanner.read_pos
         f.size, f.mtime_ns = st.st_size, st.st_mtime_ns
         if reopened and not f.fresh and not self._still_holds(f):
             # Closed while idle, its inode number may since have gone to another file (a
@@ -348,7 +357,7 @@ class Tailer:
             f.base, f.fresh = 0, True
         if f.fresh and not self._decide(f, now):
             return False
-        if st.st_size < f.scanner.read_pos or pread_upto(f.fd, len(f.head)) != f.head:
+        if st.st_size < f.scanner.read_pos or not still_read(f, ended=ended):
             self._truncated_now(f, now)
         return True
 
@@ -368,6 +377,16 @@ class Tailer:
                 break
             if not data:
                 break
+            if data[:1] == b"\0" and not still_read(f):
+                # A hole met mid-read: the file was truncated under a writer without O_APPEND
+                # while it was read. What was read before it counts; the file is read again.
+                if (pending or hits) and not self._commit(f, hits, lines, pending):
+                    return consumed
+                consumed += pending
+                hits, lines, pending = [], 0, 0
+                self._truncated_now(f, now)
+                continue
+            data = _up_to_a_hole(data)
             result = f.feed(data)
             hits.extend(self._trusted(f, result.hits))
             lines += result.lines

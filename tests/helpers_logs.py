@@ -8,7 +8,8 @@ Run as a script, this module is the writer:
 
     python tests/helpers_logs.py PATH --count 1000 --rate 400 --every 2 --reopen hup
 
-It appends lines with one ``write(2)`` each (O_APPEND), reopens PATH by name on
+It appends lines with one ``write(2)`` each (O_APPEND; with ``--no-append`` it opens PATH
+truncated and writes at its own offset, as ``./agent > agent.log`` does), reopens PATH by name on
 SIGHUP (``--reopen hup``, like a daemon after logrotate's postrotate) or whenever
 PATH no longer names the file it holds (``--reopen watched``, like
 ``logging.handlers.WatchedFileHandler``), stops early on SIGTERM, and prints a
@@ -336,10 +337,12 @@ class Writer:
         every: int,
         first: int = 1,
         reopen: str = "hup",
+        append: bool = True,
     ) -> Writer:
         proc = subprocess.Popen(
             [sys.executable, str(WRITER), str(path), "--count", str(count), "--rate", str(rate),
-             "--every", str(every), "--first", str(first), "--reopen", reopen],
+             "--every", str(every), "--first", str(first), "--reopen", reopen,
+             *([] if append else ["--no-append"])],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -394,6 +397,8 @@ def _writer_main(argv: Sequence[str]) -> int:
     parser.add_argument("--every", type=int, default=2, help="every Nth line is a guard line")
     parser.add_argument("--first", type=int, default=1)
     parser.add_argument("--reopen", choices=("hup", "watched", "never"), default="hup")
+    parser.add_argument("--no-append", action="store_true",
+                        help="open without O_APPEND, truncating (a shell's `> agent.log`, Node's write stream)")
     args = parser.parse_args(argv)
 
     path = args.path
@@ -413,7 +418,8 @@ def _writer_main(argv: Sequence[str]) -> int:
 
     def open_log() -> int:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_TRUNC if args.no_append else os.O_APPEND
+        return os.open(path, os.O_WRONLY | flags | os.O_CREAT, 0o644)
 
     fd = open_log()
     reopens: list[int] = []

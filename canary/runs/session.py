@@ -2,10 +2,11 @@
 
 With a ``[traces]`` table, the OTLP receiver serves too, so spans fire guards during a run.
 ``canary run`` starts a session when no daemon is running; the demo starts one
-on free loopback ports. The collectors follow files never seen before from
-their current end, and commit every firing to a store built with the
-attribution of the session's runs in flight (``open_store``), so canary firings
-are stored with their runs.
+on free loopback ports. The collectors read a log seen for the first time back over the
+window, as the daemon's do (the position they store is the daemon's too, so whoever sees
+a log first, its history is counted once), and that first read is committed before any
+run is put in flight. They commit every firing to a store built with the attribution of
+the session's runs in flight (``open_store``), so canary firings are stored with their runs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from canary.runs.holders import naming_the_key
 from canary.runs.proxylink import DetachedProxy, proxy_running
 from canary.runs.runner import DEFAULT_GRACE, DEFAULT_SPAN_GRACE, Runner
 from canary.store.engine import Store
+
+#: Seconds a session waits for its collectors' first read before it runs anything.
+FIRST_READ = 60.0
 
 
 def open_store(config: Config, attribution: Attribution | None = None) -> Store:
@@ -53,7 +57,7 @@ class Session:
         grace: float = DEFAULT_GRACE,
         span_grace: float = DEFAULT_SPAN_GRACE,
         rescan: float = 1.0,
-        start_at_end: bool = True,
+        start_at_end: bool = False,
         listeners: Mapping[str, socket.socket] | None = None,
         drain: float = 0.0,
         detached_proxy: bool = False,
@@ -114,6 +118,9 @@ class Session:
                 start_at_end=self._start_at_end,
             )
             self.collection.start()
+            # What the logs hold already (the window read back on first sight) is committed
+            # before a run is in flight, so none of it is offered to a run as its own.
+            self.collection.follower.sync(FIRST_READ)
             if self.config.traces is not None:
                 from canary.traces.service import start_receiver
 

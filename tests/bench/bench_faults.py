@@ -3,7 +3,9 @@
 For every rotation mode, both globs (``agent.log`` and ``agent.log*``) and each rate, a
 writer appends numbered lines (every 10th a guard line) for ``--seconds`` while the file
 is rotated every ``--period`` seconds; live rows SIGKILL the daemon once mid-way and
-start it again, "while stopped" rows rotate twice while it is down. At the end every
+start it again, "while stopped" rows rotate twice while it is down. The "no O_APPEND" rows'
+writer opens the log truncated and writes at its own offset (``./agent > agent.log``), so
+after each copytruncate the live file is a hole of NUL bytes, then new lines. At the end every
 stored firing is checked against the writer's truth and against every file left on disk:
 
 * lost on disk: a guard line still in some file (plain or .gz) but never counted;
@@ -43,6 +45,7 @@ MODES: dict[str, tuple[str, str, bool]] = {
     "create+hup": ("create", "hup", False),
     "create (watched)": ("create", "watched", False),
     "copytruncate": ("copytruncate", "never", False),
+    "copytruncate, no O_APPEND": ("copytruncate", "never", False),
     "compress": ("create\n    compress", "hup", False),
     "delaycompress": ("create\n    compress\n    delaycompress", "hup", False),
     "RotatingFileHandler": ("", "rotating", False),
@@ -50,6 +53,7 @@ MODES: dict[str, tuple[str, str, bool]] = {
     "stopped: create": ("create", "hup", True),
     "stopped: RotatingFileHandler": ("", "rotating", True),
     "stopped: copytruncate": ("copytruncate", "never", True),
+    "stopped: copytruncate, no O_APPEND": ("copytruncate", "never", True),
     "stopped: compress": ("create\n    compress", "hup", True),
     "stopped: delaycompress": ("create\n    compress\n    delaycompress", "hup", True),
 }
@@ -145,7 +149,8 @@ class Cell:
                     self.reopen, str(Path(__file__).resolve().parents[2])]
         else:
             argv = [sys.executable, str(WRITER), str(self.log), "--count", str(count), "--rate",
-                    str(self.rate), "--every", str(EVERY), "--reopen", self.reopen]
+                    str(self.rate), "--every", str(EVERY), "--reopen", self.reopen,
+                    *(["--no-append"] if self.mode.endswith("no O_APPEND") else [])]
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def rotate(self, writer: subprocess.Popen[str]) -> None:

@@ -302,3 +302,42 @@ def test_an_anthropic_or_gemini_upstream_gets_that_sdks_base_url_advice(
     assert config.model.upstream == root
     if "openai" not in upstream:
         assert advice[0] in (project / "canary.toml").read_text()
+
+
+def test_a_line_longer_than_the_collectors_cap_is_cut_and_told(tmp_path: Path) -> None:
+    """One 3 MiB line among normal ones: read only as far as the collectors read a line, said so,
+    and the guard is proposed from the normal lines with the count ``canary audit`` gives."""
+    from collectors.scan import MAX_LINE
+
+    log = tmp_path / "logs" / "agent.log"
+    log.parent.mkdir()
+    filler = "tool output 12 https://a.example.com/q 'quoted' abc123def "
+    with log.open("w", encoding="utf-8") as f:
+        for i in range(40):
+            f.write(f"2026-12-03T10:00:{i:02d}.000Z INFO  agent task finished id={i}\n")
+            if i % 4 == 0:
+                f.write(f"2026-12-03T10:00:{i:02d}.500Z WARN  guards CitationGuard: rejected "
+                        f"url=https://x{i}.example.com/p not in fetched urls\n")
+            if i == 20:
+                f.write("2026-12-03T10:00:20.700Z INFO  tool result=" + filler * (3 * MAX_LINE // len(filler))
+                        + "\n")
+    scan = scan_logs([str(log)], tmp_path)
+    assert scan.lines == 51 and scan.cut == 1
+    assert [(p.name, p.match, p.count) for p in scan.proposals] == [("citation", "CitationGuard: rejected", 10)]
+    longest = max(len(e) for t in scan.proposals[0].templates for e in t.examples)
+    assert longest < 200
+    result = run(["--logs", str(log), "--dir", str(tmp_path / "project"), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert f"1 line longer than {MAX_LINE} bytes: only its first {MAX_LINE} bytes were read" in result.output
+
+
+def test_a_hole_of_nuls_is_not_part_of_a_proposed_line(tmp_path: Path) -> None:
+    """A log truncated under a writer without O_APPEND starts with a hole: the line after it
+    is read without it, as the collectors read it."""
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"\0" * 5000 + b"2026-12-03T10:00:00.500Z WARN  guards CitationGuard: rejected "
+                    b"url=https://x.example.com/p not in fetched urls\n")
+    scan = scan_logs([str(log)], tmp_path)
+    (proposal,) = scan.proposals
+    assert proposal.match == "CitationGuard: rejected" and proposal.count == 1
+    assert proposal.example.startswith("2026-12-03T10:00:00.500Z WARN")

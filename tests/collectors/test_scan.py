@@ -301,3 +301,27 @@ def test_catastrophic_regex_on_a_short_line_does_not_stop_the_scan() -> None:
     m = _matcher(Rule.regex("redos", r"(a+)+$"), Rule.regex("g", "HIT"))
     data = b"a" * 40 + b"!\n" + b"HIT after it\n" + b"a" * 10 + b"\n"
     assert [h.guards for h in m.scan(data, 0)] == [("g",), ("redos",)]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "texts", "lines"),
+    [
+        # the hole a writer without O_APPEND leaves before its next line: never a line itself
+        ([b"\0" * 40 + b"b HIT 2\n"], ["b HIT 2"], 1),
+        ([b"a HIT 1\n" + b"\0" * 7, b"\0" * 9 + b"b HIT 2\n"], ["a HIT 1", "b HIT 2"], 2),
+        # a partial line the truncation cut is dropped, not glued to the line after the hole
+        ([b"a HIT 1\npart HI", b"\0\0\0b HIT 2\n"], ["a HIT 1", "b HIT 2"], 2),
+        ([b"\0" * 5], [], 0),
+    ],
+    ids=["hole-first", "hole-across-reads", "partial-before-hole", "only-a-hole"],
+)
+def test_a_run_of_nuls_is_never_read_as_a_line(chunks: list[bytes], texts: list[str], lines: int) -> None:
+    scanner = LineScanner(_matcher(GUARD))
+    found: list[str] = []
+    counted = 0
+    for chunk in chunks:
+        result = scanner.feed(chunk)
+        found += [h.text for h in result.hits]
+        counted += result.lines
+    assert (found, counted) == (texts, lines)
+    assert scanner.offset == scanner.read_pos == sum(len(c) for c in chunks)

@@ -3,7 +3,10 @@
 A ``RuleBasedStateMachine`` plays a log writer and an operator against a ``Tailer`` stepped by
 ``poll()`` with a fake clock, and keeps a model of what a correct tailer must have counted.
 
-The writer holds an ``O_APPEND`` fd on the live file ``app.log``, as a real one does. Every
+The writer holds an ``O_APPEND`` fd on the live file ``app.log``, as a real one does; in the
+``NoAppend`` machines it holds one without ``O_APPEND`` (``./agent > app.log``), which writes on
+at its own offset after a truncation, so the file becomes a hole of NUL bytes, then new lines,
+and every copy made of it after the first starts with that hole. Every
 complete guard line carries a unique ``seq=N`` and every line starts with the same timestamp
 prefix, so a weak head check shows up as lost or doubled lines. Rules:
 
@@ -50,7 +53,7 @@ the module.
 Invariants, after every complete poll: no seq counted twice; every counted seq was written as
 a complete line, with exactly the text written (so a partial line is never counted, nor glued
 to the wrong rest); every required seq is counted; every committed position lies at a line
-start (offset 0 or just after a ``\\n``) of the file it names, and past 0 it hashes that
+start (offset 0, just after a ``\\n``, or just after a hole's NULs) of the file it names, and past 0 it hashes that
 file's head; the tailer reported no error (but the injected store failures). After a settle:
 every written seq is required, in the gap, or unreachable (so without truncation, counted ==
 written - unreachable); the tailer follows exactly the files in the glob, and the store holds
@@ -206,6 +209,8 @@ class TailerModel(RuleBasedStateMachine):
     BLANK_FIRST_LINES = False
     #: Keep every inode of the example open, so the kernel never hands its number to a new file.
     HOLD_INODES = False
+    #: The writer opens its file with O_APPEND; without, it writes on past a truncation.
+    APPEND = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -320,7 +325,8 @@ class TailerModel(RuleBasedStateMachine):
 
     def _create_live(self) -> None:
         assert self.live is None
-        fd = os.open(self._path("app.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        mode = os.O_APPEND if self.APPEND else os.O_TRUNC
+        fd = os.open(self._path("app.log"), os.O_WRONLY | mode | os.O_CREAT, 0o644)
         self.live_fd = fd
         self.live = self._new_file("app.log", fd)
 
@@ -358,13 +364,20 @@ class TailerModel(RuleBasedStateMachine):
             self.pending = None
         if not f.content and not self.BLANK_FIRST_LINES:
             data = data.lstrip(b"\n")
-        os.write(fd, data)
-        f.content += data
+        self._put(f, fd, data)
         self.written.update(seqs)
         if self._reachable(f):
             f.unpolled.update(seqs)
         else:
             self.unreachable.update(seqs)
+
+    def _put(self, f: MFile, fd: int, data: bytes) -> None:
+        """Write through the writer's fd; without O_APPEND, past a truncation, after a hole."""
+        if not self.APPEND:
+            at = os.lseek(fd, 0, os.SEEK_CUR)
+            f.content += b"\0" * max(0, at - len(f.content))
+        os.write(fd, data)
+        f.content += data
 
     def _truncate_live(self, *, copied: bool) -> None:
         assert self.live is not None and self.live_fd is not None
@@ -463,7 +476,7 @@ class TailerModel(RuleBasedStateMachine):
             f = self.by_key.get(state.key)
             assert f is not None, f"a position for a file never created: {state}"
             assert state.offset <= len(f.content), f"offset past the end: {state}, {f}"
-            assert state.offset == 0 or f.content[state.offset - 1] == ord("\n"), (
+            assert state.offset == 0 or f.content[state.offset - 1] in b"\n\0", (
                 f"offset {state.offset} of {f.name} is mid-line: "
                 f"{bytes(f.content[max(0, state.offset - 40) : state.offset + 40])!r}"
             )
@@ -565,8 +578,7 @@ class TailerModel(RuleBasedStateMachine):
             self.next_seq += 1
             line = guard_line(seq, crlf=cut % 3 == 0)
             k = 1 + cut % (len(line) - 1)
-            os.write(fd, line[:k])
-            f.content += line[:k]
+            self._put(f, fd, line[:k])
             self.pending = Pending(seq, line[k:], f)
 
         self._step(act)
@@ -769,6 +781,18 @@ class RotatedNamesToo(TailerModel):
     GLOB = "app.log*"
 
 
+class LiveNameOnlyNoAppend(LiveNameOnly):
+    """``LiveNameOnly`` with a writer without O_APPEND: holes after truncations, NUL heads."""
+
+    APPEND = False
+
+
+class RotatedNamesTooNoAppend(RotatedNamesToo):
+    """``RotatedNamesToo`` with a writer without O_APPEND: copies whose heads are all NULs."""
+
+    APPEND = False
+
+
 SETTINGS = settings(
     max_examples=examples(80),
     stateful_step_count=30,
@@ -782,10 +806,16 @@ SETTINGS = settings(
 # hand with the decorators taken off.
 seed(1)(LiveNameOnly)
 seed(1)(RotatedNamesToo)
+seed(1)(LiveNameOnlyNoAppend)
+seed(1)(RotatedNamesTooNoAppend)
 TestLiveNameOnly = LiveNameOnly.TestCase
 TestLiveNameOnly.settings = SETTINGS
 TestRotatedNamesToo = RotatedNamesToo.TestCase
 TestRotatedNamesToo.settings = SETTINGS
+TestLiveNameOnlyNoAppend = LiveNameOnlyNoAppend.TestCase
+TestLiveNameOnlyNoAppend.settings = SETTINGS
+TestRotatedNamesTooNoAppend = RotatedNamesTooNoAppend.TestCase
+TestRotatedNamesTooNoAppend.settings = SETTINGS
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -1,5 +1,5 @@
-"""The fault matrix's hard rows, as a test: copytruncate, and rotation while the daemon is down
-(compressed too).
+"""The fault matrix's hard rows, as a test: copytruncate (under a writer without O_APPEND too),
+and rotation while the daemon is down (compressed too).
 
 Each row runs ``tests/bench/bench_faults.py``'s cell: a writer, the real logrotate (or a
 logging handler), a real ``canary daemon`` SIGKILLed once; nothing may be doubled, and
@@ -27,15 +27,21 @@ pytestmark = [
     [
         ("copytruncate", "agent.log"),
         ("copytruncate", "agent.log*"),
+        ("copytruncate, no O_APPEND", "agent.log"),
+        ("copytruncate, no O_APPEND", "agent.log*"),
+        ("stopped: copytruncate, no O_APPEND", "agent.log*"),
         ("stopped: create", "agent.log"),
         ("stopped: copytruncate", "agent.log"),
         ("stopped: compress", "agent.log"),
     ],
 )
 def test_no_line_doubled_and_none_lost_beyond_copytruncate(tmp_path: Path, mode: str, glob: str) -> None:
-    row = Cell(tmp_path / "cell", mode, glob, 5000, 2.5, 0.5, settle=2.5).run()
+    # A copy whose head is a hole of NULs, found after a restart, is read once the live file it
+    # may be a twin of has not been truncated for the daemon's rotate_wait (5 s): wait longer.
+    settle = 7.0 if mode == "stopped: copytruncate, no O_APPEND" else 2.5
+    row = Cell(tmp_path / "cell", mode, glob, 5000, 2.5, 0.5, settle=settle).run()
     assert row["doubled"] == 0, row
     assert row["lost on disk"] == 0, row
     assert row["tracebacks"] == 0, row
-    if not mode.endswith("copytruncate"):
+    if "copytruncate" not in mode:
         assert row["copytruncate's own"] == 0, row

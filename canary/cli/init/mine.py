@@ -26,6 +26,7 @@ from canary.cli.init.model import (
 )
 from collectors.files import open_log
 from collectors.rules import parse_json_line
+from collectors.scan import MAX_LINE
 
 if TYPE_CHECKING:
     from canary.config.definitions import GuardDef
@@ -71,6 +72,9 @@ _TS_KEYS = frozenset({"ts", "time", "timestamp", "@timestamp", "asctime", "date"
 _LEVEL_KEYS = frozenset({"level", "levelname", "severity", "lvl", "loglevel"})
 _NAME_KEYS = ("guard", "check", "validator", "rule", "name", "event", "msg", "message")
 _MARK = "\ue000"  # a masked piece inside a template's text, never in a real log line
+#: Characters of a text line its template is made of: a rejection says what it is near its start,
+#: and masking a whole long line (a tool's output) costs seconds a megabyte.
+TEMPLATE_CHARS = 4096
 
 
 
@@ -125,19 +129,33 @@ def _bare_config(patterns: Sequence[str], base: Path, guards: Sequence[GuardDef]
     return Config(logs=logs, guards=tuple(guards))
 
 
-def _lines(path: Path) -> Iterator[str]:
-    """The complete lines of a log file, decoded as the collectors decode them."""
+def _capped(pending: bytes, part: bytes) -> tuple[bytes, bool]:
+    """``pending`` and ``part`` joined, kept to ``MAX_LINE`` bytes; and whether bytes were dropped."""
+    room = MAX_LINE - len(pending)
+    return (pending + part[: max(room, 0)], len(part) > room) if part else (pending, False)
+
+
+def _lines(path: Path, cut: list[int] | None = None) -> Iterator[str]:
+    """The complete lines of a log file, decoded as the collectors decode them, and like theirs
+    cut to their first ``MAX_LINE`` bytes (each line cut adds one to ``cut[0]``) and never
+    holding a run of NULs."""
     with open_log(path) as stream:
-        pending = b""
+        pending, over = b"", False
         first = True
         while chunk := stream.read(1 << 20):
             if first:
                 chunk = chunk.removeprefix(b"\xef\xbb\xbf")
                 first = False
-            parts = (pending + chunk).split(b"\n")
-            pending = parts.pop()
-            for raw in parts:
-                yield raw.removesuffix(b"\r").decode("utf-8", "replace")
+            *complete, rest = chunk.split(b"\n")
+            for part in complete:
+                raw, dropped = _capped(pending, part)
+                if (over or dropped) and cut is not None:
+                    cut[0] += 1
+                pending, over = b"", False
+                # after a hole of NULs (a writer without O_APPEND, truncated), as the collectors read it
+                yield raw.rpartition(b"\0")[2].removesuffix(b"\r").decode("utf-8", "replace")
+            pending, dropped = _capped(pending, rest)
+            over = over or dropped
 
 
 def _sniff_format(files: Sequence[Path]) -> LogFormat:
@@ -204,11 +222,12 @@ def scan_logs(patterns: Sequence[str], base: Path, *, log_format: LogFormat | No
     templates: dict[str, Template] = {}
     unreadable: list[tuple[Path, str]] = []
     total = 0
+    cut = [0]
     for path in files:
         try:
-            for line in _lines(path):
+            for line in _lines(path, cut):
                 total += 1
-                text, fields = _template_of(line, fmt)
+                text, fields = _template_of(line if fmt == "jsonl" else line[:TEMPLATE_CHARS], fmt)
                 entry = templates.get(text)
                 if entry is None:
                     if len(templates) >= MAX_TEMPLATES:
@@ -223,7 +242,7 @@ def scan_logs(patterns: Sequence[str], base: Path, *, log_format: LogFormat | No
     proposals = (_propose_text(all_templates) if fmt == "text" else _propose_jsonl(all_templates))
     activity = _activity(all_templates) if fmt == "text" else None
     _name(proposals)
-    scan = LogScan(tuple(patterns), readable, unreadable, total, fmt, proposals, activity)
+    scan = LogScan(tuple(patterns), readable, unreadable, total, fmt, proposals, activity, cut[0])
     _recount(scan, base)
     return scan
 

@@ -89,6 +89,7 @@ class LogScan:
     log_format: LogFormat
     proposals: list[Proposal]
     activity: Proposal | None
+    cut: int = 0  # lines longer than the collectors' MAX_LINE, read only that far
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from canary.errors import UsageError
 from canary.sentences import POINT_AT_THE_PROXY
 from canary.terminal import safe
 from canary.vocabulary import EXIT_OK, EXIT_USAGE, counted
+from collectors.scan import MAX_LINE
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -151,6 +152,11 @@ def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
     """What the scan read and proposes; returns the globs that match no file."""
     click.echo(f"\nRead {counted(scan.lines, 'line')} in {counted(len(scan.files), 'file')} "
                f"({scan.log_format}).")
+    if scan.cut:
+        many = scan.cut > 1
+        click.echo(f"{scan.cut} line{'s' if many else ''} longer than {MAX_LINE} bytes: only "
+                   f"{'their' if many else 'its'} first {MAX_LINE} bytes were read, as the collectors "
+                   "read them.")
     for path, error in scan.unreadable:
         click.echo(safe(f"warning: could not read {path}: {error}"), err=True)
     unmatched = [p for p in found if not expand_glob(p, Path.cwd())]
