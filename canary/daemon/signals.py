@@ -1,9 +1,12 @@
-"""The daemon's signal handlers: each one only writes the signal's number to a pipe.
+"""The daemon's signals: written to a pipe by the interpreter's C handler, acted on by a thread.
 
-A handler runs between any two bytecodes of the main thread, and another signal may
+A Python handler runs between any two bytecodes of the main thread, and another signal may
 arrive while it runs: one that took a lock (``threading.Event.set``) could wait on itself
-forever. So a handler writes one byte and returns, and a thread of its own reads the pipe
-and does what the signal asks, as ordinary code.
+forever, and under a flood of signals even a handler of a few lines is entered again inside
+itself until the recursion limit. So no Python code runs for a signal: ``signal.set_wakeup_fd``
+has the interpreter's C handler write the signal's number to a pipe, the Python-level handler
+is a C callable that runs no bytecode, and a thread of its own reads the pipe and does what the
+signal asks, as ordinary code.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from types import FrameType
 from typing import Any
 
 log = logging.getLogger("canary.daemon.signals")
 
 #: The byte that tells the reading thread to end (no signal has number 0).
 _CLOSE = 0
+#: The Python-level handler: a C callable that takes ``(signum, frame)`` and runs no bytecode, so
+#: no other handler can be entered inside it. The wakeup fd has the signal's number already.
+_NO_BYTECODE: Any = slice
 
 
 class SignalPipe:
@@ -31,19 +36,17 @@ class SignalPipe:
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
         self._previous: dict[int, Any] = {}
+        self._previous_fd = -1
         self._thread = threading.Thread(target=self._serve, name="canary-signals", daemon=True)
 
     def install(self) -> SignalPipe:
         """Start the reading thread, then install the handlers (main thread only)."""
         self._thread.start()
+        # A full pipe already holds a byte for the reading thread to act on: no warning then.
+        self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         for signum in self.actions:
-            self._previous[signum] = signal.signal(signum, self._handler)
+            self._previous[signum] = signal.signal(signum, _NO_BYTECODE)
         return self
-
-    def _handler(self, signum: int, _frame: FrameType | None) -> None:
-        # A full pipe already holds a byte for the reading thread to act on.
-        with contextlib.suppress(OSError):
-            os.write(self._write, bytes([signum]))
 
     def _serve(self) -> None:
         while True:
@@ -65,10 +68,17 @@ class SignalPipe:
                     log.exception("acting on signal %d failed", signum)
 
     def close(self) -> None:
-        """Put the earlier handlers back and end the reading thread."""
+        """Put the earlier Python handlers back and end the reading thread.
+
+        A signal whose earlier disposition was the default or ignore keeps the no-op handler: put
+        back while more of a burst is pending, such a disposition makes the interpreter raise
+        "signal ignored due to race condition" in whatever the main thread runs next.
+        """
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+            if callable(previous):
+                signal.signal(signum, previous)
         self._previous.clear()
+        signal.set_wakeup_fd(self._previous_fd)
         with contextlib.suppress(OSError):
             os.write(self._write, bytes([_CLOSE]))
         self._thread.join(5.0)

@@ -88,7 +88,10 @@ def test_after_a_daemon_start_with_umask_022_everything_is_owner_only(running_da
     assert mode(project / "logs") == 0o700
     for name in ("canary.db", "canary.db-wal", "canary.db-shm", "canary.db.lock", "control.token"):
         assert mode(project / name) == 0o600, name
-    assert mode(_where(state, "daemon log")) == 0o600
+    logs = sorted((project / "logs").glob("*.log"))
+    assert len(logs) == 2  # the daemon's own and its model proxy process's (<project>-proxy.log)
+    for log in logs:
+        assert mode(log) == 0o600, log.name
 
 
 def _project(state: Path) -> Path:
@@ -98,8 +101,11 @@ def _project(state: Path) -> Path:
 
 
 def _where(state: Path, name: str) -> Path:
-    if name == "daemon log":  # <project folder>/logs/<project>.log
-        (log,) = (_project(state) / "logs").glob("*.log")
+    if name == "proxy log":
+        (log,) = (_project(state) / "logs").glob("*-proxy.log")
+        return log
+    if name == "daemon log":  # <project folder>/logs/<project>.log, beside <project>-proxy.log
+        (log,) = (p for p in (_project(state) / "logs").glob("*.log") if not p.name.endswith("-proxy.log"))
         return log
     return _project(state) / name
 
@@ -125,7 +131,7 @@ def test_another_user_cannot_read_the_store(running_daemon: Path) -> None:
                               group=nobody.pw_gid, extra_groups=[], capture_output=True, text=True,
                               timeout=30, check=False)
 
-    for name in ("canary.db", "canary.db-wal", "daemon log", "control.token"):
+    for name in ("canary.db", "canary.db-wal", "daemon log", "proxy log", "control.token"):
         done = as_nobody(_where(running_daemon, name))
         assert done.returncode != 0 and "Permission denied" in done.stderr, name
     # Even with the directory opened up, each file keeps others out on its own.
@@ -133,7 +139,7 @@ def test_another_user_cannot_read_the_store(running_daemon: Path) -> None:
     os.chmod(_project(running_daemon) / "logs", 0o755)
     os.chmod(running_daemon / "projects", 0o755)
     os.chmod(_project(running_daemon), 0o755)
-    for name in ("canary.db", "canary.db-wal", "daemon log", "control.token"):
+    for name in ("canary.db", "canary.db-wal", "daemon log", "proxy log", "control.token"):
         done = as_nobody(_where(running_daemon, name))
         assert done.returncode != 0 and "Permission denied" in done.stderr, name
     sanity = as_nobody(running_daemon.parent / "agent.log")
