@@ -196,8 +196,11 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
         collection.tailer.close()
         store.close()
         return
+    from canary.daemon.signals import SignalPipe
+
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # The handlers run no Python code: a burst of signals cannot wait on the event's own lock.
+    signals = SignalPipe({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}).install()
     collection.start()
     click.echo(f"following {safe(', '.join(config.logs.paths))}; store {safe(redact_url(config.store.url))}",
                err=True)
@@ -207,6 +210,7 @@ def collect(ctx: click.Context, once: bool, interval: float, from_end: bool) -> 
     except KeyboardInterrupt:
         pass
     finally:
+        signals.close()
         collection.stop()
         click.echo(_counts(config, store, collection))
         store.close()

@@ -35,7 +35,6 @@ class SignalPipe:
         self.actions = dict(actions)
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
-        self._previous: dict[int, Any] = {}
         self._previous_fd = -1
         self._thread = threading.Thread(target=self._serve, name="canary-signals", daemon=True)
 
@@ -45,7 +44,7 @@ class SignalPipe:
         # A full pipe already holds a byte for the reading thread to act on: no warning then.
         self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         for signum in self.actions:
-            self._previous[signum] = signal.signal(signum, _NO_BYTECODE)
+            signal.signal(signum, _NO_BYTECODE)
         return self
 
     def _serve(self) -> None:
@@ -68,16 +67,12 @@ class SignalPipe:
                     log.exception("acting on signal %d failed", signum)
 
     def close(self) -> None:
-        """Put the earlier Python handlers back and end the reading thread.
+        """Stop writing signals to the pipe and end the reading thread; the handlers stay no-ops.
 
-        A signal whose earlier disposition was the default or ignore keeps the no-op handler: put
-        back while more of a burst is pending, such a disposition makes the interpreter raise
-        "signal ignored due to race condition" in whatever the main thread runs next.
+        The process is stopping. A handler put back while more of a burst is pending would raise
+        in whatever the main thread runs next: the default or ignore disposition as "signal
+        ignored due to race condition", SIGINT's own as KeyboardInterrupt, cutting the stop short.
         """
-        for signum, previous in self._previous.items():
-            if callable(previous):
-                signal.signal(signum, previous)
-        self._previous.clear()
         signal.set_wakeup_fd(self._previous_fd)
         with contextlib.suppress(OSError):
             os.write(self._write, bytes([_CLOSE]))

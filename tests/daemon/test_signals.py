@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon.projects import make_project, start_daemon, wait_for
+from tests.daemon.projects import CANARY, make_project, start_daemon, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -69,3 +69,26 @@ def test_a_burst_of_stop_signals_stops_the_daemon_and_a_new_one_starts(tmp_path:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_burst_of_stop_signals_stops_canary_collect_with_its_last_counts(tmp_path: Path) -> None:
+    project = make_project(tmp_path, "collecting")
+    err = tmp_path / "collect.err"
+    with err.open("ab") as sink:
+        proc = subprocess.Popen([CANARY, "--config", str(project.config), "collect", "--every", "0.05"],
+                                cwd=project.folder, stdout=subprocess.PIPE, stderr=sink)
+    try:
+        wait_for(lambda: "following" in err.read_text(), 60, "canary collect to start following")
+        burst(proc.pid, 2.0)
+        try:
+            out, _ = proc.communicate(timeout=STOP_WITHIN)
+        except subprocess.TimeoutExpired:
+            pytest.fail("canary collect hung after a burst of stop signals")
+        # The burst goes on while the interpreter exits, which puts the default dispositions back.
+        assert proc.returncode in (0, -signal.SIGTERM, -signal.SIGINT), err.read_text()
+        assert b"citation=" in out.splitlines()[-1]  # its last counts, printed as it stopped
+        assert "Traceback" not in err.read_text() and "Aborted" not in err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
