@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 from canary.store.health import problem_path
@@ -30,7 +31,11 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 
 class StoreChanges:
-    """Says whether the store changed since the last call of ``changed``; one thread at a time."""
+    """Says whether the store changed since the last call of ``changed``.
+
+    ``changed`` runs in a worker thread while the app may ``close`` from its own: a lock keeps
+    the connection from being closed under a query in flight, which crashes the process.
+    """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -41,10 +46,12 @@ class StoreChanges:
         #: The file was moved aside or replaced since it was first seen: connections open on the
         #: old one read the old one (``take_replaced`` says so once).
         self._replaced = False
+        self._lock = threading.RLock()
 
     def changed(self) -> bool:
         """True on the first call, when the store has no counter, and when something was written."""
-        token = self._token()
+        with self._lock:
+            token = self._token()
         if token is None:
             return True
         seen, self._last = self._last, token
@@ -83,8 +90,9 @@ class StoreChanges:
 
     def close(self) -> None:
         """Close the connection (the next call opens it again)."""
-        if self._conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
-        self._conn = None
-        self._file = None
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+            self._conn = None
+            self._file = None
