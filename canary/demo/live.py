@@ -6,6 +6,7 @@ proxy, and writes its guard lines to a log the collectors follow.
 
 from __future__ import annotations
 
+import random
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +25,21 @@ DEMO_GUARDS = ("citation", "quote", "number", "denial", "version", "date", "conv
 DEMO_CORRELATE = "task=(?P<id>t[0-9a-f]+)"
 
 
+#: Ports below the ephemeral ranges (Linux 32768-60999, macOS 49152-65535): no outgoing
+#: connection is given one of them between the moment it is chosen and the moment it is bound.
+QUIET_PORTS = range(20000, 32768)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now."""
+    """A port nothing listens on right now, drawn at random below the ephemeral ranges."""
+    for _ in range(64):
+        port = random.choice(QUIET_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue  # taken, or reserved: draw another
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
