@@ -40,13 +40,7 @@ from collectors.identity import HEAD, Decision, Kind, classify, tail_offsets
 from collectors.lettinggo import LettingGo
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
-from collectors.siblings import (
-    adoptable,
-    leads_to,
-    live_path,
-    matched,
-    unread_between,
-)
+from collectors.siblings import adoptable, leads_to, live_path, matched, unread_between
 
 __all__ = ["Batch", "ErrorCallback", "FileState", "FileStatus", "PositionStore", "Tailer", "file_key"]
 

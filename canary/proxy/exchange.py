@@ -15,34 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import httptools
 
 from canary.proxy import wire
-from canary.proxy.upstream import Connection, Origin, certificate_refused, joined_target
+from canary.proxy.upstream import Connection, Failure, Origin, certificate_refused, joined_target, timed_out
 
 if TYPE_CHECKING:
     from canary.proxy.front import Front, FrontProtocol
 
 __all__ = ["Exchange", "Failure"]
 
-
-class Failure(NamedTuple):
-    """How an origin failed a request: the recorder's outcome and predicate, and the answer to send."""
-
-    outcome: str  # one of ``canary.proxy.health.FAILURES``
-    predicate: str  # follows "the model server"
-    status: int
-    kind: str
-    message: str
-
-
-def timed_out(origin: Origin | None, phase: str) -> Failure:
-    """The failure of an origin that did not answer in time."""
-    shown = origin.shown if origin is not None else ""
-    return Failure("timeout", f"did not answer in time ({phase} timeout)", 504, "upstream_timeout",
-                   f"the model server at {shown} did not answer in time ({phase} timeout)")
 
 _NO_BODY_STATUS = frozenset({204, 304})
 #: Bytes of a streamed body held while the upstream connection is made, before the client is paused.
@@ -418,17 +402,12 @@ class Exchange:
     def refuse(self, status: int, kind: str, message: str, *, retry_after: int | None = None) -> None:
         """Answer the proxy's own error and close the connection once it is written."""
         self.ignoring = True
-        self._stop_timer()
-        self.give_back()
         if self.sent_head:
             self.abort()
             return
-        self.proto.write(wire.error_response(self.path, status, kind, message, close=True,
-                                             retry_after=retry_after))
-        self.close_after = True
         self.keep_alive = False
-        self.finished = True
-        self.proto.exchange_done(self)
+        self.answer_raw(wire.error_response(self.path, status, kind, message, close=True,
+                                            retry_after=retry_after))
 
     def answer_error(self, status: int, kind: str, message: str) -> None:
         """Answer the proxy's own error; the connection stays open when the request was read whole."""

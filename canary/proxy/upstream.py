@@ -14,13 +14,13 @@ import base64
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from canary.config.urls import redact_url
 from canary.proxy.pool import tls_context
 
-__all__ = ["Connection", "Origin", "Pool", "Receiver"]
+__all__ = ["Connection", "Failure", "Origin", "Pool", "Receiver", "timed_out"]
 
 #: Idle connections kept per origin; seconds one may stay idle (httpx's own expiry).
 MAX_IDLE = 100
@@ -209,3 +209,19 @@ def certificate_refused(exc: BaseException) -> str | None:
         seen = seen.__cause__ or seen.__context__
     return None
 
+
+class Failure(NamedTuple):
+    """How an origin failed a request: the recorder's outcome and predicate, and the answer to send."""
+
+    outcome: str  # one of ``canary.proxy.health.FAILURES``
+    predicate: str  # follows "the model server"
+    status: int
+    kind: str
+    message: str
+
+
+def timed_out(origin: Origin | None, phase: str) -> Failure:
+    """The failure of an origin that did not answer in time."""
+    shown = origin.shown if origin is not None else ""
+    return Failure("timeout", f"did not answer in time ({phase} timeout)", 504, "upstream_timeout",
+                   f"the model server at {shown} did not answer in time ({phase} timeout)")
