@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,21 +16,9 @@ from dashboard import app as app_module
 from dashboard.app import BUSY_LOOKS, DashboardApp
 from dashboard.widgets import GuardsTable
 from tests.dashboard.test_dashboard import SIZE, cell, make_app, settle, until
-from tests.dashboard.test_dashboard_data import NOW, Seeded, add_run, seed
+from tests.dashboard.test_dashboard_data import NOW, Seeded, add_run
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def seeded(tmp_path: Path) -> Iterator[Seeded]:
-    data = seed(tmp_path)
-    yield data
-    data.store.close()
 
 
 @pytest.fixture

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,21 +14,9 @@ from canary.store.tables import Run
 from dashboard.screens import DetailScreen
 from dashboard.widgets import RunPanel
 from tests.dashboard.test_dashboard import SIZE, make_app, settle
-from tests.dashboard.test_dashboard_data import NOW, Seeded, add_run, seed
+from tests.dashboard.test_dashboard_data import NOW, Seeded, add_run
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def seeded(tmp_path: Path) -> Iterator[Seeded]:
-    data = seed(tmp_path)
-    yield data
-    data.store.close()
 
 
 def shown(panel: RunPanel) -> str:
