@@ -101,12 +101,17 @@ def write_config(root: Path, glob: str) -> Path:
     return config
 
 
+#: Seconds the count must stand still before a cell is read: longer than the daemon's
+#: rotate_wait (5 s), for which a copy that may be its live file's twin is held unread.
+SETTLE = 7.0
+
+
 class Cell:
     """One run of the matrix."""
 
     def __init__(
         self, root: Path, mode: str, glob: str, rate: int, seconds: float, period: float,
-        *, settle: float = 5.0,
+        *, settle: float = SETTLE,
     ) -> None:
         self.root, self.mode, self.glob, self.rate, self.settle = root, mode, glob, rate, settle
         self.seconds, self.period = seconds, period
