@@ -22,13 +22,13 @@ from dashboard.render import (
     clock,
     count,
     guard_kill,
+    guard_verdict,
     holes,
     one_line,
     outcome,
     span,
     sparkline,
     stage_glyphs,
-    verdict,
     verdict_text,
 )
 from dashboard.widgets.tables import Column, Drawn, draw, seen_as
@@ -199,7 +199,8 @@ class GuardsTable(DataTable[Any]):
         if row.guard in self.pending:
             last = Text("running…", style="bold cyan")
         else:
-            last = verdict(status.last_verdict, status.last_run, overview.now)
+            last = guard_verdict(status.status, status.last_verdict, status.last_run, row.families,
+                                 overview.now)
         return [
             badge(status.status, stale=overview.read_only),
             Text(row.guard, style="bold"),
