@@ -94,8 +94,9 @@ def status_document(config: Config, *, now: datetime) -> dict[str, Any]:
 
     doc = {"project": config.project, **status_for(config, now=now)}  # the contract's first key
     doc["config"], doc["store"] = str(config.path), redact_url(config.store.url)
+    warned = status_warnings(config.alerts, config_path=config.path)
     doc["problems"] = [*problems(doc, config, now=now),
-                       *({"kind": "alerts", "message": line} for line in status_warnings(config.alerts))]
+                       *({"kind": "alerts", "message": line} for line in warned)]
     return doc
 
 

@@ -104,3 +104,31 @@ def test_the_flag_is_left_out_only_for_the_config_found_without_it(
     (tmp_path / "other.toml").write_text("defs = []\n")  # the lookup now reads other.toml
     assert command_line("canary run", here) == "canary run --config canary.toml"
     assert command_line("canary run", tmp_path / "other.toml") == "canary run"
+
+
+def _other_project(tmp_path: Path, *, desktop: bool) -> Path:
+    """other.toml: no daemon has run on its store; a webhook, and a desktop channel if asked."""
+    config = tmp_path / "conf dir" / "other.toml"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text(f"defs = []\n[store]\nurl = 'sqlite:///{tmp_path / 'c.db'}'\n"
+                      f"[alerts]\ndesktop = {str(desktop).lower()}\nwebhook = 'http://127.0.0.1:9/hook'\n")
+    return config
+
+
+def test_status_suggests_commands_for_the_config_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _other_project(tmp_path, desktop=True)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no desktop notifier on this machine
+    result = CliRunner().invoke(main, ["status", "--config", CONFIG])
+    flag = f"--config {shlex.quote(CONFIG)}"
+    assert f"start one with `canary daemon {flag}`, or `canary service install {flag}`" in result.stdout, (
+        result.output)
+    assert f"`canary check {flag}` says what to do" in result.stdout, result.output
+
+
+def test_check_suggests_commands_for_the_config_it_read(tmp_path: Path) -> None:
+    _other_project(tmp_path, desktop=False)
+    result = CliRunner().invoke(main, ["check", "--config", CONFIG])
+    assert f"(`canary alerts test --config {shlex.quote(CONFIG)}` sends a test through each)" in result.stdout, (
+        result.output)
