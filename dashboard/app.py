@@ -30,6 +30,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from canary.config.commandline import command_line
 from canary.config.settings import Config
 from canary.errors import CanaryError, UnavailableError
 from canary.store.changes import StoreChanges
@@ -52,10 +53,13 @@ _DOING = {
     "run": "Running canaries failed",
     "mute": "Muting failed",
 }
-READ_ONLY_ACTION = (
-    "Read-only: the daemon is not running, so canaries cannot be run and guards cannot be muted "
-    "from here. Start it with `canary daemon`."
-)
+
+
+def read_only_action(start: str) -> str:
+    """The notice for an action that needs the daemon; ``start`` is the command that starts it."""
+    return ("Read-only: the daemon is not running, so canaries cannot be run and guards cannot be muted "
+            f"from here. Start it with `{start}`.")
+
 #: Seconds after which the overview is read again though the store did not change (ages move on).
 IDLE_REFRESH = 30.0
 #: A store written to all the time is read again every this many looks (6 s by default).
@@ -97,6 +101,8 @@ class DashboardApp(App[int]):
     ) -> None:
         super().__init__()
         self.config = config
+        #: The command that starts this config's daemon, ``--config`` in it when it is not the default.
+        self.start_daemon = command_line("canary daemon", config.path)
         self.store = store if store is not None else Store.of(config)
         self.clock = clock
         self.refresh_every = refresh_every
@@ -230,7 +236,7 @@ class DashboardApp(App[int]):
             self.notify("Still reading the store; try again in a moment.", severity="warning")
             return
         if overview.read_only:
-            self.notify(READ_ONLY_ACTION, severity="warning", timeout=8, markup=False)
+            self.notify(read_only_action(self.start_daemon), severity="warning", timeout=8, markup=False)
             return
         # The daemon that beats in this store says where it listens; the config is the fallback.
         beat_address = (overview.daemon.control or "").removeprefix("http://")
@@ -272,7 +278,7 @@ class DashboardApp(App[int]):
         if overview is None:
             return
         if overview.read_only:
-            self.notify(READ_ONLY_ACTION, severity="warning", timeout=8, markup=False)
+            self.notify(read_only_action(self.start_daemon), severity="warning", timeout=8, markup=False)
             return
         row = overview.row(guard)
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from rich.text import Text
 
 from canary.sentences import meaning
-from canary.status.families import Family, holes_line
+from canary.status.families import Family, holes_line, last_verdict
 from canary.terminal import safe
 from canary.vocabulary import CONCLUSIVE, HEALTHY, HEALTHY_VERDICTS, Stage, Status, Verdict
 from dashboard.queries import RunRow
@@ -159,6 +159,17 @@ def verdict(verdict: str | None, at: datetime | None, now: datetime) -> Text:
         return Text("-")
     word = verdict.replace("_", " ") if verdict else "in flight"
     return Text.assemble((word, verdict_style(verdict)), f" {ago(at, now)} ago")
+
+
+def guard_verdict(status: Status, latest: str | None, at: datetime | None, families: Sequence[Family],
+                  now: datetime) -> Text:
+    """The guards table's "last verdict", chosen as ``canary status`` chooses it: ``fake-url leaked`` for
+    a guard asleep or degraded by that canary, else the latest run's ``caught 12m ago``."""
+    shown = last_verdict(status, latest, [f.to_json() for f in families])
+    if shown.canary is None or shown.verdict is None:
+        return verdict(latest, at, now)
+    word = shown.verdict.replace("_", " ")
+    return Text.assemble(f"{safe(shown.canary)} ", (word, verdict_style(shown.verdict)))
 
 
 def _missing_is_failure(run: RunRow, stage: str) -> bool:

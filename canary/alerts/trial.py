@@ -107,15 +107,17 @@ def send_test(
     return results
 
 
-def channels_summary(config: AlertsConfig) -> str:
+def channels_summary(config: AlertsConfig, config_path: Path | None = None) -> str:
     """The ``alerts`` lines of ``canary check``: every enabled channel, where it delivers, and
-    whether it cannot."""
+    whether it cannot (the test command reads ``config_path``)."""
+    from canary.config.commandline import command_line
+
     blocked = {b.channel: b for b in blocked_channels(config)}
     channels = shown_channels(config, list(blocked.values()))
     if not channels:
         return "alerts   none configured: asleep guards are only shown, never sent"
     lines = [f"alerts   {len(channels)} channel{'s' if len(channels) != 1 else ''}"
-             " (`canary alerts test` sends a test through each)"]
+             f" (`{command_line('canary alerts test', config_path)}` sends a test through each)"]
     for channel in channels:
         cannot = f": CANNOT DELIVER ({blocked[channel].reason})" if channel in blocked else ""
         lines.append(f"  {channel}   {channel_target(config, channel)}{cannot}")

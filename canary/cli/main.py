@@ -68,7 +68,7 @@ def check(ctx: click.Context) -> None:
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
-    click.echo(safe_lines(channels_summary(config.alerts)))
+    click.echo(safe_lines(channels_summary(config.alerts, config.path)))
     channel_problems = alert_problems(config.alerts, config.path)
     if any(p.severity == "error" for p in channel_problems):
         raise ConfigError(channel_problems)  # a channel turned on that cannot deliver loses every alert

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from canary.errors import CanaryError, ConfigError
-from canary.status.families import holes_line
+from canary.status.families import holes_line, last_verdict
 from canary.terminal import safe, safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, HEALTHY_VERDICTS
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -56,20 +56,6 @@ def echo(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
-def _last_verdict(guard: Mapping[str, Any]) -> str:
-    """The status table's "last verdict": a guard asleep or degraded names its failing canary
-    (``fake-url leaked``), not the control that passed after it; else the latest run's verdict."""
-    if guard["status"] in ("asleep", "degraded"):
-        for family in guard.get("families") or ():
-            variants = family["variants"]
-            for v in variants:
-                if v["last_verdict"] is not None and v["last_verdict"] not in HEALTHY_VERDICTS:
-                    which = f" v{v['variant']}" if len(variants) > 1 else ""
-                    return f"{family['canary']}{which} {v['last_verdict']}"
-    return str(guard["last_verdict"] or "-")
-
-
-
 def status_table(doc: Mapping[str, Any]) -> str:
     """The ``canary status`` table, from the ``canary status --json`` document."""
     rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
@@ -80,7 +66,8 @@ def status_table(doc: Mapping[str, Any]) -> str:
             status += " (muted)"
         organic, canary = ("-" if g[k] is None else str(g[k]) for k in ("organic_firings", "canary_firings"))
         rows.append((safe(str(g["guard"])), status, organic, canary,
-                     rate, safe(_last_verdict(g)), safe(str(g["reason"]))))
+                     rate, safe(last_verdict(g["status"], g["last_verdict"], g.get("families") or ()).words),
+                     safe(str(g["reason"]))))
     holes = [None, *(holes_line(g.get("families") or ()) for g in doc["guards"])]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
@@ -107,8 +94,9 @@ def status_document(config: Config, *, now: datetime) -> dict[str, Any]:
 
     doc = {"project": config.project, **status_for(config, now=now)}  # the contract's first key
     doc["config"], doc["store"] = str(config.path), redact_url(config.store.url)
+    warned = status_warnings(config.alerts, config_path=config.path)
     doc["problems"] = [*problems(doc, config, now=now),
-                       *({"kind": "alerts", "message": line} for line in status_warnings(config.alerts))]
+                       *({"kind": "alerts", "message": line} for line in warned)]
     return doc
 
 

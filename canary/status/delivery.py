@@ -96,12 +96,18 @@ def nowhere(config: AlertsConfig, blocked: list[Blocked]) -> str | None:
             "command, install the notifier, or write desktop = false to be told only by `canary status`")
 
 
-def status_warnings(config: AlertsConfig, *, platform: str = sys.platform) -> list[str]:
-    """``canary status``'s lines about channels that cannot deliver here."""
+def status_warnings(
+    config: AlertsConfig, *, platform: str = sys.platform, config_path: Path | None = None
+) -> list[str]:
+    """``canary status``'s lines about channels that cannot deliver here (the check they name reads
+    ``config_path``)."""
+    from canary.config.commandline import command_line
+
+    check = command_line("canary check", config_path)
     blocked = blocked_channels(config, platform=platform)
     what = {"desktop": "desktop notifications cannot be shown here",
             "command": "the alert command cannot run here"}
-    lines = [f"alerts: {what[b.channel]} ({b.reason}); `canary check` says what to do" for b in blocked
+    lines = [f"alerts: {what[b.channel]} ({b.reason}); `{check}` says what to do" for b in blocked
              if b.written]
     lost = nowhere(config, blocked)
     return [*lines, f"alerts: {lost}"] if lost else lines

@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from canary.status.evaluate import CanaryFact, GuardFacts, latest_pairs
-from canary.vocabulary import HEALTHY_VERDICTS, Verdict
+from canary.vocabulary import HEALTHY_VERDICTS, Status, Verdict
 
-__all__ = ["Family", "VariantRecord", "families", "holes_line"]
+__all__ = ["Family", "LastVerdict", "VariantRecord", "families", "holes_line", "last_verdict"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,36 @@ def holes_line(found: Sequence[Mapping[str, Any]]) -> str | None:
         parts.append(f"{family['canary']} {family['caught']}/{family['conclusive']} caught"
                      + (f" ({failing})" if failing else ""))
     return "holes: " + "; ".join(parts) if parts else None
+
+
+@dataclass(frozen=True)
+class LastVerdict:
+    """What a guard's "last verdict" shows: a verdict, and the canary (and variant) it is of when that
+    is not simply the guard's latest run."""
+
+    verdict: str | None
+    canary: str | None = None  # ``fake-url``, or ``empty-page v1`` when the canary has variants
+
+    @property
+    def words(self) -> str:
+        """``fake-url leaked``; the latest run's verdict alone; ``-`` when nothing ran."""
+        if self.canary is None:
+            return self.verdict or "-"
+        return f"{self.canary} {self.verdict}"
+
+
+_NAMES_ITS_FAILURE = (Status.ASLEEP, Status.DEGRADED)
+
+
+def last_verdict(status: str, latest: str | None, found: Sequence[Mapping[str, Any]]) -> LastVerdict:
+    """The "last verdict" of a guard in ``canary status`` and on the dashboard, from its status, its
+    latest run's verdict and its families' JSON (``Family.to_json``): a guard asleep or degraded names
+    its first failing variant, not a control that passed after it; else the latest run's verdict."""
+    if status in _NAMES_ITS_FAILURE:
+        for family in found:
+            variants = family["variants"]
+            for v in variants:
+                if v["last_verdict"] is not None and v["last_verdict"] not in HEALTHY_VERDICTS:
+                    which = f" v{v['variant']}" if len(variants) > 1 else ""
+                    return LastVerdict(v["last_verdict"], f"{family['canary']}{which}")
+    return LastVerdict(latest)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from canary.store import reads
@@ -40,15 +41,18 @@ def _ago(moment: datetime, now: datetime) -> str:
     return f"{shown}, {span} ago"
 
 
-def no_daemon(project: str, heartbeat: str | None, *, now: datetime) -> str:
-    """The sentence that says no daemon collects, and since when."""
+def no_daemon(project: str, heartbeat: str | None, *, now: datetime, config: Path | None = None) -> str:
+    """The sentence that says no daemon collects, and since when; its commands read ``config``."""
+    from canary.config.commandline import command_line
+
     if heartbeat:
         beat = datetime.fromisoformat(heartbeat.replace("Z", "+00:00"))
         when = f"its last heartbeat was at {_ago(beat, now)}"
     else:
         when = "none ever ran on this store"
+    daemon, install = (command_line(words, config) for words in ("canary daemon", "canary service install"))
     return (f"no daemon is collecting for project {project} ({when}): the statuses below are the store's "
-            "last facts; start one with `canary daemon`, or `canary service install`")
+            f"last facts; start one with `{daemon}`, or `{install}`")
 
 
 def problems(doc: Mapping[str, Any], config: Config, *, now: datetime) -> list[dict[str, str]]:
@@ -56,7 +60,7 @@ def problems(doc: Mapping[str, Any], config: Config, *, now: datetime) -> list[d
     out: list[dict[str, str]] = []
     daemon = doc["daemon"]
     if not daemon["running"]:
-        said = no_daemon(config.project, daemon.get("heartbeat"), now=now)
+        said = no_daemon(config.project, daemon.get("heartbeat"), now=now, config=config.path)
         out.append({"kind": "no_daemon", "message": said})
     if doc.get("model"):
         from canary.status.upstream import UpstreamHealth, summary

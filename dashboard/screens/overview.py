@@ -29,7 +29,9 @@ class OverviewScreen(Screen[None]):
     filter_text: reactive[str] = reactive("")
 
     def compose(self) -> ComposeResult:
-        yield DaemonBar(id="daemon")
+        bar = DaemonBar(id="daemon")
+        bar.start = dashboard_app(self).start_daemon
+        yield bar
         yield GuardsTable(id="guards").data_bind(filter_text=OverviewScreen.filter_text)
         yield GuardSummary(id="summary")
         yield RecentRuns(id="recent")

@@ -22,13 +22,13 @@ from dashboard.render import (
     clock,
     count,
     guard_kill,
+    guard_verdict,
     holes,
     one_line,
     outcome,
     span,
     sparkline,
     stage_glyphs,
-    verdict,
     verdict_text,
 )
 from dashboard.widgets.tables import Column, Drawn, draw, seen_as
@@ -52,6 +52,8 @@ class DaemonBar(Static):
     """The daemon's health and the window shown; a read-only notice when no daemon runs."""
 
     overview: reactive[Overview | None] = reactive(None)
+    #: The command that starts the daemon of the config shown (the app sets it).
+    start: str = "canary daemon"
 
     def watch_overview(self, overview: Overview | None) -> None:
         self.set_class(overview is not None and overview.read_only, "-read-only")
@@ -74,7 +76,7 @@ class DaemonBar(Static):
                     (" READ-ONLY ", "bold white on red3"),
                     "  no daemon has run on this store: nothing is being checked, and canaries cannot be run",
                 )
-                second = "statuses are computed from what the store holds; start it with `canary daemon`"
+                second = f"statuses are computed from what the store holds; start it with `{self.start}`"
             else:
                 first = Text.assemble(
                     (" READ-ONLY ", "bold white on red3"),
@@ -83,7 +85,7 @@ class DaemonBar(Static):
                 )
                 second = (
                     f"statuses are as of {clock(info.beat, now)}; healthy ones are marked '?'; "
-                    "start it with `canary daemon`"
+                    f"start it with `{self.start}`"
                 )
             return Group(first, Text.assemble(second, " · ", window, " · ", summary))
         up = f"up since {clock(info.since, now)} ({ago(info.since, now)})" if info.since else "up"
@@ -199,7 +201,8 @@ class GuardsTable(DataTable[Any]):
         if row.guard in self.pending:
             last = Text("running…", style="bold cyan")
         else:
-            last = verdict(status.last_verdict, status.last_run, overview.now)
+            last = guard_verdict(status.status, status.last_verdict, status.last_run, row.families,
+                                 overview.now)
         return [
             badge(status.status, stale=overview.read_only),
             Text(row.guard, style="bold"),

@@ -127,7 +127,7 @@ async def test_the_overview_shows_the_daemon_and_every_guard_unhealthy_first(see
         assert cell(app, "citation", "status").strip() == "ALIVE"
         assert cell(app, "citation", "organic") == "40"
         assert cell(app, "version", "last_firing") == "never"
-        assert cell(app, "version", "verdict") == "leaked 15m ago"
+        assert cell(app, "version", "verdict") == "fake-version v0 leaked"  # what `canary status` says: the failing canary
         assert cell(app, "citation", "kill") == "100%"
         assert cell(app, "version", "reason").startswith("canary fake-version leaked at 09:45")
         header = str(app.screen.query_one(DaemonBar).render())

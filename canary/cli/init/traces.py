@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from canary.cli.init.render import comment
+from canary.config.commandline import command_line
 from canary.config.schema import toml_value
 from canary.errors import UsageError
 from canary.terminal import safe
@@ -63,7 +64,8 @@ def _shapes(config_path: Path) -> list[dict[str, object]]:
     if config.traces is None:
         raise UsageError(f"{config_path} has no [traces] table: add [traces] with listen = "
                          "\"127.0.0.1:4318\", run the daemon, point the agent's OTLP exporter at it, "
-                         "then run `canary init --traces` again", option="--traces")
+                         f"then run `{command_line('canary init --traces', config_path)}` again",
+                         option="--traces")
     with reads.open_sqlite(config.store.url) as reader:
         if reader is not None:
             return list(receiver.load_shapes(reader))
@@ -84,13 +86,15 @@ def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.tom
     root = Path(directory).absolute()
     config_path = root / config_name
     if not config_path.is_file():
-        raise UsageError(f"no {config_name} in {root}: run `canary init` first", option="--traces")
+        raise UsageError(f"no {config_name} in {root}: run `{command_line('canary init', config_path)}` "
+                         "first", option="--traces")
     proposals = propose(_shapes(config_path))
     if not proposals:
-        click.echo("The trace receiver has seen no guard-shaped span yet (an OpenInference GUARDRAIL "
-                   "span, apply_guardrail, a NeMo Guardrails rail, a Langfuse guardrail, a "
-                   "gen_ai.evaluation.result event). Point the agent's exporter at [traces] listen "
-                   "(docs/traces.md), let it work, and run `canary init --traces` again.")
+        again = command_line("canary init --traces", config_path)
+        click.echo(safe("The trace receiver has seen no guard-shaped span yet (an OpenInference GUARDRAIL "
+                        "span, apply_guardrail, a NeMo Guardrails rail, a Langfuse guardrail, a "
+                        "gen_ai.evaluation.result event). Point the agent's exporter at [traces] listen "
+                        f"(docs/traces.md), let it work, and run `{again}` again."))
         return EXIT_UNHEALTHY
     folder = root / "canaries_defs"
     folder.mkdir(exist_ok=True)

@@ -22,11 +22,12 @@ from canary.cli.init.model import (
 )
 from canary.cli.init.project import init_project, mark_covered
 from canary.cli.init.render import NO_DEFS_YET, WITH_DEFS, comment, match_value
+from canary.config.commandline import command_line
 from canary.config.definitions import expand_glob
 from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.sentences import POINT_AT_THE_PROXY
-from canary.terminal import safe
+from canary.terminal import safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_USAGE, counted
 from collectors.scan import MAX_LINE
 
@@ -108,13 +109,14 @@ def run_init(
     _show_files(result.files)
     guards_dir = root / "canaries_defs"
     if not any(guards_dir.glob("*.toml")):
-        click.echo(f"No definition in {guards_dir} yet: copy a template with `canary init --template NAME` "
-                   "(`canary templates` lists them) and set its match to your guard's line.")
+        copy = command_line("canary init --template NAME", result.config_path)
+        click.echo(safe(f"No definition in {guards_dir} yet: copy a template with `{copy}` "
+                        "(`canary templates` lists them) and set its match to your guard's line."))
 
     config = _checked(result.config_path)
     if config is None:
         return EXIT_USAGE
-    click.echo("\n$ canary audit")
+    click.echo("\n" + safe("$ " + command_line("canary audit", result.config_path)))
     click.echo(audit_table(audit(config, now=datetime.now(UTC))))
     click.echo("\n" + _next_steps(config, settings, unmatched))
     return EXIT_OK
@@ -180,13 +182,14 @@ def _checked(config_path: Path) -> Config | None:
     from canary.config.settings import load_config, summarize
     from canary.errors import ConfigError
 
-    click.echo("\n$ canary check")
+    check = command_line("canary check", config_path)
+    click.echo("\n" + safe(f"$ {check}"))
     try:
         config = load_config(path=config_path)
     except ConfigError as exc:
         for problem in exc.problems:
             click.echo(problem.render(), err=True)
-        click.echo(f"{len(exc.problems)} problem(s) in the files above; fix them and run `canary check`.")
+        click.echo(safe(f"{len(exc.problems)} problem(s) in the files above; fix them and run `{check}`."))
         return None
     click.echo(summarize(config))
     return config
@@ -200,32 +203,40 @@ def _templates_added(config_path: Path) -> int:
         click.echo(f"updated   {config_path}  (defs reads canaries_defs/*.toml)")
     if _checked(config_path) is None:
         return EXIT_USAGE
-    click.echo("\nNext: set each copied guard's match to the line your guard writes, then `canary run`.")
+    click.echo("\n" + safe("Next: set each copied guard's match to the line your guard writes, then "
+                            f"`{command_line('canary run', config_path)}`."))
     return EXIT_OK
 
 
 def _next_steps(config: Config, settings: InitSettings, unmatched: Sequence[str] = ()) -> str:
+    """The steps after init, each command carrying ``--config`` when the config is not the default."""
     listen = config.model.listen
+    name = config.path.name if config.path is not None else "canary.toml"
+
+    def cmd(words: str) -> str:
+        return command_line(words, config.path)
+
     relay = (f"it relays every call to {redact_url(config.model.upstream)}, except a canary's"
              if config.model.upstream else
              "with no [model] upstream it answers only canary calls: set upstream to your model server")
     steps = [
         "Next:",
-        "  1. Keep the proxy up: canary service install   (or canary daemon, in a second terminal)",
+        f"  1. Keep the proxy up: {cmd('canary service install')}   "
+        f"(or {cmd('canary daemon')}, in a second terminal)",
         f"  2. Point your agent's model base URL at the proxy on {listen}",
         f"     ({relay}):",
         *(f"       {line}" for line in base_url_advice(listen, upstream_kind(config.model.upstream))),
         *textwrap.wrap(POINT_AT_THE_PROXY, 100, initial_indent="     ", subsequent_indent="     "),
         "  3. Read each canaries_defs/*.toml: make each prompt lead your agent to the step its guard",
         "     checks, and make sure the guard's log line carries the offending value.",
-        "  4. canary run          # every canary once, a verdict per guard",
+        f"  4. {cmd('canary run')}          # every canary once, a verdict per guard",
     ]
     if unmatched:
-        steps[-1] = (f"  4. fix [logs] paths in canary.toml ({', '.join(map(repr, unmatched))} "
-                     "matches no file), then canary check")
+        steps[-1] = (f"  4. fix [logs] paths in {name} ({', '.join(map(repr, unmatched))} "
+                     f"matches no file), then {cmd('canary check')}")
     if not (settings.agent_url or settings.agent_command):
-        steps.insert(1, "  0. Tell canary.toml how to reach your agent: [agent] url or command.")
-    return "\n".join(steps)
+        steps.insert(1, f"  0. Tell {name} how to reach your agent: [agent] url or command.")
+    return safe_lines("\n".join(steps))
 
 
 @click.command(name="init", epilog=epilog(
