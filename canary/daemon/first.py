@@ -15,6 +15,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from canary.config.commandline import command_line
 from canary.config.settings import Config
 from canary.errors import UnavailableError
 from canary.proxy.app import ProxyApp, create_proxy
@@ -108,5 +109,6 @@ def check_listeners(config: Config, listeners: Mapping[str, socket.socket], *, m
         elif held != configured.get(name):
             log.warning(
                 "the service manager holds the %s on %s, but canary.toml says %s; "
-                "run `canary service install` again to move it", name, held, configured.get(name),
+                "run `%s` again to move it", name, held, configured.get(name),
+                command_line("canary service install", config.path),
             )

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from canary.config.settings import load_config
+from canary.daemon.first import check_listeners
 from canary.daemon.loop import Daemon
 from canary.proxy.serving import BackgroundServer
 
@@ -54,3 +58,19 @@ def _app() -> Starlette:
         return PlainTextResponse("ok")
 
     return Starlette(routes=[Route("/", quick)])
+
+
+def test_a_socket_held_elsewhere_is_moved_by_reinstalling_with_the_config_the_daemon_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "conf dir" / "other.toml"
+    config.parent.mkdir()
+    config.write_text(f"defs = []\n[store]\nurl = \"sqlite:///{tmp_path / 'canary.db'}\"\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CANARY_CONFIG", raising=False)
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))  # not the port canary.toml names
+    with held, caplog.at_level(logging.WARNING):
+        check_listeners(load_config(path=config), {"proxy": held}, managed=True)
+    assert "run `canary service install --config 'conf dir/other.toml'` again to move it" in caplog.text

@@ -99,3 +99,18 @@ def test_launchd_status_reports_the_plist_sockets_held_while_the_agent_is_loaded
     assert "socket: proxy on 127.0.0.1:11435: held by launchd" in service.render(st)
     unloaded = Recorder({("launchctl",): done(code=113, err="Could not find service")})
     assert {s.held for s in service.status(platform="darwin", run=unloaded).sockets} == {False}
+
+
+def test_the_reinstall_hint_names_the_config_the_service_runs_with(
+    fake_systemctl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "conf dir" / "canary.toml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text('project = "default"\n')
+    monkeypatch.chdir(tmp_path / "home")
+    service.install(elsewhere, platform="linux", run=Recorder(), project="default")
+    for unit in systemd.installed_sockets(systemd.unit_dir(), service.names_of("default")):
+        unit.unlink()
+
+    text = service.render(service.status(platform="linux"))
+    assert f"run `canary service install --config '{elsewhere}'` again to add them" in text

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from canary import locations
+from canary.config.commandline import command_line
 from canary.daemon.service import launchd, systemd
 from canary.daemon.service.common import (
     DARWIN,
@@ -274,7 +275,7 @@ def _render_status(st: ServiceStatus) -> list[str]:
     ]
     if st.installed or st.sockets:
         none = ("  sockets: none installed; connections are refused while the daemon restarts "
-                "(run `canary service install` again to add them)")
+                f"(run `{command_line('canary service install', st.config)}` again to add them)")
         lines += [f"  socket: {s.name}" + (f" on {s.listen}" if s.listen else "") + f": {s.state}"
                   for s in st.sockets] or [none]
     lines.append(f"  logs:   {logs_hint(platform=st.platform, project=st.project, path=st.path)}"
