@@ -87,7 +87,8 @@ _IMPURE = b"[\\x80-\\xff\\r]"
 
 class NativeScan(NamedTuple):
     """What one pass over a buffer found: prefilter id -> the ends of the lines it matches,
-    the newlines, and whether every byte was plain text (ASCII, no carriage return)."""
+    the newlines, and whether every byte was plain text (ASCII, no carriage return); always
+    False from a set built without that check."""
 
     ends: dict[int, list[int]]
     lines: int
@@ -99,14 +100,22 @@ class NativeSet:
     prefilter matches, and how many lines there are, from one pass."""
 
     def __init__(
-        self, expressions: Sequence[tuple[int, bytes]], *, cache_dir: Path | None = None
+        self, expressions: Sequence[tuple[int, bytes]], *, cache_dir: Path | None = None,
+        plain_check: bool = True,
     ) -> None:
-        """Compile ``(id, expression)`` pairs; with ``cache_dir``, reuse a database compiled before."""
+        """Compile ``(id, expression)`` pairs; with ``cache_dir``, reuse a database compiled before.
+
+        Without ``plain_check`` the scan does not tell plain text (a check that costs the pass
+        a few percent), and its ``plain`` is always False.
+        """
         assert _hs is not None, "check available() first"
         self._local = threading.local()
         self._bare = frozenset(index for index, expression in expressions if _bare(expression))
+        self.plain_check = plain_check
         compiled = [(index, _line(expr), _flags()) for index, expr in expressions]
-        compiled += [(COUNTER_ID, _COUNTER, 0), (IMPURE_ID, _IMPURE, int(_hs.HS_FLAG_SINGLEMATCH))]
+        compiled.append((COUNTER_ID, _COUNTER, 0))
+        if plain_check:
+            compiled.append((IMPURE_ID, _IMPURE, int(_hs.HS_FLAG_SINGLEMATCH)))
         cached = _cache_path(cache_dir, compiled)
         loaded = _load(cached) if cached is not None else None
         if loaded is not None:
@@ -151,7 +160,7 @@ class NativeSet:
             ends[index].append(end)
 
         self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
-        plain = ends.pop(IMPURE_ID, None) is None
+        plain = self.plain_check and ends.pop(IMPURE_ID, None) is None
         runs = ends.pop(COUNTER_ID, None)
         if runs:  # the lines after the last whole run, fewer than LINES_PER_REPORT, by bytes.count
             lines = LINES_PER_REPORT * len(set(runs)) + buf.count(b"\n", lo + max(runs), hi)

@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from collectors import engine as native
 from collectors.candidates import PythonCandidates, mark_every_line
-from collectors.patterns import prefilter
+from collectors.patterns import byte_exact, prefilter
 from collectors.rules import LINE_BUDGET, Rule, parse_json_line
 from collectors.timestamps import TimestampParser
 
@@ -138,8 +138,15 @@ class Matcher:
         self._trusted: frozenset[int] = frozenset()
         if engine == "hyperscan" and not native.available():
             raise RuntimeError("the hyperscan package is not installed")
+        #: Whether the activity rule reads every line like its bytes: its native report on any
+        #: line, plain or not, is then the answer, and the scan need not tell plain text.
+        self._activity_bytes = (
+            activity is not None and activity.pattern is not None and byte_exact(activity.pattern)
+        )
         if engine != "python" and native.available():
-            self._native, self._every_line, full = _native_set(self._all, cache_dir)
+            self._native, self._every_line, full = _native_set(
+                self._all, cache_dir, plain_check=not self._activity_bytes
+            )
             self._trusted = frozenset(
                 i for i in full
                 if (pattern := self._all[i].pattern) is not None and _exact_ascii(pattern)
@@ -212,7 +219,8 @@ class Matcher:
             mark_every_line(buf, lo, hi, self._every_line, candidates)
         if not apart_ends:
             return candidates, 0, lines
-        counted = _count_apart(buf, (lo, first, hi), apart, apart_ends, candidates, plain=plain)
+        counted = _count_apart(buf, (lo, first, hi), apart, apart_ends, candidates,
+                               plain=plain or self._activity_bytes)
         return candidates, counted, lines
 
     def _confirm(
@@ -311,7 +319,7 @@ def _line_end(buf: bytes, start: int, hi: int) -> int:
 
 
 def _native_set(
-    rules: list[Rule], cache_dir: Path | None
+    rules: list[Rule], cache_dir: Path | None, *, plain_check: bool
 ) -> tuple[native.NativeSet, list[int], set[int]]:
     """The native set for ``rules``, the rules it cannot prefilter (checked on every line),
     and those it prefilters with their whole pattern (not a literal of it)."""
@@ -326,7 +334,7 @@ def _native_set(
         if expression is not None:
             expressions.append((index, expression))
     try:
-        built = native.NativeSet(expressions, cache_dir=cache_dir)
+        built = native.NativeSet(expressions, cache_dir=cache_dir, plain_check=plain_check)
         return built, _left_out(rules, expressions), full
     except native.NativeError:  # find the expressions Hyperscan refuses; keep the others
         kept: list[tuple[int, bytes]] = []
@@ -338,7 +346,8 @@ def _native_set(
             literal = _literal_expression(rules[index])
             if literal is not None and native.compiles(literal) is None:
                 kept.append((index, literal))
-        return native.NativeSet(kept, cache_dir=cache_dir), _left_out(rules, kept), full
+        kept_set = native.NativeSet(kept, cache_dir=cache_dir, plain_check=plain_check)
+        return kept_set, _left_out(rules, kept), full
 
 
 def _exact_ascii(pattern: re.Pattern[str]) -> bool:

@@ -90,6 +90,47 @@ def _prefilter(source: str, flags: int) -> Prefilter:
     return out
 
 
+def byte_exact(pattern: re.Pattern[str]) -> bool:
+    """Whether the pattern reads every line like its bytes: it matches ASCII characters only,
+    never a line break, case-sensitively, with no anchor, boundary or lookaround.
+
+    UTF-8 puts no ASCII byte inside another character and a replacement character is not
+    ASCII, so a line's text then holds a match exactly where its bytes do, whatever else
+    the line holds (non-ASCII text, a trailing ``\\r``): an exact prefilter of such a
+    pattern needs no check that the line is plain ASCII.
+    """
+    try:
+        parsed = _sre.parse(pattern.pattern, pattern.flags)
+    except re.error:
+        return False
+    if parsed.state.flags & re.IGNORECASE:
+        return False
+    return not _has(list(parsed.data), _reads_beyond_bytes)
+
+
+#: Nodes that hold only other nodes.
+_CONTAINERS = (_c.SUBPATTERN, _c.BRANCH, _c.MAX_REPEAT, _c.MIN_REPEAT)
+
+
+def _reads_beyond_bytes(op: Any, av: Any) -> bool:
+    """Whether a node could match differently in a line's text than in its bytes."""
+    if op is _c.LITERAL:
+        return not _plain_byte(av)
+    if op is _c.IN:
+        return not all(
+            (kind is _c.LITERAL and _plain_byte(value))
+            or (kind is _c.RANGE and all(_plain_byte(c) for c in range(value[0], value[1] + 1)))
+            for kind, value in av
+        )
+    if op is _c.SUBPATTERN:
+        return bool(av[1] & re.IGNORECASE)
+    return op not in _CONTAINERS
+
+
+def _plain_byte(code: int) -> bool:
+    return code < 0x80 and code not in (0x0A, 0x0D)
+
+
 def _has(items: list[tuple[Any, Any]], test: Any) -> bool:
     """Whether any node of the tree under ``items`` passes ``test(op, av)``."""
     for op, av in items:

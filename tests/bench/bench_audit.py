@@ -423,7 +423,9 @@ def main() -> int:
                         help="do not compile bytecode first (as uv tool install without "
                              "--compile-bytecode leaves it)")
     parser.add_argument("--keep", action="store_true",
-                        help=f"keep the log under {OUT} and reuse it next time")
+                        help="keep the log under --dir and reuse it next time")
+    parser.add_argument("--dir", type=Path, default=OUT,
+                        help=f"where the log is written (default {OUT}), e.g. /tmp")
     parser.add_argument("--profile", action="store_true",
                         help="cProfile one audit pass of the last row, in this process")
     parser.add_argument("--generate", nargs=3, metavar=("SHAPE", "PATH", "BYTES"),
@@ -440,11 +442,11 @@ def main() -> int:
 
     size = int(args.size_mb * 1024 * 1024)
     if args.keep:
-        root = OUT / f"audit-{args.shape}-{size}"
+        root = args.dir / f"audit-{args.shape}-{size}"
         root.mkdir(parents=True, exist_ok=True)
     else:
-        OUT.mkdir(parents=True, exist_ok=True)
-        root = Path(tempfile.mkdtemp(prefix="audit-", dir=OUT))
+        args.dir.mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix="audit-", dir=args.dir))
     try:
         return run(root, size, args)
     finally:
@@ -578,7 +580,7 @@ def run(root: Path, size: int, args: argparse.Namespace) -> int:
           "turn; medians of wall and CPU (user + sys) seconds; ratios are medians of each "
           "round's audit/reference pair")
     print(f"\n{'row':>4} {'grep s':>7} {'rg s':>7} {'audit s':>8} {'audit/grep':>10} "
-          f"{'audit/rg':>8} {'cpu s':>6} {'cpu a/g':>8}  counts")
+          f"{'audit/rg':>8} {'cpu s':>6} {'cpu a/g':>8} {'cpu a/rg':>8}  counts")
     failures: list[str] = []
     commands: list[str] = []
     config = None
@@ -603,11 +605,13 @@ def run(root: Path, size: int, args: argparse.Namespace) -> int:
         rg_s = f"{median(rg[0].wall):7.3f}" if rg else f"{'-':>7}"
         rg_ratio = (f"{median([a / r for a, r in zip(audit.wall, rg[0].wall, strict=True)]):7.2f}x"
                     if rg else f"{'-':>8}")
+        rg_cpu = (f"{median([a / r for a, r in zip(audit.cpu, rg[0].cpu, strict=True)]):7.2f}x"
+                  if rg else f"{'-':>8}")
         doc = json.loads(next(iter(audit.outputs)))
         firings = sum(g["firings"] for g in doc["guards"])
         state_text = "ok" if not any(f.startswith(f"row {label}:") for f in failures) else "FAIL"
         print(f"{label:>4} {median(grep.wall):7.3f} {rg_s} {median(audit.wall):8.3f} "
-              f"{ratio:9.2f}x {rg_ratio} {median(audit.cpu):6.3f} {cpu_ratio:7.2f}x  {state_text}: {firings:,} firings "
+              f"{ratio:9.2f}x {rg_ratio} {median(audit.cpu):6.3f} {cpu_ratio:7.2f}x {rg_cpu}  {state_text}: {firings:,} firings "
               f"= grep {grep.outputs.pop() if len(grep.outputs) == 1 else '?'}, "
               f"{doc['activity']:,} activity, {doc['lines']:,} lines")
         commands += [f"{label:>4} {t.name:<5} {t.command()}" for t in tools]

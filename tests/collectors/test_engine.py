@@ -119,3 +119,72 @@ def test_activity_after_a_bom_is_counted_like_python_whether_the_buffer_is_plain
         got[engine] = (result.activity, result.lines, [(h.offset, h.guards) for h in result.hits])
     assert got["hyperscan"] == got["python"]
     assert got["python"][:2] == (4, data.count(b"\n"))
+
+
+#: Patterns that read every line like its bytes, with pieces of text around which they may fall.
+BYTE_EXACT = ["task (finished|done) status=ok", "QuoteGuard: rejected url=", "a[b-d]+x", "ab{2,3}c"]
+LINE_PIECES = ["task done status=ok", "task finished", "QuoteGuard: rejected url=", "abbc", "acx",
+               "é", "\udcff", "\r", " ", "a", "x", "status=ok", "ab"]
+
+
+@pytest.mark.parametrize(("pattern", "exact"), [
+    ("task (finished|done) status=ok", True),
+    ("QuoteGuard: rejected url=", True),
+    ("[a-z]+=", True),
+    ("a.b", False),  # any character: a non-ASCII one too
+    ("a[^ ]", False),
+    ("(?i)abc", False),  # K folds to the Kelvin sign
+    ("a(?i:b)", False),
+    (r"a\sb", False),
+    ("^abc", False),
+    ("abc$", False),  # before a trailing \r in the text, not in the bytes
+    (r"a\bc", False),
+    ("é", False),
+    (r"a\rb", False),
+    ("(?=a)b", False),
+])
+def test_byte_exact_says_which_patterns_read_a_line_like_its_bytes(pattern: str, exact: bool) -> None:
+    import re
+
+    from collectors.patterns import byte_exact
+
+    assert byte_exact(re.compile(pattern)) is exact
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(
+    pattern=st.sampled_from(BYTE_EXACT),
+    lines=st.lists(st.lists(st.sampled_from(LINE_PIECES), max_size=6).map("".join), max_size=12),
+)
+def test_a_byte_exact_pattern_is_reported_on_exactly_the_lines_whose_text_matches(
+    pattern: str, lines: list[str]
+) -> None:
+    import re
+
+    from collectors.patterns import prefilter
+
+    compiled = re.compile(pattern)
+    found = native.NativeSet([(0, prefilter(compiled).expression)], plain_check=False)
+    raws = [line.encode("utf-8", "surrogateescape") for line in lines]
+    data = b"".join(raw + b"\n" for raw in raws)
+    scan = found.scan(data, 0, len(data))
+    reported = set(scan.ends.get(0, []))
+    ends, pos = [], 0
+    for raw in raws:
+        pos += len(raw)
+        ends.append(pos)
+        pos += 1
+    want = {end for end, raw in zip(ends, raws, strict=True)
+            if compiled.search(raw.decode("utf-8", "replace").removesuffix("\r"))}
+    assert reported == want
+    assert scan.plain is False  # a set built without the check never says plain
+
+
+def test_an_activity_that_reads_lines_like_bytes_needs_no_plain_text_check() -> None:
+    timestamps = TimestampParser(default_tz=UTC)
+    literal = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task (finished|done)"),
+                      timestamps=timestamps, engine="hyperscan")
+    wide = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task [^ ]+"),
+                   timestamps=timestamps, engine="hyperscan")
+    assert literal._native is not None and wide._native is not None
+    assert (literal._native.plain_check, wide._native.plain_check) == (False, True)
