@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import date, time
 from typing import Any, Literal
 
 from canary.config.placeholders import PLACEHOLDERS, fill, placeholders_in
 from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, type_name
+from canary.records import frozen
 
 __all__ = ["Observation", "ToolTemplate", "fill_arguments", "parse_inject_tool", "parse_observation"]
 
@@ -29,7 +30,7 @@ OBSERVATION_KEYS = ("fetched", "file")
 _WINDOWS_ROOT = re.compile(r"[A-Za-z]:[\\/]")
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolTemplate:
     """A fabricated tool call as defined: its name and its arguments, placeholders unfilled."""
 
@@ -41,7 +42,7 @@ class ToolTemplate:
         return hash((self.name, json.dumps(self.arguments, sort_keys=True, default=str)))
 
 
-@dataclass(frozen=True)
+@frozen
 class Observation:
     """A leak seen rather than read: a fixture URL that was fetched, or a file that appeared."""
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from canary.records import frozen
 
 __all__ = ["KeyPath", "locate"]
 
@@ -12,7 +13,7 @@ KeyPath = tuple[str | int, ...]
 _HEADER = re.compile(r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
 
 
-@dataclass(frozen=True)
+@frozen
 class _Block:
     """One table header of a TOML text and the lines under it, up to the next header."""
 

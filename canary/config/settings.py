@@ -8,7 +8,7 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -34,6 +34,7 @@ from canary.config.tomlcheck import (
 )
 from canary.config.urls import redact_url
 from canary.errors import ConfigError, Problem
+from canary.records import frozen
 
 __all__ = [
     "AgentConfig",
@@ -54,7 +55,7 @@ _ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
 _DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelConfig:
     """The interposition proxy: where it listens and the real model server behind it."""
 
@@ -65,7 +66,7 @@ class ModelConfig:
     ca_file: str | None = MODEL.defaults.ca_file  # extra CAs (PEM) for an https upstream
 
 
-@dataclass(frozen=True)
+@frozen
 class FixturesConfig:
     """The server of fixture pages."""
 
@@ -73,7 +74,7 @@ class FixturesConfig:
     allow_remote: bool = FIXTURES.defaults.allow_remote
 
 
-@dataclass(frozen=True)
+@frozen
 class TracesConfig:
     """The OTLP/HTTP receiver of the agent's traces and logs."""
 
@@ -82,7 +83,7 @@ class TracesConfig:
     max_body: int = TRACES.defaults.max_body
 
 
-@dataclass(frozen=True)
+@frozen
 class LogsConfig:
     """The agent's log files (absolute globs) and how to read their lines."""
 
@@ -97,7 +98,7 @@ class LogsConfig:
     clock_skew: timedelta = LOGS.defaults.clock_skew
 
 
-@dataclass(frozen=True)
+@frozen
 class StoreConfig:
     """Where runs, firings and statuses are kept (any SQLAlchemy URL)."""
 
@@ -106,7 +107,7 @@ class StoreConfig:
     machine: str | None = STORE.defaults.machine  # None: this host's name
 
 
-@dataclass(frozen=True)
+@frozen
 class AlertsConfig:
     """Alert channels; ``webhook`` may be ``env:VAR``, resolved when an alert is sent."""
 
@@ -119,7 +120,7 @@ class AlertsConfig:
     desktop_set: bool = field(default=False, compare=False)
 
 
-@dataclass(frozen=True)
+@frozen
 class DaemonConfig:
     """The daemon's control API address."""
 
@@ -127,7 +128,7 @@ class DaemonConfig:
     allow_remote: bool = DAEMON.defaults.allow_remote
 
 
-@dataclass(frozen=True)
+@frozen
 class Config:
     """A loaded, valid configuration with its guards and any warnings."""
 

@@ -9,10 +9,11 @@ change between ``reachable`` and ``unreachable`` is stored as a transition of th
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from canary.records import frozen
 from canary.store.reads import Reader
 from canary.vocabulary import as_utc, iso
 
@@ -27,7 +28,7 @@ UNREACHABLE = "unreachable"
 HEALTH_KEY = "model.health"
 
 
-@dataclass(frozen=True)
+@frozen
 class UpstreamHealth:
     """The model server as the proxy sees it."""
 

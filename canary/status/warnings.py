@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from canary.records import frozen
 from canary.vocabulary import as_utc, iso
 
 if TYPE_CHECKING:  # status reads without SQLAlchemy: only the daemon's flush needs the store
@@ -30,7 +30,7 @@ META_KEY = "collector_warnings"
 MESSAGE_KEEP = 400
 
 
-@dataclass(frozen=True)
+@frozen
 class CollectorWarning:
     """One distinct warning: the file, what was wrong, how often, when last."""
 
