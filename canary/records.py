@@ -78,7 +78,8 @@ def _finish(cls: type[T], kw_only: bool) -> type[T]:
         "__eq__": _eq, "__hash__": _hash, "__repr__": _repr, "__setattr__": _setattr, "__delattr__": _delattr,
     }
     for name, value in methods.items():
-        type.__setattr__(cls, name, value)
+        if name not in cls.__dict__:  # as the dataclass does, a method the class writes itself stays
+            type.__setattr__(cls, name, value)
     return cls
 
 

@@ -158,8 +158,10 @@ def _check_target(t: Fields, agent: AgentConfig) -> None:
 def _check_prompt_reaches(t: Fields, agent: AgentConfig) -> None:
     """``{prompt}`` somewhere the agent reads it; a misspelled one counts (already reported)."""
     others = AGENT_PLACEHOLDERS - {"prompt"}
-    if (agent.url is not None or agent.command) and not any(
-        t.closest(name, ("prompt",)) for name in _agent_placeholders(agent) - others
+    written = _agent_placeholders(agent) - others
+    # "prompt" itself first: only a config without it pays for the fuzzy match
+    if (agent.url is not None or agent.command) and "prompt" not in written and not any(
+        t.closest(name, ("prompt",)) for name in written
     ):
         where = "command" if agent.command else "body"
         t.sink.error((*t.keys, where), "the prompt never reaches the agent: put '{prompt}' in the "

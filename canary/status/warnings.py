@@ -9,7 +9,6 @@ of the daemon running now, since each of them says a count may be short.
 from __future__ import annotations
 
 import json
-import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,8 @@ class Warnings:
     """The daemon's latest distinct collector warnings (safe from any thread)."""
 
     def __init__(self, clock: Any) -> None:
+        import threading  # only the daemon keeps warnings; ``canary status`` reads them
+
         self._clock = clock
         self._lock = threading.Lock()
         self._items: dict[tuple[str, str], CollectorWarning] = {}
