@@ -1,4 +1,5 @@
-"""``canary.records.frozen`` behaves as ``@dataclass(frozen=True)`` does: one class of each, side by side."""
+"""``canary.records.frozen`` behaves as ``@dataclass(frozen=True)`` does: one class of each, side by side;
+and ``canary status`` builds its frozen values without importing ``dataclasses``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from canary.records import frozen
+from canary import records
+from canary.records import FrozenError, frozen
 
 
 @frozen
@@ -17,8 +19,8 @@ class Made:
     name: str
     count: int = 0
     tags: tuple[str, ...] = ()
-    extra: dict[str, int] = field(default_factory=dict)
-    noted: bool = field(default=False, compare=False)
+    extra: dict[str, int] = records.field(default_factory=dict)
+    noted: bool = records.field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Point:
 
     name: str
     count: int = 0
-    noted: bool = field(default=False, compare=False)
+    noted: bool = records.field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class Hashed:
     """A class that hashes itself."""
 
     name: str
-    table: dict[str, int] = field(default_factory=dict)
+    table: dict[str, int] = records.field(default_factory=dict)
 
     def __hash__(self) -> int:
         return hash((self.name, tuple(sorted(self.table.items()))))
@@ -124,20 +126,23 @@ def test_only_its_own_class_is_equal() -> None:
 
 def test_nothing_is_assigned_or_deleted_once_built() -> None:
     made = Made("a")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         made.name = "b"  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # what the dataclass raises is an AttributeError too
         made.other = 1  # type: ignore[attr-defined]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         del made.count  # type: ignore[misc]
     assert made == Made("a")
 
 
-def test_replace_fields_and_asdict_work_as_on_any_dataclass() -> None:
-    made = Made("a", 1, extra={"k": 1})
-    assert dataclasses.replace(made, count=2) == Made("a", 2, extra={"k": 1})
-    assert [f.name for f in dataclasses.fields(made)] == ["name", "count", "tags", "extra", "noted"]
-    assert dataclasses.asdict(made) == dataclasses.asdict(Twin("a", 1, extra={"k": 1}))
+def test_replace_and_asdict_are_the_dataclass_ones() -> None:
+    made, twin = Made("a", 1, extra={"k": 1}), Twin("a", 1, extra={"k": 1})
+    assert records.replace(made, count=2) == Made("a", 2, extra={"k": 1})
+    assert repr(records.replace(made, noted=True)) == repr(dataclasses.replace(twin, noted=True)).replace("Twin", "Made")
+    assert list(records.asdict(made).items()) == list(dataclasses.asdict(twin).items())
+    assert records.replace(Named(name="a"), count=2) == Named(name="a", count=2)
+    with pytest.raises(TypeError):
+        records.replace(made, nothing=1)
 
 
 def test_the_constructor_is_the_dataclass_constructor() -> None:
@@ -151,6 +156,20 @@ def test_the_constructor_is_the_dataclass_constructor() -> None:
         Made("a", nothing=1)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Made("a", name="b")  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Made("a", 1, (), {}, False, 6)  # type: ignore[call-arg]
+    assert Made.__match_args__ == Twin.__match_args__ and Named.__match_args__ == ()
+
+
+def test_a_field_without_a_default_after_one_with_a_default_is_refused_as_by_the_dataclass() -> None:
+    def late() -> type:
+        return type("Late", (), {"__annotations__": {"early": "int", "late": "int"}, "early": 0})
+
+    with pytest.raises(TypeError):
+        dataclass(frozen=True)(late())
+    with pytest.raises(TypeError):
+        frozen(late())
+    assert frozen(kw_only=True)(late())(late=1).early == 0
 
 
 def test_a_method_the_class_writes_itself_is_kept() -> None:

@@ -11,7 +11,6 @@ expect); inside a longer string, in the url or in a header it becomes ``""``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from canary.config.tomlcheck import (
     type_name,
 )
 from canary.config.urls import redact_url
-from canary.records import frozen
+from canary.records import field, frozen
 
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _URL_ONLY = ("method", "body", "headers", "answer", "conversation")

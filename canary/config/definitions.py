@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -40,7 +39,7 @@ from canary.config.tomlcheck import (
     type_name,
 )
 from canary.errors import Problem
-from canary.records import frozen
+from canary.records import frozen, replace
 
 __all__ = [
     "CanaryDef",

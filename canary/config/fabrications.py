@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import field
 from datetime import date, time
 from typing import Any, Literal
 
 from canary.config.placeholders import PLACEHOLDERS, fill, placeholders_in
 from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, type_name
-from canary.records import frozen
+from canary.records import field, frozen
 
 __all__ = ["Observation", "ToolTemplate", "fill_arguments", "parse_inject_tool", "parse_observation"]
 

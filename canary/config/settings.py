@@ -8,7 +8,6 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
-from dataclasses import field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -34,7 +33,7 @@ from canary.config.tomlcheck import (
 )
 from canary.config.urls import redact_url
 from canary.errors import ConfigError, Problem
-from canary.records import frozen
+from canary.records import field, frozen, replace
 
 __all__ = [
     "AgentConfig",

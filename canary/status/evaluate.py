@@ -11,10 +11,9 @@ sentence. Canary verdicts are read as the latest conclusive run of every
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import field
 from datetime import datetime, timedelta
 
-from canary.records import frozen
+from canary.records import field, frozen
 from canary.status.reasons import evidence, reason
 from canary.vocabulary import CONCLUSIVE, HEALTHY_VERDICTS, Status, Verdict
 
