@@ -10,7 +10,8 @@ __all__ = ["KeyPath", "locate"]
 
 KeyPath = tuple[str | int, ...]
 
-_HEADER = re.compile(r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
+# A table header (as text: ``re`` compiles it when a problem is placed, a config that has none never does)
+_HEADER = r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$"
 
 
 @frozen
@@ -29,7 +30,7 @@ def _blocks(text: str) -> list[_Block]:
     blocks = [_Block((), 0, 0, 0, [])]
     counts: dict[tuple[tuple[str, ...], int], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
+        header = re.match(_HEADER, line)
         if header is None:
             blocks[-1].body.append((number, line))
             continue

@@ -50,8 +50,9 @@ __all__ = [
     "summarize",
 ]
 
-_ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
-_DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
+# Patterns of values only some configs write, as text: ``re`` compiles each when one is written.
+_ENV_NAME = r"env:[A-Za-z_][A-Za-z0-9_]*"
+_DB_URL = r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*"
 
 
 @frozen
@@ -214,7 +215,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None, keep_g
     _unreceived(sink, traces, guards)
     check_conversations(sink, agent, [(c.key, c.path, c.inject_turn) for g in guards for c in g.canaries
                                       if c.multi_turn], has_upstream=bool(model.upstream))
-    defs_line = locate(sink.text, ("defs",))
+    defs_line = locate(sink.text, ("defs",)) if any(p.path is None for p in def_problems) else None
     problems = sink.problems + [
         replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems
     ]
@@ -333,21 +334,21 @@ def _project(top: Fields, path: Path) -> str:
     return str(name)
 
 
-_MACHINE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # canary.store.sites.MACHINE_NAME
+_MACHINE = r"[a-z0-9][a-z0-9._-]{0,62}"  # canary.store.sites.MACHINE_NAME
 
 
 def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     url = t.read("url")
     retention = t.read("retention")
     machine = t.read("machine")
-    if machine is not None and not _MACHINE.fullmatch(machine):
+    if machine is not None and not re.fullmatch(_MACHINE, machine):
         t.sink.error((*t.keys, "machine"), "expected a name of a-z, 0-9, '.', '_' and '-' that starts "
                      f"with a letter or a digit, at most 63 characters, like 'ci-runner'; got {machine!r}")
         machine = None
     if url is None:
         return StoreConfig(url=locations.project_store_url(config_path, project), retention=retention,
                            machine=machine)
-    if not _DB_URL.fullmatch(url):
+    if not re.fullmatch(_DB_URL, url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
     return StoreConfig(url=url, retention=retention, machine=machine)
@@ -356,7 +357,7 @@ def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
 def _alerts(t: Fields) -> AlertsConfig:
     sink, keys = t.sink, t.keys
     webhook = t.read("webhook")
-    if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or is_http_url(webhook)):
+    if webhook is not None and not (re.fullmatch(_ENV_NAME, webhook) or is_http_url(webhook)):
         sink.error((*keys, "webhook"), "expected an http(s) URL or env:VAR (to read it from the "
                    f"environment), got {webhook!r}")
     proxy = t.read("webhook_proxy")
