@@ -215,16 +215,21 @@ def load_config(explicit: str | None = None, *, path: Path | None = None, keep_g
     _unreceived(sink, traces, guards)
     check_conversations(sink, agent, [(c.key, c.path, c.inject_turn) for g in guards for c in g.canaries
                                       if c.multi_turn], has_upstream=bool(model.upstream))
-    defs_line = locate(sink.text, ("defs",)) if any(p.path is None for p in def_problems) else None
-    problems = sink.problems + [
-        replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems
-    ]
+    problems = sink.problems + _placed(def_problems, sink, path)
     broken = _broken(problems, path) if keep_going else []
     if any(p.severity == "error" and p not in broken for p in problems):
         raise ConfigError(problems)
     return Config(path=path, defs=tuple(defs), project=project, agent=agent, model=model, fixtures=fixtures,
                   traces=traces, logs=logs, store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
                   warnings=tuple(p for p in problems if p.severity == "warning"), broken=tuple(broken))
+
+
+def _placed(def_problems: list[Problem], sink: Sink, config_path: Path) -> list[Problem]:
+    """The definitions' problems, those of no file of their own placed on canary.toml's ``defs`` line."""
+    if all(p.path is not None for p in def_problems):
+        return def_problems  # nothing to place: the config's text is not searched
+    line = locate(sink.text, ("defs",))
+    return [replace(p, path=config_path, line=line) if p.path is None else p for p in def_problems]
 
 
 def _broken(problems: list[Problem], config_path: Path) -> list[Problem]:
