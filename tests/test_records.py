@@ -1,5 +1,5 @@
-"""``canary.records.frozen`` behaves as ``@dataclass(frozen=True)`` does: one class of each, side by side;
-and ``canary status`` builds its frozen values without importing ``dataclasses``."""
+"""``canary.records.frozen`` behaves as ``@dataclass(frozen=True)`` does: one class of each, side by side.
+(That ``canary status`` then loads no ``dataclasses`` is ``tests/status/test_status_lean.py``'s to check.)"""
 
 from __future__ import annotations
 
