@@ -18,16 +18,16 @@ beside its message, so callers can render them without parsing text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from canary.records import frozen
 from canary.vocabulary import EXIT_UNAVAILABLE, EXIT_USAGE
 
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Problem:
     """One thing wrong (or worth a warning) in a config or definition file."""
 

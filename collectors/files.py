@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import os
 import re
@@ -26,22 +27,29 @@ COMPRESSED_SUFFIXES = frozenset({".gz", ".bz2", ".xz", ".lzma", ".zst", ".lz4"})
 HEAD_LIMIT = 1024
 
 _MAGIC = re.compile(r"[*?\[]")
-# What follows the live file's name in a rotated copy's name:
-#   .1  .2.gz                   logrotate, RotatingFileHandler
-#   -20261129  -2026112910      logrotate dateext (dateformat -%Y%m%d, hourly -%Y%m%d%H)
-#   .2026-11-29  .2026-11-29_10-00-00   TimedRotatingFileHandler (when D/midnight/W, H, M, S)
-_ROTATED = re.compile(
-    r"""
-    (?:
-        \.(?P<num>\d{1,6})
-    |
-        [.\-_](?P<date>\d{4}-?\d{2}-?\d{2}(?:[_T\-]?\d{2}(?:[-:]?\d{2}(?:[-:]?\d{2})?)?)?)
+
+
+@functools.cache
+def _rotated() -> re.Pattern[str]:
+    """What follows the live file's name in a rotated copy's name, compiled on first use
+    (``canary status`` expands globs and names no rotated copy)::
+
+        .1  .2.gz                   logrotate, RotatingFileHandler
+        -20261129  -2026112910      logrotate dateext (dateformat -%Y%m%d, hourly -%Y%m%d%H)
+        .2026-11-29  .2026-11-29_10-00-00   TimedRotatingFileHandler (when D/midnight/W, H, M, S)
+    """
+    return re.compile(
+        r"""
+        (?:
+            \.(?P<num>\d{1,6})
+        |
+            [.\-_](?P<date>\d{4}-?\d{2}-?\d{2}(?:[_T\-]?\d{2}(?:[-:]?\d{2}(?:[-:]?\d{2})?)?)?)
+        )
+        (?:\.(?:gz|bz2|xz|lzma|zst|lz4))?
+        \Z
+        """,
+        re.VERBOSE,
     )
-    (?:\.(?:gz|bz2|xz|lzma|zst|lz4))?
-    \Z
-    """,
-    re.VERBOSE,
-)
 
 
 def expand(patterns: Sequence[str]) -> list[Path]:
@@ -107,7 +115,7 @@ def rotated_siblings(path: Path) -> list[Path]:
         name = entry.name
         if name == prefix or not name.startswith(prefix):
             continue
-        match = _ROTATED.match(name, len(prefix))
+        match = _rotated().match(name, len(prefix))
         if match is None:
             continue
         try:
@@ -129,10 +137,10 @@ def rotated_siblings(path: Path) -> list[Path]:
 def live_name(name: str) -> str:
     """The live log's name a rotated name derives from (``app.log.1`` -> ``app.log``); else ``name``."""
     for start in range(len(name) - 1, 0, -1):
-        if name[start] in ".-_" and _ROTATED.match(name, start):
+        if name[start] in ".-_" and _rotated().match(name, start):
             candidate = name[:start]
             # the longest rotated suffix: keep stripping while what is left still ends in one
-            return live_name(candidate) if _ROTATED.search(candidate) and candidate != name else candidate
+            return live_name(candidate) if _rotated().search(candidate) and candidate != name else candidate
     return name
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 _sre: Any = importlib.import_module("re._parser")
@@ -39,15 +38,23 @@ FOLDS_TO_ASCII = "\u0130\u0131\u017f\u212a"
 _BIG = 16
 
 
-@dataclass
 class Prefilter:
-    """A Hyperscan expression that matches every line the pattern matches, and what it widened."""
+    """A Hyperscan expression that matches every line the pattern matches, and what it widened.
 
-    expression: bytes
-    widened: list[str] = field(default_factory=list)
-    #: Whether something was left out that Python must check: a ``\\b`` or ``\\B``
-    #: (dropped, or maybe trimmed away), or a last character class.
-    loose: bool = False
+    A plain class: ``canary status`` checks the guards' patterns with it and loads no ``dataclasses``.
+    """
+
+    __slots__ = ("expression", "loose", "widened")
+
+    def __init__(self, expression: bytes, widened: list[str] | None = None, loose: bool = False) -> None:
+        self.expression = expression
+        self.widened: list[str] = [] if widened is None else widened
+        #: Whether something was left out that Python must check: a ``\\b`` or ``\\B``
+        #: (dropped, or maybe trimmed away), or a last character class.
+        self.loose = loose
+
+    def __repr__(self) -> str:
+        return f"Prefilter(expression={self.expression!r}, widened={self.widened!r}, loose={self.loose!r})"
 
     @property
     def exact(self) -> bool:
@@ -184,11 +191,13 @@ def _trim(items: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     return items
 
 
-@dataclass
 class _Seq:
     """A stand-in for a parsed subpattern: only its ``data`` is read."""
 
-    data: list[tuple[Any, Any]]
+    __slots__ = ("data",)
+
+    def __init__(self, data: list[tuple[Any, Any]]) -> None:
+        self.data = data
 
 
 def _seq(items: list[tuple[Any, Any]], flags: int, widened: list[str]) -> bytes:

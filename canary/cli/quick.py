@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["paint", "report_lines", "run", "status_command", "status_table"]
 
 _COLORS = {"red": 31, "yellow": 33}
-_STYLE = re.compile(r"\x1b\[[0-9;]*m")
+_STYLE = r"\x1b\[[0-9;]*m"  # compiled by ``re`` when styled text meets a stream that shows none
 
 
 def paint(text: str, *, fg: str | None = None, bold: bool = False) -> str:
@@ -52,7 +52,8 @@ def echo(text: str, *, err: bool = False) -> None:
         click.echo(text, err=err)  # under the click command, whose context says whether colours are wanted
         return
     stream = sys.stderr if err else sys.stdout
-    stream.write((text if _colored(stream) else _STYLE.sub("", text)) + "\n")
+    plain = "\x1b" not in text or _colored(stream)
+    stream.write((text if plain else re.sub(_STYLE, "", text)) + "\n")
     stream.flush()
 
 

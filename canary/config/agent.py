@@ -11,7 +11,6 @@ expect); inside a longer string, in the url or in a header it becomes ``""``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,12 +26,13 @@ from canary.config.tomlcheck import (
     type_name,
 )
 from canary.config.urls import redact_url
+from canary.records import field, frozen
 
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _URL_ONLY = ("method", "body", "headers", "answer", "conversation")
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentConfig:
     """How a canary reaches the real agent: an HTTP request (``url``) or a ``command``."""
 
@@ -157,8 +157,10 @@ def _check_target(t: Fields, agent: AgentConfig) -> None:
 def _check_prompt_reaches(t: Fields, agent: AgentConfig) -> None:
     """``{prompt}`` somewhere the agent reads it; a misspelled one counts (already reported)."""
     others = AGENT_PLACEHOLDERS - {"prompt"}
-    if (agent.url is not None or agent.command) and not any(
-        t.closest(name, ("prompt",)) for name in _agent_placeholders(agent) - others
+    written = _agent_placeholders(agent) - others
+    # "prompt" itself first: only a config without it pays for the fuzzy match
+    if (agent.url is not None or agent.command) and "prompt" not in written and not any(
+        t.closest(name, ("prompt",)) for name in written
     ):
         where = "command" if agent.command else "body"
         t.sink.error((*t.keys, where), "the prompt never reaches the agent: put '{prompt}' in the "

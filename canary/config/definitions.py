@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -40,6 +39,7 @@ from canary.config.tomlcheck import (
     type_name,
 )
 from canary.errors import Problem
+from canary.records import frozen, replace
 
 __all__ = [
     "CanaryDef",
@@ -55,7 +55,7 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _TEXT_KEYS = ("fixture", "leak", "grounded", "repair")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class CanaryDef:
     """One canary: a fabricated answer (or several variants) aimed at its guard."""
 
@@ -99,7 +99,7 @@ class CanaryDef:
         return f"{self.guard}/{self.name}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class GuardDef:
     """One guard: the log line (or span, or event) that proves it fired, and its canaries."""
 

@@ -13,23 +13,24 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import date, time
 from typing import Any, Literal
 
 from canary.config.placeholders import PLACEHOLDERS, fill, placeholders_in
 from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, type_name
+from canary.records import field, frozen
 
 __all__ = ["Observation", "ToolTemplate", "fill_arguments", "parse_inject_tool", "parse_observation"]
 
 #: The tool names every dialect accepts (OpenAI's rule: letters, digits, '_' and '-', up to 64).
-TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Patterns as text: ``re`` compiles each when a definition has a tool call or an observation.
+TOOL_NAME = r"[A-Za-z0-9_-]{1,64}"
 TOOL_KEYS = ("name", "arguments")
 OBSERVATION_KEYS = ("fetched", "file")
-_WINDOWS_ROOT = re.compile(r"[A-Za-z]:[\\/]")
+_WINDOWS_ROOT = r"[A-Za-z]:[\\/]"
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolTemplate:
     """A fabricated tool call as defined: its name and its arguments, placeholders unfilled."""
 
@@ -41,7 +42,7 @@ class ToolTemplate:
         return hash((self.name, json.dumps(self.arguments, sort_keys=True, default=str)))
 
 
-@dataclass(frozen=True)
+@frozen
 class Observation:
     """A leak seen rather than read: a fixture URL that was fetched, or a file that appeared."""
 
@@ -91,7 +92,7 @@ def _tool(sink: Sink, keys: KeyPath, data: dict[str, object]) -> ToolTemplate | 
     before = sink.errors
     t = Table(sink, keys, data, TOOL_KEYS)
     name = t.string("name", required=True, hint="the tool's name, like 'fetch_url'")
-    if name is not None and not TOOL_NAME_RE.fullmatch(name):
+    if name is not None and not re.fullmatch(TOOL_NAME, name):
         sink.error((*keys, "name"), f"{name!r} is not a tool name the model APIs accept: use "
                    "1 to 64 of a-z, A-Z, 0-9, '_' and '-'")
     arguments = data.get("arguments", {})
@@ -140,7 +141,7 @@ def parse_observation(t: Table, value: dict[str, object], key: str = "leak") -> 
         t.sink.error((*keys, kind), "only the fixture server can see a fetch: the URL must start "
                      "with {fixture_url} or {fixture_url_alias}")
         return None
-    if kind == "file" and not (target.startswith(("/", "~")) or _WINDOWS_ROOT.match(target)):
+    if kind == "file" and not (target.startswith(("/", "~")) or re.match(_WINDOWS_ROOT, target)):
         t.sink.error((*keys, kind), "write an absolute path (or one starting with ~): it is looked "
                      "up where canary runs, which need not be where the agent writes")
         return None

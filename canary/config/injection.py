@@ -9,7 +9,6 @@ and the leak is checked in the answer of that turn and of every later one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from canary.config.bodymatch import BodyPatternError, body_pattern, polynomial
@@ -17,6 +16,7 @@ from canary.config.fabrications import ToolTemplate, parse_inject_tool
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.sections import TURN
 from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, compile_regex, type_name
+from canary.records import frozen
 from collectors.patterns import catastrophic
 
 __all__ = [
@@ -36,7 +36,7 @@ INJECT_AT_WORDS = ("first", "after-fetch")
 INJECTION_KEYS = tuple(name for name in TURN.names if name != "prompt")
 
 
-@dataclass(frozen=True)
+@frozen
 class MatchAt:
     """``inject_at = { match = '...' }``: the first model call of the run whose body matches."""
 
@@ -50,7 +50,7 @@ class MatchAt:
 InjectAt = Literal["first", "after-fetch"] | int | MatchAt
 
 
-@dataclass(frozen=True)
+@frozen
 class Injection:
     """The fabrication's variants and the model call it answers; None where invalid (reported)."""
 
@@ -59,7 +59,7 @@ class Injection:
     inject_at: InjectAt | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Turns:
     """``[[canary.turn]]`` as read: every turn's prompt (None where invalid) and the injection turn."""
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from canary.records import frozen
 
 #: The placeholders a canary's prompt, fixture, inject, leak and repair may use,
 #: each drawn fresh for every run.
@@ -53,7 +54,7 @@ ALERT_PLACEHOLDERS: frozenset[str] = frozenset(
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
 
-@dataclass(frozen=True)
+@frozen
 class Scan:
     """What a text holds: the placeholder names used and the offsets of stray braces."""
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from canary.records import frozen
 
 __all__ = ["KeyPath", "locate"]
 
 KeyPath = tuple[str | int, ...]
 
-_HEADER = re.compile(r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
+# A table header (as text: ``re`` compiles it when a problem is placed, a config that has none never does)
+_HEADER = r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$"
 
 
-@dataclass(frozen=True)
+@frozen
 class _Block:
     """One table header of a TOML text and the lines under it, up to the next header."""
 
@@ -28,7 +30,7 @@ def _blocks(text: str) -> list[_Block]:
     blocks = [_Block((), 0, 0, 0, [])]
     counts: dict[tuple[tuple[str, ...], int], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
+        header = re.match(_HEADER, line)
         if header is None:
             blocks[-1].body.append((number, line))
             continue

@@ -12,13 +12,13 @@ import copy
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
 from canary.config.durations import format_duration, parse_duration
 from canary.config.tomlcheck import KeyPath, Sink, Table
+from canary.records import frozen
 
 __all__ = ["Fields", "Key", "Kind", "Section", "parse_size", "toml_string", "toml_value"]
 
@@ -32,7 +32,7 @@ def _same(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@frozen
 class Kind:
     """A key's type: its name in the reference, how a value is read, how a default is parsed."""
 
@@ -43,7 +43,7 @@ class Kind:
     parse: Callable[[Any], Any] = _same
 
 
-@dataclass(frozen=True)
+@frozen
 class Key:
     """One key of a section: name, type, default (as written in TOML), what is checked, what it does."""
 
@@ -70,7 +70,7 @@ class Key:
         return "" if self.default is None else toml_value(self.default)
 
 
-@dataclass(frozen=True)
+@frozen
 class Section:
     """The keys of one TOML table, and the tables nested in it."""
 

@@ -8,7 +8,6 @@ and in every definition file are collected and raised together as one
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -34,6 +33,7 @@ from canary.config.tomlcheck import (
 )
 from canary.config.urls import redact_url
 from canary.errors import ConfigError, Problem
+from canary.records import field, frozen, replace
 
 __all__ = [
     "AgentConfig",
@@ -50,11 +50,12 @@ __all__ = [
     "summarize",
 ]
 
-_ENV_NAME = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
-_DB_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*")
+# Patterns of values only some configs write, as text: ``re`` compiles each when one is written.
+_ENV_NAME = r"env:[A-Za-z_][A-Za-z0-9_]*"
+_DB_URL = r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://.*"
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelConfig:
     """The interposition proxy: where it listens and the real model server behind it."""
 
@@ -65,7 +66,7 @@ class ModelConfig:
     ca_file: str | None = MODEL.defaults.ca_file  # extra CAs (PEM) for an https upstream
 
 
-@dataclass(frozen=True)
+@frozen
 class FixturesConfig:
     """The server of fixture pages."""
 
@@ -73,7 +74,7 @@ class FixturesConfig:
     allow_remote: bool = FIXTURES.defaults.allow_remote
 
 
-@dataclass(frozen=True)
+@frozen
 class TracesConfig:
     """The OTLP/HTTP receiver of the agent's traces and logs."""
 
@@ -82,7 +83,7 @@ class TracesConfig:
     max_body: int = TRACES.defaults.max_body
 
 
-@dataclass(frozen=True)
+@frozen
 class LogsConfig:
     """The agent's log files (absolute globs) and how to read their lines."""
 
@@ -97,7 +98,7 @@ class LogsConfig:
     clock_skew: timedelta = LOGS.defaults.clock_skew
 
 
-@dataclass(frozen=True)
+@frozen
 class StoreConfig:
     """Where runs, firings and statuses are kept (any SQLAlchemy URL)."""
 
@@ -106,7 +107,7 @@ class StoreConfig:
     machine: str | None = STORE.defaults.machine  # None: this host's name
 
 
-@dataclass(frozen=True)
+@frozen
 class AlertsConfig:
     """Alert channels; ``webhook`` may be ``env:VAR``, resolved when an alert is sent."""
 
@@ -119,7 +120,7 @@ class AlertsConfig:
     desktop_set: bool = field(default=False, compare=False)
 
 
-@dataclass(frozen=True)
+@frozen
 class DaemonConfig:
     """The daemon's control API address."""
 
@@ -127,7 +128,7 @@ class DaemonConfig:
     allow_remote: bool = DAEMON.defaults.allow_remote
 
 
-@dataclass(frozen=True)
+@frozen
 class Config:
     """A loaded, valid configuration with its guards and any warnings."""
 
@@ -214,16 +215,21 @@ def load_config(explicit: str | None = None, *, path: Path | None = None, keep_g
     _unreceived(sink, traces, guards)
     check_conversations(sink, agent, [(c.key, c.path, c.inject_turn) for g in guards for c in g.canaries
                                       if c.multi_turn], has_upstream=bool(model.upstream))
-    defs_line = locate(sink.text, ("defs",))
-    problems = sink.problems + [
-        replace(p, path=path, line=defs_line) if p.path is None else p for p in def_problems
-    ]
+    problems = sink.problems + _placed(def_problems, sink, path)
     broken = _broken(problems, path) if keep_going else []
     if any(p.severity == "error" and p not in broken for p in problems):
         raise ConfigError(problems)
     return Config(path=path, defs=tuple(defs), project=project, agent=agent, model=model, fixtures=fixtures,
                   traces=traces, logs=logs, store=store, alerts=alerts, daemon=daemon, guards=tuple(guards),
                   warnings=tuple(p for p in problems if p.severity == "warning"), broken=tuple(broken))
+
+
+def _placed(def_problems: list[Problem], sink: Sink, config_path: Path) -> list[Problem]:
+    """The definitions' problems, those of no file of their own placed on canary.toml's ``defs`` line."""
+    if all(p.path is not None for p in def_problems):
+        return def_problems  # nothing to place: the config's text is not searched
+    line = locate(sink.text, ("defs",))
+    return [replace(p, path=config_path, line=line) if p.path is None else p for p in def_problems]
 
 
 def _broken(problems: list[Problem], config_path: Path) -> list[Problem]:
@@ -333,21 +339,21 @@ def _project(top: Fields, path: Path) -> str:
     return str(name)
 
 
-_MACHINE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # canary.store.sites.MACHINE_NAME
+_MACHINE = r"[a-z0-9][a-z0-9._-]{0,62}"  # canary.store.sites.MACHINE_NAME
 
 
 def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     url = t.read("url")
     retention = t.read("retention")
     machine = t.read("machine")
-    if machine is not None and not _MACHINE.fullmatch(machine):
+    if machine is not None and not re.fullmatch(_MACHINE, machine):
         t.sink.error((*t.keys, "machine"), "expected a name of a-z, 0-9, '.', '_' and '-' that starts "
                      f"with a letter or a digit, at most 63 characters, like 'ci-runner'; got {machine!r}")
         machine = None
     if url is None:
         return StoreConfig(url=locations.project_store_url(config_path, project), retention=retention,
                            machine=machine)
-    if not _DB_URL.fullmatch(url):
+    if not re.fullmatch(_DB_URL, url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
     return StoreConfig(url=url, retention=retention, machine=machine)
@@ -356,7 +362,7 @@ def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
 def _alerts(t: Fields) -> AlertsConfig:
     sink, keys = t.sink, t.keys
     webhook = t.read("webhook")
-    if webhook is not None and not (_ENV_NAME.fullmatch(webhook) or is_http_url(webhook)):
+    if webhook is not None and not (re.fullmatch(_ENV_NAME, webhook) or is_http_url(webhook)):
         sink.error((*keys, "webhook"), "expected an http(s) URL or env:VAR (to read it from the "
                    f"environment), got {webhook!r}")
     proxy = t.read("webhook_proxy")

@@ -9,10 +9,10 @@ attribute that is absent never matches. ``event`` is the same for span events an
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Protocol
 
 from canary.config.tomlcheck import KeyPath, Sink, compile_regex, type_name
+from canary.records import frozen
 from collectors.patterns import catastrophic
 
 __all__ = ["MATCH_KEEP", "SignalMatch", "parse_signal_match"]
@@ -29,7 +29,7 @@ class Attributes(Protocol):
         """The attribute's value as text, or None when it is absent."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SignalMatch:
     """What a span (or an event, or a log record) must carry to be a firing of the guard."""
 

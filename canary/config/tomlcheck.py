@@ -19,11 +19,9 @@ from urllib.parse import urlsplit
 from canary.config.durations import DurationError, parse_duration
 from canary.config.placeholders import scan
 from canary.config.positions import KeyPath, locate
-from canary.config.tomlsyntax import syntax_error
 from canary.config.urls import redact_url
 from canary.errors import Problem
 from collectors.patterns import catastrophic, prefilter
-from collectors.rules import LINE_BUDGET
 
 __all__ = [
     "KeyPath",
@@ -115,6 +113,8 @@ def load_toml(path: Path) -> tuple[dict[str, object] | None, Sink]:
     try:
         return tomllib.loads(sink.text), sink
     except tomllib.TOMLDecodeError as exc:
+        from canary.config.tomlsyntax import syntax_error  # only a file that does not parse pays for it
+
         line, message = syntax_error(sink.text, str(exc))
         sink.problems.append(Problem(path, "", f"invalid TOML: {message}", line=line))
         return None, sink
@@ -328,6 +328,9 @@ def _scannable(sink: Sink, keys: KeyPath, pattern: re.Pattern[str]) -> bool:
         widened = prefilter(pattern).widened
     except ValueError:
         widened = []
+    if widened:
+        from collectors.rules import LINE_BUDGET  # the matcher's rules: only this warning needs them
+
     for construct in dict.fromkeys(widened):
         sink.warning(keys, f"{construct}, which the native engine cannot express: it picks lines "
                      f"by the rest of the pattern and confirms each one with re's semantics "

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from canary.demo.receiver import ALERTS_FILE, create_receiver
 from canary.errors import UnavailableError
 from canary.locations import ENV_STATE_DIR
 from canary.proxy.serving import BackgroundServer
+from canary.records import replace
 from canary.status.overview import daemon_info
 from canary.store.engine import Store
 from canary.store.tables import Run

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from canary.records import frozen
 
 if TYPE_CHECKING:
     from canary.config.settings import AlertsConfig
@@ -34,7 +35,7 @@ def notifier(platform: str) -> str | None:
     return None if platform in ("win32", "cygwin") else "notify-send"
 
 
-@dataclass(frozen=True)
+@frozen
 class Blocked:
     """An enabled channel that cannot deliver on this machine, and why."""
 

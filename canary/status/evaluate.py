@@ -11,16 +11,16 @@ sentence. Canary verdicts are read as the latest conclusive run of every
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from canary.records import field, frozen
 from canary.status.reasons import evidence, reason
 from canary.vocabulary import CONCLUSIVE, HEALTHY_VERDICTS, Status, Verdict
 
 Pair = tuple[str, int]
 
 
-@dataclass(frozen=True)
+@frozen
 class RunFact:
     """One finished run of one of the guard's canaries."""
 
@@ -44,7 +44,7 @@ class RunFact:
         return self.verdict in HEALTHY_VERDICTS
 
 
-@dataclass(frozen=True)
+@frozen
 class CanaryFact:
     """One canary: how often it runs, and its finished runs (in any order)."""
 
@@ -54,7 +54,7 @@ class CanaryFact:
     redefined: bool = False  # its runs so far were made under an earlier definition: history
 
 
-@dataclass(frozen=True)
+@frozen
 class GuardFacts:
     """Everything ``evaluate`` may look at for one guard."""
 
@@ -75,7 +75,7 @@ class GuardFacts:
     mute_reason: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class GuardStatus:
     """A guard's status with the sentence that explains it and the line that backs it."""
 
@@ -88,7 +88,7 @@ class GuardStatus:
     evidence: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Decision:
     """What a rule decided: a status, why (a ``reasons`` key), and the runs or canaries it rests on."""
 
@@ -99,7 +99,7 @@ class Decision:
     names: tuple[str, ...] = ()  # canaries that are stale or pending
 
 
-@dataclass(frozen=True)
+@frozen
 class View:
     """The facts with what every rule needs derived once."""
 

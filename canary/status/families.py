@@ -10,17 +10,17 @@ of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from canary.records import frozen
 from canary.status.evaluate import CanaryFact, GuardFacts, latest_pairs
 from canary.vocabulary import HEALTHY_VERDICTS, Status, Verdict
 
 __all__ = ["Family", "LastVerdict", "VariantRecord", "families", "holes_line", "last_verdict"]
 
 
-@dataclass(frozen=True)
+@frozen
 class VariantRecord:
     """One variant of a family: its runs in the window and its latest conclusive verdict."""
 
@@ -37,7 +37,7 @@ class VariantRecord:
         return self.last_verdict is not None and self.last_verdict not in HEALTHY_VERDICTS
 
 
-@dataclass(frozen=True)
+@frozen
 class Family:
     """One canary of a guard with its variants."""
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
 from canary.errors import StoreError
+from canary.records import frozen
 from canary.status.evaluate import GuardFacts, GuardStatus, evaluate, is_muted
 from canary.status.facts import gather, variant_counts
 from canary.status.families import families
@@ -61,7 +61,7 @@ def evaluate_all(
         return evaluate_all(reader, config, now=now, readable=readable)
 
 
-@dataclass(frozen=True)
+@frozen
 class DaemonInfo:
     """What the store says about the daemon."""
 

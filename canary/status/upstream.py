@@ -9,10 +9,10 @@ change between ``reachable`` and ``unreachable`` is stored as a transition of th
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from canary.records import asdict, frozen
 from canary.store.reads import Reader
 from canary.vocabulary import as_utc, iso
 
@@ -27,7 +27,7 @@ UNREACHABLE = "unreachable"
 HEALTH_KEY = "model.health"
 
 
-@dataclass(frozen=True)
+@frozen
 class UpstreamHealth:
     """The model server as the proxy sees it."""
 

@@ -9,11 +9,10 @@ of the daemon running now, since each of them says a count may be short.
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from canary.records import frozen
 from canary.vocabulary import as_utc, iso
 
 if TYPE_CHECKING:  # status reads without SQLAlchemy: only the daemon's flush needs the store
@@ -30,7 +29,7 @@ META_KEY = "collector_warnings"
 MESSAGE_KEEP = 400
 
 
-@dataclass(frozen=True)
+@frozen
 class CollectorWarning:
     """One distinct warning: the file, what was wrong, how often, when last."""
 
@@ -47,6 +46,8 @@ class Warnings:
     """The daemon's latest distinct collector warnings (safe from any thread)."""
 
     def __init__(self, clock: Any) -> None:
+        import threading  # only the daemon keeps warnings; ``canary status`` reads them
+
         self._clock = clock
         self._lock = threading.Lock()
         self._items: dict[tuple[str, str], CollectorWarning] = {}

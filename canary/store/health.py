@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from canary.records import frozen
 from canary.vocabulary import as_utc, iso
 
 __all__ = ["StoreProblem", "clear_problem", "daemon_holds_lock", "prepare_problem", "read_problem",
@@ -24,7 +24,7 @@ __all__ = ["StoreProblem", "clear_problem", "daemon_holds_lock", "prepare_proble
 RESERVED = 4096
 
 
-@dataclass(frozen=True)
+@frozen
 class StoreProblem:
     """Why the daemon cannot write its store, and since when."""
 

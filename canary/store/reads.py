@@ -13,12 +13,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from canary.records import frozen
 from canary.vocabulary import CONCLUSIVE, as_utc
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def open_sqlite(url: str) -> Iterator[Reader | None]:
 # -- the status facts -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class RunRow:
     """One finished run, as the status reads it."""
 
@@ -167,7 +167,7 @@ SELECT {_RUN_COLUMNS} FROM runs WHERE guard = :guard AND started >= :since AND v
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class Evidence:
     """Which runs of one canary are evidence of its definition now."""
 
@@ -307,7 +307,7 @@ def active_mutes(reader: Reader, now: datetime) -> dict[str, tuple[datetime, str
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class HeartbeatRow:
     """The daemon's heartbeat row."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from sqlalchemy import insert
 
 from canary.config.settings import Config, DaemonConfig, load_config
 from canary.locations import bundled_defs_dir
+from canary.records import replace
 from canary.store.engine import Store
 from canary.store.tables import Delivery, Firing, Heartbeat, HourlyActivity, HourlyCount, Run, Transition
 from canary.vocabulary import Status, hour_floor

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from canary.config.definitions import GuardDef, load_definitions
 from canary.locations import bundled_defs_dir
+from canary.records import replace
 from canary.runs.schedule import (
     MAX_JITTER,
     STARTUP_SPREAD,

@@ -15,6 +15,8 @@ import pytest
 from sqlalchemy import select
 from sqlmodel import col
 
+from canary.cli import quick
+from canary.config import fabrications, positions, settings, urls
 from canary.config.settings import Config, load_config
 from canary.runs.runlog import RunLog
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
@@ -162,6 +164,47 @@ def test_canary_status_answers_without_importing_sqlalchemy_or_the_log_matchers(
     assert [(g["guard"], g["status"], g["reason"]) for g in doc["guards"]] == [
         (g["guard"], g["status"], g["reason"]) for g in expected["guards"]
     ]
+
+
+#: What the console script's ``canary status`` must not load on a sound config and store: the ORM, the
+#: log matchers and the TUI; ``dataclasses`` with the ``inspect``, ``ast`` and ``dis`` it brings (its
+#: values are ``canary.records.frozen``); and what only a fault needs (a did-you-mean, a TOML syntax
+#: error's place, the matcher's rules for a slow-pattern warning, the daemon's lock) and the patterns
+#: of what this config does not write (compiled by ``re`` on first use: none is in ``re``'s cache).
+OFF_THE_STATUS_PATH = (
+    "sqlalchemy", "sqlmodel", "pydantic", "httpx", "textual", "hyperscan", "click", "canary.logs",
+    "collectors.scan", "collectors.rules", "dataclasses", "inspect", "ast", "dis", "tokenize", "difflib",
+    "threading", "canary.config.tomlsyntax",
+)
+
+
+UNCOMPILED = (settings._ENV_NAME, settings._MACHINE, urls._SECRET_PARAMETER, urls._USERINFO,
+              fabrications.TOOL_NAME, positions._HEADER, quick._STYLE)
+
+
+def test_the_console_status_loads_nothing_the_status_document_does_not_need(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    store = Store(config.store.url)
+    seed_runs(store, random.Random(5), 60)
+    store.close()
+    probe = (
+        "import sys\n"
+        "from canary.cli.entry import main\n"
+        "sys.argv = ['canary', 'status', '--json', '--config', sys.argv[1]]\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        f"    off = {OFF_THE_STATUS_PATH!r}\n"
+        "    print('LOADED', sorted(m for m in sys.modules if m in off or m.startswith(tuple(o + '.' for o in off))),"
+        " file=sys.stderr)\n"
+        "    import re\n"
+        f"    print('COMPILED', sorted(p for p in {UNCOMPILED!r} if any(k[1] == p for k in re._cache)), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CANARY_CONFIG"}
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "canary.toml")], capture_output=True,
+                         text=True, env=env, timeout=60, check=False)
+    assert "LOADED []\n" in out.stderr and out.stderr.rstrip().endswith("COMPILED []"), out.stderr
+    assert [g["guard"] for g in json.loads(out.stdout)["guards"]] == ["alpha", "beta", "gamma"]
 
 
 def test_the_run_queries_walk_indexes_not_the_table(tmp_path: Path) -> None:
