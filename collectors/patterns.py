@@ -39,19 +39,15 @@ _BIG = 16
 
 
 class Prefilter:
-    """A Hyperscan expression that matches every line the pattern matches, and what it widened.
-
-    A plain class: ``canary status`` checks the guards' patterns with it and loads no ``dataclasses``.
-    """
+    """A Hyperscan expression that matches every line the pattern matches, and what it widened
+    (a plain class: ``canary status`` checks the guards' patterns with it, loading no dataclasses)."""
 
     __slots__ = ("expression", "loose", "widened")
 
     def __init__(self, expression: bytes, widened: list[str] | None = None, loose: bool = False) -> None:
         self.expression = expression
         self.widened: list[str] = [] if widened is None else widened
-        #: Whether something was left out that Python must check: a ``\\b`` or ``\\B``
-        #: (dropped, or maybe trimmed away), or a last character class.
-        self.loose = loose
+        self.loose = loose  # whether Python must check what was left out: a \b or \B, or a last class
 
     def __repr__(self) -> str:
         return f"Prefilter(expression={self.expression!r}, widened={self.widened!r}, loose={self.loose!r})"

@@ -121,7 +121,7 @@ def holes_line(found: Sequence[Mapping[str, Any]]) -> str | None:
     return "holes: " + "; ".join(parts) if parts else None
 
 
-@dataclass(frozen=True)
+@frozen
 class LastVerdict:
     """What a guard's "last verdict" shows: a verdict, and the canary (and variant) it is of when that
     is not simply the guard's latest run."""
