@@ -7,7 +7,8 @@ literal with ``bytes.find`` (memchr speed) and only the lines that contain it
 are decoded and matched for real.
 
 Matching for real runs on ``re``, except for patterns of a shape that can backtrack
-for ages (``collectors.patterns.catastrophic``) or that the native engine can only
+for ages (``collectors.patterns.catastrophic``), or for a power of the line's length
+(``collectors.shapes.polynomial``), or that the native engine can only
 prefilter (lookaround, backreferences): those run on ``regex`` (in its
 ``re``-compatible VERSION0 mode) with a time budget per line, so such a pattern
 costs at most the budget per line instead of stopping the scan.
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.patterns import catastrophic, prefilter
+from collectors.shapes import polynomial
 
 _sre: Any = importlib.import_module("re._parser")
 _LITERAL = _sre.LITERAL
@@ -169,6 +171,8 @@ def bounded_compile(source: str, flags: int) -> Any:
 def needs_budget(pattern: re.Pattern[str]) -> bool:
     """Whether ``pattern`` is matched under the per-line time budget (see the module docstring)."""
     if catastrophic(pattern.pattern, pattern.flags) is not None:
+        return True
+    if polynomial(pattern.pattern, pattern.flags) is not None:
         return True
     try:
         return not prefilter(pattern).exact

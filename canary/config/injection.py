@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from canary.config.bodymatch import BodyPatternError, body_pattern, polynomial
+from canary.config.bodymatch import BodyPatternError, body_pattern
 from canary.config.fabrications import ToolTemplate, parse_inject_tool
 from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.sections import TURN
 from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, compile_regex, type_name
 from canary.records import frozen
 from collectors.patterns import catastrophic
+from collectors.shapes import polynomial
 
 __all__ = [
     "INJECTION_KEYS",

@@ -22,6 +22,7 @@ from canary.config.positions import KeyPath, locate
 from canary.config.urls import redact_url
 from canary.errors import Problem
 from collectors.patterns import catastrophic, prefilter
+from collectors.shapes import polynomial
 
 __all__ = [
     "KeyPath",
@@ -328,8 +329,12 @@ def _scannable(sink: Sink, keys: KeyPath, pattern: re.Pattern[str]) -> bool:
         widened = prefilter(pattern).widened
     except ValueError:
         widened = []
-    if widened:
-        from collectors.rules import LINE_BUDGET  # the matcher's rules: only this warning needs them
+    shape = polynomial(pattern.pattern, pattern.flags)
+    if widened or shape:
+        from collectors.rules import LINE_BUDGET  # the matcher's rules: only these warnings need them
+    if shape:
+        sink.warning(keys, f"{shape}; each line is searched within {LINE_BUDGET:g} s, and a line over "
+                     "it is not counted for this guard")
 
     for construct in dict.fromkeys(widened):
         sink.warning(keys, f"{construct}, which the native engine cannot express: it picks lines "

@@ -193,6 +193,22 @@ def test_a_line_over_budget_is_skipped_with_a_warning_and_counting_goes_on() -> 
     assert "agent.log" in warning.message
 
 
+def test_a_polynomial_pattern_on_a_long_non_ascii_line_costs_the_budget_not_the_scan() -> None:
+    """Three unbounded repeats in a row backtrack in time of the line's length cubed: on this
+    22 KB line ``re`` alone takes seconds. Such a guard is searched under the line budget.
+    (The Python engine confirms every line holding the guard's literal; Hyperscan's exact
+    prefilter never hands ``re`` this line, which holds no match.)"""
+    m = Matcher([Rule.regex("poly", r"rejected .*url=.*http.*\.example"), Rule.regex("g", "HIT")],
+                timestamps=TimestampParser(default_tz=UTC), engine="python")
+    scanner = LineScanner(m, source="agent.log")
+    long_line = ("rejected " + "url=http \u00e9 " * 2000).encode()
+    data = long_line + b"\nHIT after it\nrejected url=http://a.example\n"
+    assert [h.guards for h in scanner.feed(data).hits] == [("g",), ("poly",)]
+    (warning,) = scanner.warnings
+    assert warning.offset == 0
+    assert "poly" in warning.message
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(

@@ -464,3 +464,15 @@ def test_a_misspelled_placeholder_in_the_url(tmp_path: Path) -> None:
     text = "[agent]\nmethod = 'GET'\nurl = 'http://h/ask?q={promt}'\n"
     [problem] = problems_of(write_config(tmp_path, text))
     assert (problem.key, problem.suggestion) == ("agent.url", "{prompt}")
+
+
+def test_a_guard_match_of_polynomial_shape_is_searched_under_the_budget_and_check_says_so(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    text = CONTRACT_EXAMPLE.replace("~/Library/Logs/MyAgent/*.log", "logs/agent.log*")
+    path = write_config(tmp_path, text, defs="valid/*.toml")
+    (tmp_path / "canaries_defs" / "extra.toml").write_text(
+        "[guard]\nname = 'poly'\nmatch = 'rejected .*url=.*http.*example'\n", encoding="utf-8")
+    summary = summarize(load_config(path=path))
+    assert "warnings 1" in summary
+    assert "3 unbounded repeats in a row ('.*') can match the same text" in summary
+    assert "a line over it is not counted for this guard" in summary
