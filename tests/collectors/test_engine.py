@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -83,8 +84,20 @@ def test_an_end_anchored_prefilter_compiles_and_is_reported_at_its_lines_end() -
     assert ends == {0: [10], 1: [27, 29]}
 
 
-def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like_python() -> None:
+def _fed_by_both_engines(data: bytes) -> dict[str, Any]:
+    """Each engine's ``FeedResult`` for ``data``: guard ``Guard``, activity ``task finished``."""
     from collectors.scan import LineScanner
+
+    fed = {}
+    for engine in ("python", "hyperscan"):
+        matcher = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task finished"),
+                          timestamps=TimestampParser(default_tz=UTC),
+                          engine=engine)  # type: ignore[arg-type]
+        fed[engine] = LineScanner(matcher).feed(data, count_activity=True)
+    return fed
+
+
+def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like_python() -> None:
 
     lines = [
         b"task finished", "task finished é".encode(), b"task finished\r", "é".encode(),
@@ -92,13 +105,8 @@ def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like
         b"nothing", b"Guard", b"task finished \r middle",
     ]
     data = b"\n".join(lines * 50) + b"\n"
-    got = {}
-    for engine in ("python", "hyperscan"):
-        matcher = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task finished"),
-                          timestamps=TimestampParser(default_tz=UTC),
-                          engine=engine)  # type: ignore[arg-type]
-        result = LineScanner(matcher).feed(data, count_activity=True)
-        got[engine] = (result.activity, [(h.offset, h.guards, h.activity) for h in result.hits])
+    got = {engine: (result.activity, [(h.offset, h.guards, h.activity) for h in result.hits])
+           for engine, result in _fed_by_both_engines(data).items()}
     assert got["hyperscan"] == got["python"]
     assert got["python"][0] == 6 * 50  # the Guard line is a hit, not counted
 
@@ -107,16 +115,11 @@ def test_activity_lines_of_a_buffer_with_non_ascii_and_cr_lines_are_counted_like
 def test_activity_after_a_bom_is_counted_like_python_whether_the_buffer_is_plain_or_not(
     rest: bytes,
 ) -> None:
-    from collectors.scan import BOM, LineScanner
+    from collectors.scan import BOM
 
     data = BOM + b"task finished\n" + b"task finished\nGuard task finished\nnothing\n" * 3 + rest
-    got = {}
-    for engine in ("python", "hyperscan"):
-        matcher = Matcher([Rule.regex("g", "Guard")], Rule.regex("activity", "task finished"),
-                          timestamps=TimestampParser(default_tz=UTC),
-                          engine=engine)  # type: ignore[arg-type]
-        result = LineScanner(matcher).feed(data, count_activity=True)
-        got[engine] = (result.activity, result.lines, [(h.offset, h.guards) for h in result.hits])
+    got = {engine: (result.activity, result.lines, [(h.offset, h.guards) for h in result.hits])
+           for engine, result in _fed_by_both_engines(data).items()}
     assert got["hyperscan"] == got["python"]
     assert got["python"][:2] == (4, data.count(b"\n"))
 
