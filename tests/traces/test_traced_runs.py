@@ -15,9 +15,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from canary.config.settings import load_config
 from canary.proxy.serving import BackgroundServer
 from canary.runs.record import RunRecord
 from canary.runs.session import Session, open_store
+from canary.store.engine import Store
 from canary.store.tables import Firing
 from tests.traces.conftest import free_port
 
@@ -120,6 +123,20 @@ url = "sqlite:///{root / 'canary.db'}"
                 process.stdout.close()
 
 
+def _await_organic(store: Store, *, since: datetime | None, timeout: float = 30.0) -> None:
+    """Wait until an organic guard firing read at or after ``since`` is in the store."""
+    query = select(col(Firing.id)).where(col(Firing.run_id).is_(None)).limit(1)
+    if since is not None:
+        query = query.where(col(Firing.read_at) >= since)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with store.engine.connect() as conn:
+            if conn.execute(query).first() is not None:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no organic guard span arrived in {timeout:.0f} s (since {since})")
+
+
 def run_busy(root: Path, *, mode: str, protocol: str) -> tuple[RunRecord, list[Any], Busy]:
     with traced_agent(root, mode=mode, protocol=protocol) as busy:
         config = load_config(path=busy.config)
@@ -130,8 +147,12 @@ def run_busy(root: Path, *, mode: str, protocol: str) -> tuple[RunRecord, list[A
             organic = threading.Thread(target=_organic, args=(config.agent.url, stop, busy))  # type: ignore[union-attr]
             organic.start()
             try:
+                # the exporter's batches reach the receiver before the run starts, and once more after it
+                # started, so the run's wait is the only thing the organic spans can race with
+                _await_organic(store, since=None)
                 guard = config.guards[0]
                 result = session.runner.run(guard, guard.canaries[0])
+                _await_organic(store, since=result.started)
             finally:
                 stop.set()
                 organic.join(30)
