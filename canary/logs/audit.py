@@ -20,19 +20,18 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
+from canary.logs.parts import read_file
 from canary.store.nonces import carried, read_only_nonces
 from canary.store.reads import sqlite_path
 from canary.vocabulary import iso
-from collectors.files import expand, open_log, rotated_siblings
-from collectors.scan import Hit, LineScanner
-
-READ = 1 << 20  # 1 MiB: the passes over a read stay in cache (faster than 8 MiB in bench_audit)
+from collectors.files import expand, rotated_siblings
+from collectors.scan import Hit
 
 
 @dataclass
@@ -47,6 +46,15 @@ class GuardAudit:
     canary: int = 0  # of ``firings``: lines carrying a stored run's nonce
     unread: bool = False  # it fires only through spans, and no OTLP export file was read
 
+    def merge(self, other: GuardAudit) -> None:
+        """Add the firings ``other`` counted (in another part of the logs) to these."""
+        self.firings += other.firings
+        self.untimed += other.untimed
+        self.canary += other.canary
+        if other.first is not None and (self.first is None or other.first < self.first):
+            self.first = other.first
+        if other.last is not None and (self.last is None or other.last > self.last):
+            self.last = other.last
 
     @property
     def organic(self) -> int:
@@ -165,40 +173,95 @@ def audit(
         guards=[GuardAudit(g.name, unread=g.match is None and not otlp) for g in config.guards],
         activity_configured=config.logs.activity is not None,
     )
-    by_name = {g.guard: g for g in report.guards}
     nonces, report.store_problem = _stored_nonces(config)
+    window = Window(since, end, moment, skew, nonces)
+    names = [g.guard for g in report.guards]
     for path in audit_files(config):
-        file_audit = FileAudit(str(path))
-        report.files.append(file_audit)
-        scanner = LineScanner(matcher, source=str(path))
-        try:
-            with open_log(path) as stream:
-                while True:
-                    data = stream.read(READ)
-                    if not data:
-                        break
-                    file_audit.bytes += len(data)
-                    result = scanner.feed(data, count_activity=since is None)
-                    file_audit.lines += result.lines
-                    report.activity += result.activity
-                    for hit in result.hits:
-                        placed = hit
-                        if hit.ts is not None and hit.ts > moment + skew:
-                            # as the collectors do: a stamp too far ahead counts when read (now)
-                            placed = Hit(hit.offset, hit.text, hit.guards, hit.activity, moment)
-                        _count(report, by_name, placed, since, end, nonces=nonces)
-        except (OSError, EOFError, ValueError) as exc:
-            file_audit.error = f"{type(exc).__name__}: {exc}"
-        file_audit.warnings = [w.message for w in scanner.warnings]
-        if scanner.warnings_dropped:
-            file_audit.warnings.append(f"{path}: {scanner.warnings_dropped} more warnings")
-    _audit_exports(config, report, otlp, by_name=by_name, since=since, until=end, nonces=nonces)
+        read, tallies = read_file(path, matcher, lambda: Tally(window, names), count_activity=since is None)
+        report.activity += read.activity
+        for tally in tallies:
+            tally.into(report)
+        warnings = read.warnings + ([f"{path}: {read.dropped} more warnings"] if read.dropped else [])
+        report.files.append(FileAudit(str(path), lines=read.lines, bytes=read.bytes, error=read.error,
+                                      warnings=warnings))
+    _audit_exports(config, report, otlp, Tally(window, names))
     return report
 
 
-def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], *,
-                   by_name: dict[str, GuardAudit], since: datetime | None, until: datetime,
-                   nonces: frozenset[str]) -> None:
+@dataclass(frozen=True)
+class Window:
+    """What a hit is counted against: the window, the moment of the audit and the clock skew it
+    allows, and the nonces that mark a canary firing."""
+
+    since: datetime | None
+    until: datetime
+    moment: datetime
+    skew: timedelta
+    nonces: frozenset[str]
+
+
+class Tally:
+    """Firings per guard and activity lines, counted from the hits of one part of the logs; a
+    part read in another process sends back only its counts."""
+
+    def __init__(self, window: Window, names: Sequence[str]) -> None:
+        self.window = window
+        self.guards = {name: GuardAudit(name) for name in names}
+        self.activity = 0
+
+    def __getstate__(self) -> tuple[dict[str, GuardAudit], int]:
+        return self.guards, self.activity
+
+    def __setstate__(self, state: tuple[dict[str, GuardAudit], int]) -> None:
+        self.guards, self.activity = state
+
+    def into(self, report: AuditReport) -> None:
+        """Add these counts to the report's."""
+        report.activity += self.activity
+        for entry in report.guards:
+            entry.merge(self.guards[entry.guard])
+
+    def add(self, hits: list[Hit]) -> None:
+        """Count the hits of a read of a log; a stamp too far ahead counts when read (now), as the
+        collectors count it."""
+        moment, ahead = self.window.moment, self.window.moment + self.window.skew
+        for hit in hits:
+            placed = hit
+            if hit.ts is not None and hit.ts > ahead:
+                placed = Hit(hit.offset, hit.text, hit.guards, hit.activity, moment)
+            self.count(placed)
+
+    def count(self, hit: Hit) -> None:
+        """Count one hit at its own time."""
+        since, until = self.window.since, self.window.until
+        windowed = since is not None
+        if not windowed and not hit.guards:
+            self.activity += hit.activity  # no window and no guard: the line's time is not needed
+            return
+        ts = hit.ts
+        in_window = since is None or (ts is not None and since <= ts <= until)
+        if hit.activity and in_window:
+            self.activity += 1
+        for name in hit.guards:
+            entry = self.guards[name]
+            if ts is None and windowed:
+                # Without its own time a line cannot be placed in the window.
+                entry.untimed += 1
+                continue
+            if not in_window:
+                continue
+            entry.firings += 1
+            nonces = self.window.nonces
+            if nonces and carried(hit.text, nonces) is not None:
+                entry.canary += 1
+            if ts is not None:
+                if entry.first is None or ts < entry.first:
+                    entry.first = ts
+                if entry.last is None or ts > entry.last:
+                    entry.last = ts
+
+
+def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], tally: Tally) -> None:
     """Count the firings in OTLP JSON export files; a span in two files is counted once."""
     if not paths:
         return
@@ -223,42 +286,8 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], *
             seen.add((firing.guard, firing.key))
             ts = datetime.fromtimestamp(firing.ts, UTC) if firing.ts is not None else None
             text = f"{firing.evidence}\n{firing.context}"
-            _count(report, by_name, Hit(-1, text, (firing.guard,), False, ts), since, until, nonces=nonces)
-
-
-def _count(
-    report: AuditReport,
-    by_name: dict[str, GuardAudit],
-    hit: Hit,
-    since: datetime | None,
-    until: datetime,
-    *,
-    nonces: frozenset[str] = frozenset(),
-) -> None:
-    windowed = since is not None
-    if not windowed and not hit.guards:
-        report.activity += hit.activity  # no window and no guard: the line's time is not needed
-        return
-    ts = hit.ts
-    in_window = since is None or (ts is not None and since <= ts <= until)
-    if hit.activity and in_window:
-        report.activity += 1
-    for name in hit.guards:
-        entry = by_name[name]
-        if ts is None and windowed:
-            # Without its own time a line cannot be placed in the window.
-            entry.untimed += 1
-            continue
-        if not in_window:
-            continue
-        entry.firings += 1
-        if nonces and carried(hit.text, nonces) is not None:
-            entry.canary += 1
-        if ts is not None:
-            if entry.first is None or ts < entry.first:
-                entry.first = ts
-            if entry.last is None or ts > entry.last:
-                entry.last = ts
+            tally.count(Hit(-1, text, (firing.guard,), False, ts))
+    tally.into(report)
 
 
 def _stored_nonces(config: Config) -> tuple[frozenset[str], str | None]:
