@@ -19,6 +19,7 @@ them holds at the fork would stay held in the child) is read whole, by the calle
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -195,7 +196,6 @@ class _Child:
     pid: int
     pipe: int
     status: int = 0
-
     done: bool = False
 
     def result(self, deadline: float) -> tuple[FileRead, Any] | None:
@@ -208,9 +208,10 @@ class _Child:
             if not chunk:
                 break
             chunks.append(chunk)
+        self.done = True
         if chunk is None:
             os.kill(self.pid, signal.SIGKILL)
-        self.close()
+        self.reap()
         status = self.status
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
             return None
@@ -221,12 +222,18 @@ class _Child:
         return sent
 
     def close(self) -> None:
-        """Close the pipe and reap the child (it exits when its write fails, if it was still
-        writing)."""
+        """Stop a child whose result was never asked for (the caller failed, or was interrupted),
+        close the pipe and reap the child."""
         if not self.done:
             self.done = True
-            os.close(self.pipe)
-            _, self.status = os.waitpid(self.pid, 0)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.reap()
+
+    def reap(self) -> None:
+        """Close the pipe and wait for the child to end."""
+        os.close(self.pipe)
+        _, self.status = os.waitpid(self.pid, 0)
 
 
 def _fork(path: Path, matcher: Matcher, tally: Callable[[], Tally], count_activity: bool, *,

@@ -141,13 +141,13 @@ def test_a_part_whose_child_is_killed_is_read_again_by_the_caller(tmp_path: Path
 
 
 class HangsInAChild(Seen):
-    """A tally whose process stops for an hour at its first hit, unless it is the test's own."""
+    """A tally whose process stops for 90 s at its first hit, unless it is the test's own."""
 
     parent = os.getpid()
 
     def add(self, hits: list[Hit]) -> None:
         if os.getpid() != self.parent:
-            time.sleep(3600)
+            time.sleep(90)  # longer than the bound the tests check, far longer than a part takes
         super().add(hits)
 
 
@@ -164,3 +164,22 @@ def test_a_child_still_reading_long_after_the_caller_is_killed_and_its_part_read
     assert sorted(h[0] for tally in tallies for h in tally.hits) == [
         m.start() for m in re.finditer(rb"^", path.read_bytes(), re.M)][:-1]
     assert (read.lines, read.error) == (2000, None)
+
+
+class FailsHereHangsThere(HangsInAChild):
+    """A tally that fails in the test's own process, and stops for 90 s in a child."""
+
+    def add(self, hits: list[Hit]) -> None:
+        if os.getpid() == self.parent:
+            raise RuntimeError("the caller's own part failed")
+        super().add(hits)
+
+
+def test_when_the_callers_part_fails_its_children_are_stopped_not_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / "agent.log"
+    path.write_bytes(b"".join(b"%d CitationGuard: rejected url=x\n" % n for n in range(2000)))
+    matcher = Matcher(RULES, ACTIVITY, timestamps=TimestampParser(default_tz=UTC))
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="own part failed"):
+        read_file(path, matcher, FailsHereHangsThere, count_activity=True, parts=3, part_min=1)
+    assert time.monotonic() - began < 60
