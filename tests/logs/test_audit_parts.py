@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 from datetime import UTC
 from pathlib import Path
@@ -183,3 +184,23 @@ def test_when_the_callers_part_fails_its_children_are_stopped_not_waited_for(tmp
     with pytest.raises(RuntimeError, match="own part failed"):
         read_file(path, matcher, FailsHereHangsThere, count_activity=True, parts=3, part_min=1)
     assert time.monotonic() - began < 60
+
+
+def test_a_process_running_another_thread_reads_each_file_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parts, "cores", lambda: 4)
+    path = tmp_path / "agent.log"
+    path.write_bytes(b"".join(b"%d CitationGuard: rejected url=x\n" % n for n in range(400)))
+    matcher = Matcher(RULES, ACTIVITY, timestamps=TimestampParser(default_tz=UTC))
+    _, alone = read_file(path, matcher, Seen, count_activity=True, part_min=1)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        read, beside = read_file(path, matcher, Seen, count_activity=True, part_min=1)
+    finally:
+        stop.set()
+        other.join()
+    assert (len(alone), len(beside)) == (4, 1)
+    assert len(beside[0].hits) == 400 and read.lines == 400
