@@ -9,12 +9,13 @@ file would, and the parts' counts add up to the whole file's.
 The calling process reads the first part; each other part is read by a child forked
 for it, which sends back its counts (its tally, pickled, never the lines). Threads
 would not do: the Hyperscan pass calls back into Python once per matching line, and
-two threads wait on each other's interpreter lock at every call. A child that sends
-nothing back (killed, or failed), or is still reading long after the caller read its own
-part (it is then killed), has its part read again by the caller, so a part is never
-lost and the audit never waits for ever. A compressed file, a small one, a machine with
-one core, a system without ``fork``, or a process running other threads (a lock one of
-them holds at the fork would stay held in the child) is read whole, by the caller.
+two threads wait on each other's interpreter lock at every call. A part is read again by
+the caller when no child could be forked for it, when its child sends nothing back
+(killed, or failed), or when its child is still reading long after the caller read its
+own part (the child is then killed): a part is never lost, and the audit never waits
+for ever. A compressed file, a small one, a machine with one core, a system without
+``fork``, or a process running other threads (a lock one of them holds at the fork
+would stay held in the child) is read whole, by the caller.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import os
 import pickle
 import select
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -81,7 +81,7 @@ def cores() -> int:
 def forks() -> bool:
     """Whether parts may be read by forked children here: a system with ``fork``, and no other
     thread that could hold a lock at the fork the child would then wait on for ever."""
-    return hasattr(os, "fork") and sys.platform != "emscripten" and threading.active_count() == 1
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def read_file(
@@ -101,7 +101,7 @@ def read_file(
         read, counted = _read_part(path, matcher, tally(), count_activity, start=0, end=None)
         return read, [counted]
     ends: list[int | None] = [*starts[1:], None]  # the last part reads on to the end, as the file is then
-    children: list[_Child] = []
+    children: list[_Child | None] = []
     try:
         children += (_fork(path, matcher, tally, count_activity, start=s, end=e)
                      for s, e in zip(starts[1:], ends[1:], strict=True))
@@ -109,12 +109,13 @@ def read_file(
         results = [_read_part(path, matcher, tally(), count_activity, start=0, end=starts[1])]
         deadline = time.monotonic() + max(CHILD_GRACE, CHILD_PACE * (time.monotonic() - began))
         for child, start, end in zip(children, starts[1:], ends[1:], strict=True):
-            sent = child.result(deadline)
+            sent = child.result(deadline) if child is not None else None
             results.append(sent if sent is not None
                            else _read_part(path, matcher, tally(), count_activity, start=start, end=end))
     finally:
         for child in children:
-            child.close()
+            if child is not None:
+                child.close()
     return _joined([read for read, _ in results]), [counted for _, counted in results]
 
 
@@ -237,9 +238,19 @@ class _Child:
 
 
 def _fork(path: Path, matcher: Matcher, tally: Callable[[], Tally], count_activity: bool, *,
-          start: int, end: int | None) -> _Child:
-    reader, writer = os.pipe()
-    pid = os.fork()
+          start: int, end: int | None) -> _Child | None:
+    """A child reading the part; None when none could be made (no pipe or process to spare): the
+    caller then reads the part itself."""
+    try:
+        reader, writer = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(reader)
+        os.close(writer)
+        return None
     if pid:
         os.close(writer)
         return _Child(pid, reader)

@@ -194,7 +194,7 @@ def test_a_process_running_another_thread_reads_each_file_whole(
     path.write_bytes(b"".join(b"%d CitationGuard: rejected url=x\n" % n for n in range(400)))
     matcher = Matcher(RULES, ACTIVITY, timestamps=TimestampParser(default_tz=UTC))
     with monkeypatch.context() as alone_here:  # threads other tests left in this worker are not counted
-        alone_here.setattr(parts.threading, "active_count", lambda: 1)
+        alone_here.setattr(threading, "active_count", lambda: 1)
         _, alone = read_file(path, matcher, Seen, count_activity=True, part_min=1)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
@@ -206,3 +206,18 @@ def test_a_process_running_another_thread_reads_each_file_whole(
         other.join()
     assert (len(alone), len(beside)) == (4, 1)
     assert len(beside[0].hits) == 400 and read.lines == 400
+
+
+def test_a_part_no_process_can_be_forked_for_is_read_by_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    path = tmp_path / "agent.log"
+    path.write_bytes(b"".join(b"%d CitationGuard: rejected url=x\ntask finished\n" % n for n in range(500)))
+    whole, whole_hits = _read(path, True, parts=1)
+    split, split_hits = _read(path, True, parts=4, part_min=1)
+    assert split_hits == whole_hits and len(split_hits) == 500
+    assert split == whole and split.lines == 1000
