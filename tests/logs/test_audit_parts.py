@@ -34,6 +34,11 @@ class Seen:
         self.hits.extend((h.offset, h.guards, h.activity, h.text) for h in hits)
 
 
+def _read_tallies(path: Path, **kw: int) -> tuple[FileRead, list[Seen]]:
+    matcher = Matcher(RULES, ACTIVITY, timestamps=TimestampParser(default_tz=UTC))
+    return read_file(path, matcher, Seen, count_activity=True, **kw)
+
+
 def _read(path: Path, count_activity: bool, **kw: int) -> tuple[FileRead, list[tuple[int, tuple[str, ...], bool, str]]]:
     matcher = Matcher(RULES, ACTIVITY, timestamps=TimestampParser(default_tz=UTC))
     read, tallies = read_file(path, matcher, Seen, count_activity=count_activity, **kw)
@@ -221,3 +226,12 @@ def test_a_part_no_process_can_be_forked_for_is_read_by_the_caller(
     split, split_hits = _read(path, True, parts=4, part_min=1)
     assert split_hits == whole_hits and len(split_hits) == 500
     assert split == whole and split.lines == 1000
+
+
+def test_a_file_is_read_in_eight_parts_at_most(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parts, "cores", lambda: 16)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # threads other tests left here
+    path = tmp_path / "agent.log"
+    path.write_bytes(b"".join(b"%d CitationGuard: rejected url=x\n" % n for n in range(400)))
+    read, tallies = _read_tallies(path, part_min=1)
+    assert len(tallies) == 8 and read.lines == 400
