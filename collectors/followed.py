@@ -28,6 +28,8 @@ class Followed:
     fd: int | None
     scanner: LineScanner
     head: bytes = b""  # the first bytes read (up to HEAD), from the bytes the scanner consumed
+    hole: int = 0  # where the hole of NULs it starts with ends, once read past (0: none, or not known)
+    nuls: int | None = 0  # NULs read from its start while nothing else was (None: read past, or not known)
     tail: bytes = b""  # the last bytes (up to TAIL) before the scanner's offset
     recent: bytes = b""  # the last bytes (up to TAIL) before the scanner's read position
     size: int = 0
@@ -52,6 +54,12 @@ class Followed:
         pos = self.scanner.read_pos
         if pos < HEAD and len(self.head) == pos:
             self.head += data[: HEAD - pos]
+        if self.nuls == pos and data:
+            rest = data.lstrip(b"\0")
+            if rest:
+                self.hole, self.nuls = pos + len(data) - len(rest), None
+            else:
+                self.nuls = pos + len(data)
         result = self.scanner.feed(data)
         combined = self.recent + data
         end = pos + len(data)
@@ -65,6 +73,7 @@ class Followed:
         """Read from ``scanner``'s offset on, whose head and preceding bytes are given."""
         self.scanner = scanner
         self.head = head
+        self.hole, self.nuls = 0, (0 if scanner.offset == 0 else None)
         self.tail = self.recent = tail
 
     def push_prior(self, mark: Mark, now: float) -> None:
@@ -76,7 +85,7 @@ class Followed:
 
     def mark(self) -> Mark:
         """What has been read and committed-to-be, proved by head and tail."""
-        return Mark.of(self.scanner.offset, self.head, self.tail)
+        return Mark.of(self.scanner.offset, self.head, self.tail, self.hole)
 
     def state(self) -> FileState:
         """The state to commit."""
@@ -84,7 +93,7 @@ class Followed:
         return FileState(
             self.key, self.dev, self.ino, self.path, m.offset, m.head_len, m.head_hash,
             max(self.size, self.scanner.read_pos), m.head, m.tail_len, m.tail_hash, self.prior,
-            self.earlier,
+            self.earlier, m.lead,
         )
 
     def close(self) -> None:
@@ -110,9 +119,16 @@ def pread_upto(fd: int, length: int, offset: int = 0) -> bytes:
     return b"".join(chunks)
 
 
-def observe(fd: int, key: str, size: int, offsets: list[int], **kw: object) -> Observed:
-    """What ``classify`` needs to know of an open file: its head and the tails at ``offsets``."""
+def observe(
+    fd: int, key: str, size: int, offsets: list[int], leads: list[int] = (), **kw: object  # type: ignore[assignment]
+) -> Observed:
+    """What ``classify`` needs to know of an open file: its head, the tails at ``offsets`` and
+    which of ``leads`` its leading hole ends at."""
     head = pread_upto(fd, min(size, HEAD))
+    nul_head = bool(head) and not head.strip(b"\0")
+    hole_ends = frozenset(
+        lead for lead in leads if nul_head and lead < size and _hole_ends_at(fd, lead)
+    )
     tails: dict[int, bytes] = {}
     holes: set[int] = set()
     for offset in offsets:
@@ -122,7 +138,13 @@ def observe(fd: int, key: str, size: int, offsets: list[int], **kw: object) -> O
                 tails[offset] = digest(data)
             if not data.strip(b"\0") and pread_upto(fd, 1, offset) == b"\0":
                 holes.add(offset)
-    return Observed(key, size, head, tails, holes=frozenset(holes), **kw)  # type: ignore[arg-type]
+    return Observed(key, size, head, tails, holes=frozenset(holes), hole_ends=hole_ends, **kw)  # type: ignore[arg-type]
+
+
+def _hole_ends_at(fd: int, offset: int) -> bool:
+    """Whether the byte before ``offset`` is a NUL and the one at it is not."""
+    pair = pread_upto(fd, 2, offset - 1)
+    return len(pair) == 2 and pair[0] == 0 and pair[1] != 0
 
 
 def tail_before(fd: int, offset: int) -> bytes:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
-__all__ = ["HEAD", "TAIL", "Decision", "Kind", "Mark", "Observed", "Source", "classify", "digest"]
+__all__ = [
+    "HEAD", "TAIL", "Decision", "Kind", "Mark", "Observed", "Source", "classify", "digest", "lead_offsets",
+    "same_hole",
+]
 
 #: Bytes of a file's start kept to know it again.
 HEAD = 1024
@@ -39,12 +42,16 @@ class Mark:
     tail_len: int = 0
     tail_hash: bytes = b""
     head: bytes = b""  # the head's bytes when known (positions stored before they were kept lack them)
+    # Where the hole of NULs the file starts with ends, when it was read from its start and the
+    # hole outruns the head (0: not known).
+    lead: int = field(default=0, compare=False)
 
     @classmethod
-    def of(cls, offset: int, head: bytes, tail: bytes) -> Mark:
+    def of(cls, offset: int, head: bytes, tail: bytes, lead: int = 0) -> Mark:
         """The mark of a file read to ``offset``, whose first bytes are ``head`` and whose
-        bytes just before ``offset`` are ``tail``."""
-        return cls(offset, len(head), digest(head), len(tail), digest(tail) if tail else b"", head)
+        bytes just before ``offset`` are ``tail``; ``lead``: where its leading hole ends."""
+        lead = lead if head and not head.strip(b"\0") and lead >= len(head) else 0
+        return cls(offset, len(head), digest(head), len(tail), digest(tail) if tail else b"", head, lead)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class Observed:
     grew: bool = True  # its size changed since it was last looked at (a copy may still be written)
     rotated_name: bool = False  # its name is a rotated one (``app.log.1``): where copies are made
     holes: frozenset[int] = frozenset()  # offsets (of ``tails``) where a NUL byte follows
+    hole_ends: frozenset[int] = frozenset()  # offsets (of marks' ``lead``) its leading hole ends at
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,18 @@ def tail_offsets(stored: Mark | None, sources: Sequence[Source]) -> list[int]:
     return sorted({m.offset for m in marks if m.offset and m.tail_len})
 
 
+def lead_offsets(sources: Sequence[Source]) -> list[int]:
+    """The offsets where ``classify`` asks whether a file's leading hole ends."""
+    return sorted({s.mark.lead for s in sources if s.mark.lead})
+
+
+def same_hole(mark: Mark, observed: Observed) -> bool:
+    """Whether a head agreement of ``observed`` with ``mark`` may mean anything: not when the
+    mark's head is a hole known to end where ``observed``'s does not (every copy made after a
+    copytruncate under a writer without O_APPEND starts with NULs, each hole its own length)."""
+    return not mark.lead or mark.lead in observed.hole_ends
+
+
 def classify(
     stored: Mark | None,
     observed: Observed,
@@ -145,7 +165,10 @@ def classify(
     copy = _copy(observed, copies, full)
     if copy is not None:
         return copy
-    twins = full or [s for s in copies if not s.settled and _agree(s.mark.head, observed.head)]
+    twins = full or [
+        s for s in copies
+        if not s.settled and _agree(s.mark.head, observed.head) and same_hole(s.mark, observed)
+    ]
     may_copy = observed.rotated_name or not observed.at_start
     if twins and may_copy and observed.waited < rotate_wait:
         # A copy half made, or made with its original not truncated yet, even when found by the
@@ -175,7 +198,7 @@ def _copy(observed: Observed, copies: Sequence[Source], full: Sequence[Source]) 
     older = [
         s for s in copies
         if s.settled and s.mark.head and observed.size < s.mark.offset
-        and s.mark.head.startswith(observed.head)
+        and s.mark.head.startswith(observed.head) and same_hole(s.mark, observed)
     ]
     if older:
         if observed.grew:

@@ -28,11 +28,13 @@ class FileState:
     tail_hash: bytes = b""
     prior: Mark | None = None  # what the file held before its last truncation
     earlier: tuple[Mark, ...] = ()  # what it held before the truncations before, newest first
+    lead: int = 0  # where the hole its head is part of ends (``Mark.lead``)
 
     @property
     def mark(self) -> Mark:
         """The committed read position with the head and tail that prove it."""
-        return Mark(self.offset, self.head_len, self.head_hash, self.tail_len, self.tail_hash, self.head)
+        return Mark(self.offset, self.head_len, self.head_hash, self.tail_len, self.tail_hash, self.head,
+                    self.lead)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from collectors.followed import (
     tail_before,
     truncation_told,
 )
-from collectors.identity import HEAD, Decision, Kind, classify, tail_offsets
+from collectors.identity import HEAD, Decision, Kind, classify, lead_offsets, tail_offsets
 from collectors.lettinggo import LettingGo
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
@@ -231,7 +231,7 @@ class Tailer:
         sources = sources_for(f.key, self._files, self._positions()) + self._letting.deleted
         mark = stored.mark if stored is not None else None
         observed = observe(
-            f.fd, f.key, f.size, tail_offsets(mark, sources), at_start=f.at_start,
+            f.fd, f.key, f.size, tail_offsets(mark, sources), lead_offsets(sources), at_start=f.at_start,
             waited=now - f.first_seen, grew=f.size != f.seen_size,
             rotated_name=live_path(f.path) != f.path,
         )

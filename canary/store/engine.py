@@ -30,7 +30,7 @@ from canary.errors import StoreError
 from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, StoredRun
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import nonce_candidates
-from canary.store.positions import committed_before, pack_marks, state_of
+from canary.store.positions import committed_before, pack_head, pack_marks, state_of
 from canary.store.signals import SIGNAL_PATH, signal_counts
 from canary.store.sites import Site, claim_sqlite, register, search_site
 from canary.store.tables import (
@@ -379,7 +379,8 @@ class Store:
                                                self.attribution)
         state = batch.state
         extra = {
-            "head": state.head, "tail_len": state.tail_len, "tail_hash": state.tail_hash,
+            "head": pack_head(state.head, state.lead), "tail_len": state.tail_len,
+            "tail_hash": state.tail_hash,
             "prior": pack_marks(state.prior, state.earlier),
         }
         with self.engine.begin() as conn:

@@ -11,7 +11,10 @@ from canary.store.tables import FilePosition
 from collectors.identity import Mark
 from collectors.positions import Batch, FileState
 
-__all__ = ["committed_before", "pack_mark", "pack_marks", "state_of", "unpack_mark", "unpack_marks"]
+__all__ = [
+    "committed_before", "pack_head", "pack_mark", "pack_marks", "state_of", "unpack_head", "unpack_mark",
+    "unpack_marks",
+]
 
 #: The first byte of several packed marks (a single mark starts with its offset's high byte).
 _SEVERAL = b"\xff"
@@ -21,20 +24,36 @@ def state_of(row: Any) -> FileState:
     pos = row[0] if not isinstance(row, FilePosition) and len(row) == 1 else row
     marks = unpack_marks(pos.prior)
     prior, earlier = (marks[0], tuple(marks[1:])) if marks else (None, ())
+    head, lead = unpack_head(bytes(pos.head or b""), pos.head_len)
     return FileState(
         key=pos.key, dev=pos.dev, ino=pos.ino, path=pos.path, offset=pos.offset,
         head_len=pos.head_len, head_hash=bytes(pos.head_hash), size=pos.size,
-        head=bytes(pos.head or b""), tail_len=int(pos.tail_len or 0),
-        tail_hash=bytes(pos.tail_hash or b""), prior=prior, earlier=earlier,
+        head=head, tail_len=int(pos.tail_len or 0),
+        tail_hash=bytes(pos.tail_hash or b""), prior=prior, earlier=earlier, lead=lead,
     )
 
 
+def pack_head(head: bytes, lead: int) -> bytes:
+    """A head's bytes as stored: a head of NULs whose hole is known to end at ``lead`` is
+    followed by that offset (8 bytes, big-endian); no other head is longer than its length."""
+    return head + struct.pack(">Q", lead) if lead else head
+
+
+def unpack_head(stored: bytes, head_len: int) -> tuple[bytes, int]:
+    """``pack_head``'s head and lead (0 where none was stored)."""
+    if len(stored) == head_len + 8 and not stored[:head_len].strip(b"\0"):
+        return stored[:head_len], struct.unpack(">Q", stored[head_len:])[0]
+    return stored, 0
+
+
 def pack_mark(mark: Mark | None) -> bytes | None:
-    """A mark as bytes: offset, head length, tail length, then head hash, tail hash, head."""
+    """A mark as bytes: offset, head length, tail length, then head hash, tail hash, head
+    (``pack_head``'s)."""
     if mark is None:
         return None
     sizes = struct.pack(">QII", mark.offset, mark.head_len, mark.tail_len)
-    return sizes + mark.head_hash.ljust(16, b"\0") + mark.tail_hash.ljust(16, b"\0") + mark.head
+    return (sizes + mark.head_hash.ljust(16, b"\0") + mark.tail_hash.ljust(16, b"\0")
+            + pack_head(mark.head, mark.lead))
 
 
 def unpack_mark(data: bytes | None) -> Mark | None:
@@ -44,7 +63,8 @@ def unpack_mark(data: bytes | None) -> Mark | None:
     data = bytes(data)
     offset, head_len, tail_len = struct.unpack(">QII", data[:16])
     tail_hash = data[32:48] if tail_len else b""
-    return Mark(offset, head_len, data[16:32], tail_len, tail_hash, data[48:])
+    head, lead = unpack_head(data[48:], head_len)
+    return Mark(offset, head_len, data[16:32], tail_len, tail_hash, head, lead)
 
 
 def pack_marks(prior: Mark | None, earlier: tuple[Mark, ...] = ()) -> bytes | None:

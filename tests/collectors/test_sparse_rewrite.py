@@ -133,3 +133,57 @@ def test_a_copytruncate_in_the_middle_of_a_read_counts_each_line_once(
     assert not doubled, f"counted twice: {doubled}"
     assert not [line for line in seen if "\0" in line]
     assert len(seen) == seq, f"{seq - len(seen)} of {seq} lines lost"
+
+
+@pytest.mark.parametrize("glob", ["agent.log", "agent.log*"])
+@pytest.mark.parametrize(("script", "n"), [
+    ("wpwcwcwpc", 20), ("wpwcwcwpcwp", 20), ("wpwcwcwpkcs", 20), ("wpcwcwpkcs", 200),
+])
+def test_a_file_whose_hole_ends_elsewhere_is_no_copy_of_another_hole(
+    tmp_path: Path, store: Store, glob: str, script: str, n: int
+) -> None:
+    """Every copy made after the first starts with a hole longer than the head kept of a file,
+    so their heads are all NULs and agree: only where the hole ends tells an older copy of the
+    live file from the copy before it, before and after a restart. w: write ``n`` lines; p: poll;
+    c: copytruncate; k: stop; s: start again."""
+    log = tmp_path / "agent.log"
+    clock = Clock()
+
+    def tailer() -> Tailer:
+        return Tailer([str(tmp_path / glob)], Matcher([Rule.regex("g", "HIT")]), store, clock=clock,
+                      rotate_wait=5.0)
+
+    t: Tailer | None = tailer()
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    seq = 0
+    try:
+        for step in script:
+            if step == "w":
+                for _ in range(n):
+                    seq += 1
+                    os.write(fd, b"2026-12-03T10:00:00Z a HIT seq=%d\n" % seq)
+            elif step == "c":
+                copytruncate(log)
+            elif step == "k":
+                assert t is not None
+                t.close()
+                t = None
+            elif step == "s":
+                t = tailer()
+            else:
+                assert t is not None
+                clock.now += 0.5
+                t.poll()
+        assert t is not None
+        for _ in range(4):
+            clock.now += 6.0
+            t.poll()
+    finally:
+        os.close(fd)
+        if t is not None:
+            t.close()
+    seen = counted(store)
+    doubled = sorted(line[-8:] for line, n in seen.items() if n > 1)
+    assert not doubled, f"counted twice: {doubled}"
+    lost = sorted(set(range(1, seq + 1)) - {int(line.split("seq=")[1]) for line in seen})
+    assert not lost, f"{len(lost)} of {seq} lines lost: seq {lost[:3]}…{lost[-1:]}"
