@@ -1,5 +1,6 @@
-"""The ``canary`` console script: ``canary status`` answers without loading click
-(``canary.cli.quick``); every other command line goes to the click group (``canary.cli.main``)."""
+"""The ``canary`` console script: ``canary status`` (``canary.cli.quick``) and ``canary audit``
+(``canary.cli.audit_cmd``) answer without loading click; every other command line goes to the click
+group (``canary.cli.main``)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,42 @@ def status_args(args: Sequence[str]) -> tuple[str | None, bool] | None:
     return explicit, as_json
 
 
+#: ``canary audit``'s options that take a value, and whether each may be given more than once.
+_AUDIT_VALUES = {"--since": False, "--window": False, "--otlp": True}
+
+
+def audit_args(args: Sequence[str]) -> dict[str, object] | None:
+    """``canary audit``'s options (``explicit``, ``since``, ``window``, ``as_json``, ``otlp``) when
+    ``args`` are ``audit`` with only those options, each given whole, else None."""
+    found: dict[str, list[str]] = {"--config": [], "--since": [], "--window": [], "--otlp": []}
+    as_json, commands = False, list[str]()
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, eq, value = arg.partition("=")
+        if arg == "--json" and commands:
+            as_json = True
+        elif name in found and (name == "--config" or commands):
+            if not eq:
+                if not rest or rest[0].startswith("-"):
+                    return None  # the value is missing: click says so
+                value = rest.pop(0)
+            if not value:
+                return None
+            found[name].append(value)
+        elif arg.startswith("-"):
+            return None  # --help, a typo, an option of the group: click answers those
+        else:
+            commands.append(arg)
+    if commands != ["audit"] or any(len(v) > 1 for k, v in found.items() if not _AUDIT_VALUES.get(k, True)):
+        return None
+    if len(found["--config"]) > 1:
+        return None
+    first = {k: (v[0] if v else None) for k, v in found.items()}
+    return {"explicit": first["--config"], "since": first["--since"], "window": first["--window"],
+            "as_json": as_json, "otlp": found["--otlp"]}
+
+
 def main() -> None:
     """Run the command line in ``sys.argv``."""
     quick = status_args(sys.argv[1:])
@@ -41,6 +78,13 @@ def main() -> None:
 
         explicit, as_json = quick
         sys.exit(run(explicit, as_json=as_json))
+    audit = audit_args(sys.argv[1:])
+    if audit is not None:
+        from canary.cli.audit_cmd import run as run_audit
+
+        code = run_audit(**audit)  # type: ignore[arg-type]
+        if code is not None:
+            sys.exit(code)
     from canary.cli.main import main as group
 
     group()

@@ -24,7 +24,7 @@ from canary.config.urls import redact_url
 from canary.errors import UsageError
 from canary.sentences import POINT_AT_THE_PROXY
 from canary.terminal import colour_wanted, safe, safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, hour_floor
+from canary.vocabulary import EXIT_OK, EXIT_UNHEALTHY, hour_floor
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -102,35 +102,6 @@ def _relay_warning(config: Config) -> str | None:
             f"installed: an agent pointed at the proxy fails until one does. {POINT_AT_THE_PROXY}")
 
 
-def _parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
-    from canary.config.durations import DurationError, parse_duration
-
-    if since and window:
-        raise UsageError("give --since or --window, not both", option="--since")
-    if window:
-        try:
-            return now - parse_duration(window)
-        except DurationError as exc:
-            raise UsageError(f"--window: {exc}", option="--window") from exc
-    if not since:
-        return None
-    try:
-        return now - parse_duration(since)
-    except DurationError:
-        pass
-    try:
-        moment = datetime.fromisoformat(since)
-    except ValueError as exc:
-        raise UsageError(
-            f"--since: {since!r} is neither a time (2026-11-29, 2026-11-29T10:00:00Z) "
-            "nor a duration ago (6h, 7d)",
-            option="--since",
-        ) from exc
-    if moment.tzinfo is None:
-        moment = moment.astimezone()
-    return moment.astimezone(UTC)
-
-
 @main.command(epilog=epilog(["canary audit", "canary audit --window 7d --json"],
                             {0: "every guard fired", 1: "a guard had zero firings", 2: None,
                              3: "no log file could be read"}))
@@ -150,29 +121,12 @@ def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bo
           otlp: tuple[Path, ...]) -> None:
     """Count every guard's firings in the logs from their start (rotated and .gz files too), and in
     OTLP export files."""
-    from canary.logs.audit import audit as run_audit
+    from canary.cli.audit_cmd import audit_command, parse_since
 
     config = load(ctx)
     now = datetime.now(UTC)
-    report = run_audit(config, since=_parse_since(since, window, now), now=now, otlp=otlp)
-    for f in report.files:
-        if f.error:
-            warn(f.path, f"could not read {f.path}: {f.error}")
-        for message in f.warnings:
-            warn(f.path, message)
-    if report.store_problem:
-        warn("", f"the store's runs could not be read ({report.store_problem}): "
-                 "lines carrying a run's nonce are counted organic")
-    if not report.files and not otlp:
-        warn("", f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        click.echo(fmt.audit_table(report))
-    readable = [f for f in report.files if f.error is None]
-    if not readable:
-        sys.exit(EXIT_UNAVAILABLE)
-    sys.exit(EXIT_UNHEALTHY if report.asleep else EXIT_OK)
+    moment = parse_since(since, window, now)
+    sys.exit(audit_command(config, since=moment, now=now, as_json=as_json, otlp=otlp))
 
 
 @main.command(epilog=epilog(["canary collect --once", "canary collect --every 2"],

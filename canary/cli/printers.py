@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import click
-
+from canary.cli.quick import paint
 from canary.terminal import safe
 from canary.vocabulary import HEALTHY_VERDICTS, Stage, counted
 
@@ -42,9 +41,9 @@ def audit_table(report: AuditReport) -> str:
                  row[4].ljust(widths[4]), row[5].ljust(widths[5]), row[6]]
         line = "  ".join(cells).rstrip()
         if row[6] == "ASLEEP":
-            line = click.style(line, fg="red", bold=True)
+            line = paint(line, fg="red", bold=True)
         elif i == 0:
-            line = click.style(line, bold=True)
+            line = paint(line, bold=True)
         lines.append(line)
     window = (
         f"from {stamp(report.since)} to {stamp(report.until)}" if report.since else "all lines"
@@ -91,9 +90,9 @@ def runs_table(results: Sequence[RunView]) -> str:
         text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:5])) + "  " + row[5]
         text = text.rstrip()
         if i == 0:
-            text = click.style(text, bold=True)
+            text = paint(text, bold=True)
         elif row[2].lower() not in HEALTHY_VERDICTS:
-            text = click.style(text, fg="red", bold=True)
+            text = paint(text, fg="red", bold=True)
         lines.append(text)
     return "\n".join(lines)
 

@@ -5,7 +5,8 @@ The console script (``canary.cli.entry``) hands ``status``, with ``--json`` and 
 anywhere on the line, to ``run`` here; any other line goes to the click group in ``canary.cli.main``,
 whose ``status`` command prints through the same ``status_command``. What this module prints is
 what ``click.echo`` would: styles only on a terminal (and never with ``NO_COLOR`` or ``TERM=dumb``),
-every error as the CLI's one boundary reports it.
+every error as the CLI's one boundary reports it (``guarded``, which ``canary audit``'s short way,
+``canary.cli.audit_cmd``, runs its body under too).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE
 if TYPE_CHECKING:
     from canary.config.settings import Config
 
-__all__ = ["paint", "report_lines", "run", "status_command", "status_table"]
+__all__ = ["echo", "guarded", "paint", "report_lines", "run", "status_command", "status_table"]
 
 _COLORS = {"red": 31, "yellow": 33}
 _STYLE = r"\x1b\[[0-9;]*m"  # compiled by ``re`` when styled text meets a stream that shows none
@@ -147,13 +148,22 @@ def report_lines(exc: CanaryError) -> list[str]:
 
 def run(explicit: str | None, *, as_json: bool) -> int:
     """``canary status`` from start to exit code, with the CLI's error boundary."""
-    from canary.config.settings import load_config
 
-    try:
+    def body() -> int:
+        from canary.config.settings import load_config
+
         config = load_config(explicit, keep_going=True)
         for warning in config.warnings:
             echo(safe_lines(warning.render()), err=True)
         return status_command(config, as_json=as_json)
+
+    return guarded(body)
+
+
+def guarded(body: Callable[[], int]) -> int:
+    """``body``'s exit code, every error it raises printed as the CLI's one boundary prints it."""
+    try:
+        return body()
     except CanaryError as exc:
         for line in report_lines(exc):
             echo(line, err=True)

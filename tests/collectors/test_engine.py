@@ -18,7 +18,7 @@ from tests.profiles import examples
 pytestmark = pytest.mark.skipif(not native.available(), reason="hyperscan is not installed")
 
 PIECES = [b"\n", b"\n", b"ab", b"\r\n", "é".encode(), b"\x00", b"\xff", b"x" * 300, b"\n" * 7]
-K = native.LINES_PER_REPORT
+K = 128
 BIG = 70 << 10
 #: A set with a prefilter that fires on some of PIECES, one with none, one that is end-anchored.
 SETS = [[(0, b"ab"), (1, b"\\xc3")], [], [(2, b"b\\r$")]]
@@ -45,12 +45,20 @@ def test_the_scans_line_count_and_plain_text_agree_with_bytes_methods(
 
 @pytest.mark.parametrize("lines", [0, 1, K - 1, K, K + 1, 3 * K, 3 * K + 5, 2000 * K])
 @pytest.mark.parametrize("tail", [b"", b"no newline at the end"])
-def test_the_scans_line_count_at_every_run_boundary(lines: int, tail: bytes) -> None:
+def test_the_scans_line_count_however_many_lines(lines: int, tail: bytes) -> None:
     found = native.NativeSet([(0, b"y")])
     data = b"y\n" * lines + tail
     ends, counted, plain = found.scan(data, 0, len(data))
     assert (counted, plain) == (lines, True)
-    assert sorted(set(ends[0])) == [2 * i + 1 for i in range(lines)]  # the counter is not a rule's
+    assert sorted(set(ends[0])) == [2 * i + 1 for i in range(lines)]
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0, 0), (0, 9), (1, 9), (3, 30), (2, 39), (17, 40), (39, 40), (40, 40)])
+def test_newlines_counts_as_bytes_count_does_over_any_range(lo: int, hi: int) -> None:
+    data = b"ab\ncd\n\n\nefgh\nij\n" + b"x\n" * 10 + b"tail"
+    assert len(data) == 40
+    for buf in (data, bytearray(data)):
+        assert native.newlines(buf, lo, hi) == data.count(b"\n", lo, hi)
 
 
 def test_a_prefilter_is_reported_once_per_line_at_the_lines_end() -> None:

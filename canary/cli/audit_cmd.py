@@ -1,0 +1,108 @@
+"""``canary audit``: one body for the click command and for the console script's short way, which
+answers a plain ``canary audit`` line without loading click (``canary.cli.entry``).
+
+Both print the same bytes and exit with the same code: the short way hands any line it does not
+take whole (``--help``, an unknown option, a ``--since`` that does not parse) to click.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from canary.cli.quick import echo, guarded
+from canary.errors import UsageError
+from canary.terminal import safe_lines
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
+
+__all__ = ["audit_command", "parse_since", "run"]
+
+
+def parse_since(since: str | None, window: str | None, now: datetime) -> datetime | None:
+    """The start of the audited window from ``--since`` (a time, or a duration ago) or ``--window``."""
+    from canary.config.durations import DurationError, parse_duration
+
+    if since and window:
+        raise UsageError("give --since or --window, not both", option="--since")
+    if window:
+        try:
+            return now - parse_duration(window)
+        except DurationError as exc:
+            raise UsageError(f"--window: {exc}", option="--window") from exc
+    if not since:
+        return None
+    try:
+        return now - parse_duration(since)
+    except DurationError:
+        pass
+    try:
+        moment = datetime.fromisoformat(since)
+    except ValueError as exc:
+        raise UsageError(
+            f"--since: {since!r} is neither a time (2026-11-29, 2026-11-29T10:00:00Z) "
+            "nor a duration ago (6h, 7d)",
+            option="--since",
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return moment.astimezone(UTC)
+
+
+def warn(message: str) -> None:
+    """A reader's warning on stderr, control characters shown."""
+    echo(f"warning: {safe_lines(message)}", err=True)
+
+
+def audit_command(config: Config, *, since: datetime | None, now: datetime, as_json: bool,
+                  otlp: Sequence[Path]) -> int:
+    """Audit ``config``'s logs (and ``otlp`` files) from ``since``, print the report; the exit code."""
+    from canary.logs.audit import audit
+
+    report = audit(config, since=since, now=now, otlp=otlp)
+    for f in report.files:
+        if f.error:
+            warn(f"could not read {f.path}: {f.error}")
+        for message in f.warnings:
+            warn(message)
+    if report.store_problem:
+        warn(f"the store's runs could not be read ({report.store_problem}): "
+             "lines carrying a run's nonce are counted organic")
+    if not report.files and not otlp:
+        warn(f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
+    if as_json:
+        import json
+
+        echo(json.dumps(report.to_json(), indent=2))
+    else:
+        from canary.cli.printers import audit_table
+
+        echo(audit_table(report))
+    if not [f for f in report.files if f.error is None]:
+        return EXIT_UNAVAILABLE
+    return EXIT_UNHEALTHY if report.asleep else EXIT_OK
+
+
+def run(explicit: str | None, *, since: str | None, window: str | None, as_json: bool,
+        otlp: Sequence[str]) -> int | None:
+    """``canary audit`` from start to exit code, with the CLI's error boundary; None (nothing printed)
+    when ``--since`` or ``--window`` is wrong, for click to say so with its usage line."""
+    now = datetime.now(UTC)
+    try:
+        moment = parse_since(since, window, now)
+    except UsageError:
+        return None
+
+    def body() -> int:
+        from canary.config.settings import load_config
+
+        config = load_config(explicit)
+        for warning in config.warnings:
+            echo(safe_lines(warning.render()), err=True)
+        return audit_command(config, since=moment, now=now, as_json=as_json, otlp=[Path(p) for p in otlp])
+
+    return guarded(body)
