@@ -380,8 +380,7 @@ class Store:
         state = batch.state
         extra = {
             "head": pack_head(state.head, state.lead), "tail_len": state.tail_len,
-            "tail_hash": state.tail_hash,
-            "prior": pack_marks(state.prior, state.earlier),
+            "tail_hash": state.tail_hash, "prior": pack_marks(state.prior, state.earlier),
         }
         with self.engine.begin() as conn:
             if committed_before(conn, batch):
