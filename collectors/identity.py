@@ -131,8 +131,11 @@ def tail_offsets(stored: Mark | None, sources: Sequence[Source]) -> list[int]:
 
 
 def lead_offsets(sources: Sequence[Source]) -> list[int]:
-    """The offsets where ``classify`` asks whether a file's leading hole ends."""
-    return sorted({s.mark.lead for s in sources if s.mark.lead})
+    """The offsets where ``classify`` asks whether a file's leading hole ends: where the holes of
+    other files end, and where settled files were read to (a writer without O_APPEND writes on
+    from there after a truncation)."""
+    return sorted({s.mark.lead for s in sources if s.mark.lead}
+                  | {s.mark.offset for s in sources if s.settled and s.mark.offset})
 
 
 def same_hole(mark: Mark, observed: Observed) -> bool:
@@ -175,6 +178,11 @@ def classify(
         # first scan after a start (logrotate may be copying just then): decide once the
         # original is truncated, or once it has not been for ``rotate_wait``.
         return Decision(Kind.WAIT)
+    after = [s for s in copies if s.settled and s.mark.offset in observed.hole_ends]
+    if after and observed.rotated_name:
+        # A copy of what a writer without O_APPEND wrote on from where a file was read to, once
+        # it was truncated: nothing of it was read. Its hole is skipped as it is read.
+        return Decision(Kind.COPY, 0, max(after, key=lambda s: s.mark.offset).key)
     return Decision(Kind.REWRITTEN if stored is not None and stored.offset else Kind.NEW)
 
 

@@ -27,6 +27,7 @@ from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
     Followed,
+    copied_lead,
     last_line_end,
     observe,
     pread_upto,
@@ -98,8 +99,7 @@ class Tailer:
         self._catchup = Catchup(self._commit, self._trusted, self._scanner, self._batch_bytes, self._errors)
         self.backfill = backfill
         self._known_lives: set[str] = set()  # live logs with a position stored when the tailer started
-        self.lines_total = 0
-        self.truncations = 0
+        self.lines_total = self.truncations = 0
 
     # -- public -------------------------------------------------------------
 
@@ -254,7 +254,7 @@ class Tailer:
             if decision.kind is not Kind.RESUME and stored.offset:
                 self._held_elsewhere(f, stored, now)
         self._start_at(f, offset)
-        f.fresh = False
+        f.fresh, f.hole = False, copied_lead(decision, sources) if decision.kind is Kind.COPY else 0
         if stored is None or stored.offset != offset or decision.kind is not Kind.RESUME:
             self._commit(f, [], 0, 0)
         return True

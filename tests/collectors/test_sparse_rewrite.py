@@ -138,6 +138,7 @@ def test_a_copytruncate_in_the_middle_of_a_read_counts_each_line_once(
 @pytest.mark.parametrize("glob", ["agent.log", "agent.log*"])
 @pytest.mark.parametrize(("script", "n"), [
     ("wpwcwcwpc", 20), ("wpwcwcwpcwp", 20), ("wpwcwcwpkcs", 20), ("wpcwcwpkcs", 200),
+    ("wpcwpcwccpks", 60),  # two copies in one poll: the newer one's hole ends where the log was read to
 ])
 def test_a_file_whose_hole_ends_elsewhere_is_no_copy_of_another_hole(
     tmp_path: Path, store: Store, glob: str, script: str, n: int
