@@ -157,8 +157,9 @@ def classify(
     Its own stored position wins when the file still holds it (a position stored
     while the file was empty vouches for nothing). Else the longest settled mark
     the file is a byte copy of says where the copy goes on; a mark of a file
-    still followed and intact makes it wait up to ``rotate_wait``; else it is
-    read from its start.
+    still followed and intact makes it wait up to ``rotate_wait``; a rotated file
+    whose leading hole ends where a settled file was read to is a copy of what was
+    written after (read whole); else it is read from its start.
     """
     own = _own(stored, observed)
     if own is not None:
@@ -168,6 +169,16 @@ def classify(
     copy = _copy(observed, copies, full)
     if copy is not None:
         return copy
+    later = _wait_or_after(observed, copies, full, rotate_wait)
+    if later is not None:
+        return later
+    return Decision(Kind.REWRITTEN if stored is not None and stored.offset else Kind.NEW)
+
+
+def _wait_or_after(
+    observed: Observed, copies: Sequence[Source], full: Sequence[Source], rotate_wait: float
+) -> Decision | None:
+    """A file no settled mark proves a copy of: to wait for, or a copy of what followed a mark."""
     twins = full or [
         s for s in copies
         if not s.settled and _agree(s.mark.head, observed.head) and same_hole(s.mark, observed)
@@ -183,7 +194,7 @@ def classify(
         # A copy of what a writer without O_APPEND wrote on from where a file was read to, once
         # it was truncated: nothing of it was read. Its hole is skipped as it is read.
         return Decision(Kind.COPY, 0, max(after, key=lambda s: s.mark.offset).key)
-    return Decision(Kind.REWRITTEN if stored is not None and stored.offset else Kind.NEW)
+    return None
 
 
 def _own(stored: Mark | None, observed: Observed) -> Decision | None:
