@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from collectors.identity import HEAD, TAIL, Decision, Mark, Observed, Source, digest
+from collectors.identity import HEAD, TAIL, Mark, Observed, Source, digest
 from collectors.positions import FileState
 from collectors.scan import FeedResult, Hit, LineScanner
 
@@ -120,7 +120,7 @@ def pread_upto(fd: int, length: int, offset: int = 0) -> bytes:
 
 
 def observe(
-    fd: int, key: str, size: int, offsets: list[int], leads: list[int] = (), **kw: object  # type: ignore[assignment]
+    fd: int, key: str, size: int, offsets: list[int], leads: Sequence[int] = (), **kw: object
 ) -> Observed:
     """What ``classify`` needs to know of an open file: its head, the tails at ``offsets`` and
     which of ``leads`` its leading hole ends at."""
@@ -217,12 +217,6 @@ def sources_for(key: str, files: Mapping[str, Followed], stored: Mapping[str, Fi
         if s.key != key and s.offset:
             out.append(Source(s.key, s.mark, True))
     return out
-
-
-def copied_lead(decision: Decision, sources: Sequence[Source]) -> int:
-    """Where the leading hole of a byte copy of ``decision``'s source mark ends: the source's own."""
-    return next((s.mark.lead for s in sources
-                 if s.key == decision.source and s.mark.offset == decision.offset and s.mark.lead), 0)
 
 
 def hole_loss(fd: int, size: int, offset: int) -> int:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 __all__ = [
-    "HEAD", "TAIL", "Decision", "Kind", "Mark", "Observed", "Source", "classify", "digest", "lead_offsets",
-    "same_hole",
+    "HEAD", "TAIL", "Decision", "Kind", "Mark", "Observed", "Source", "classify", "copied_lead", "digest",
+    "lead_offsets", "same_hole",
 ]
 
 #: Bytes of a file's start kept to know it again.
@@ -50,7 +50,7 @@ class Mark:
     def of(cls, offset: int, head: bytes, tail: bytes, lead: int = 0) -> Mark:
         """The mark of a file read to ``offset``, whose first bytes are ``head`` and whose
         bytes just before ``offset`` are ``tail``; ``lead``: where its leading hole ends."""
-        lead = lead if head and not head.strip(b"\0") and lead >= len(head) else 0
+        lead = lead if lead >= len(head) > 0 and not head.strip(b"\0") else 0
         return cls(offset, len(head), digest(head), len(tail), digest(tail) if tail else b"", head, lead)
 
 
@@ -136,6 +136,12 @@ def lead_offsets(sources: Sequence[Source]) -> list[int]:
     from there after a truncation)."""
     return sorted({s.mark.lead for s in sources if s.mark.lead}
                   | {s.mark.offset for s in sources if s.settled and s.mark.offset})
+
+
+def copied_lead(decision: Decision, sources: Sequence[Source]) -> int:
+    """Where the leading hole of a byte copy of ``decision``'s source mark ends: the source's own."""
+    return next((s.mark.lead for s in sources
+                 if s.key == decision.source and s.mark.offset == decision.offset and s.mark.lead), 0)
 
 
 def same_hole(mark: Mark, observed: Observed) -> bool:

@@ -27,7 +27,6 @@ from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
     Followed,
-    copied_lead,
     last_line_end,
     observe,
     pread_upto,
@@ -37,7 +36,7 @@ from collectors.followed import (
     tail_before,
     truncation_told,
 )
-from collectors.identity import HEAD, Decision, Kind, classify, lead_offsets, tail_offsets
+from collectors.identity import HEAD, Decision, Kind, classify, copied_lead, lead_offsets, tail_offsets
 from collectors.lettinggo import LettingGo
 from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def status_args(args: Sequence[str]) -> tuple[str | None, bool] | None:
@@ -30,11 +31,7 @@ def status_args(args: Sequence[str]) -> tuple[str | None, bool] | None:
     return explicit, as_json
 
 
-#: ``canary audit``'s options that take a value, and whether each may be given more than once.
-_AUDIT_VALUES = {"--since": False, "--window": False, "--otlp": True}
-
-
-def audit_args(args: Sequence[str]) -> dict[str, object] | None:
+def audit_args(args: Sequence[str]) -> dict[str, Any] | None:
     """``canary audit``'s options (``explicit``, ``since``, ``window``, ``as_json``, ``otlp``) when
     ``args`` are ``audit`` with only those options, each given whole, else None."""
     found: dict[str, list[str]] = {"--config": [], "--since": [], "--window": [], "--otlp": []}
@@ -57,10 +54,8 @@ def audit_args(args: Sequence[str]) -> dict[str, object] | None:
             return None  # --help, a typo, an option of the group: click answers those
         else:
             commands.append(arg)
-    if commands != ["audit"] or any(len(v) > 1 for k, v in found.items() if not _AUDIT_VALUES.get(k, True)):
-        return None
-    if len(found["--config"]) > 1:
-        return None
+    if commands != ["audit"] or any(len(found[k]) > 1 for k in ("--config", "--since", "--window")):
+        return None  # click takes the last of an option given twice: let it
     first = {k: (v[0] if v else None) for k, v in found.items()}
     return {"explicit": first["--config"], "since": first["--since"], "window": first["--window"],
             "as_json": as_json, "otlp": found["--otlp"]}
@@ -82,7 +77,7 @@ def main() -> None:
     if audit is not None:
         from canary.cli.audit_cmd import run as run_audit
 
-        code = run_audit(**audit)  # type: ignore[arg-type]
+        code = run_audit(**audit)
         if code is not None:
             sys.exit(code)
     from canary.cli.main import main as group
