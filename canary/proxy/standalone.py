@@ -7,7 +7,9 @@ so a daemon restarting, reloading or crashing never takes the agent's model call
 
 A daemon connects to the ``link`` Unix socket (in the project's private state folder) and
 tells it, one JSON object a line: ``full`` (the loopback address of the daemon's full path),
-``nonces`` (the runs in flight), ``seq`` (acknowledged, with the address it serves), ``stop``.
+``nonces`` (the runs in flight), ``upstream`` and ``ca_file``, ``max_body`` (its own
+``[model]`` settings, which hold from then on), ``seq`` (acknowledged, with the address it
+serves), ``stop``.
 The proxy sends back ``notes``: the calls it relayed with no live nonce (``passed``, with
 their ``traceparent``), the model server's answers and failures, for the daemon's counts.
 With no daemon linked it relays everything, the in-process hook answers 204, and after
@@ -138,6 +140,8 @@ class Link:
         if "upstream" in message:
             upstream = message["upstream"]
             front.upstream = Origin.of_url(upstream, message.get("ca_file")) if upstream else None
+        if isinstance(message.get("max_body"), int) and message["max_body"] > 0:
+            front.max_body = message["max_body"]
         if "seq" in message:
             writer.write(json.dumps({"ack": message["seq"], "listen": self.listen}).encode() + b"\n")
         if message.get("stop"):

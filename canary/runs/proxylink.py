@@ -194,7 +194,8 @@ class DetachedProxy:
         assert self.inner is not None
         model = self.config.model
         self._send({"full": f"{self.inner.host}:{self.inner.port}", "upstream": model.upstream,
-                    "ca_file": model.ca_file, "nonces": [r.nonce for r in self.registry.active()]})
+                    "ca_file": model.ca_file, "max_body": model.max_body,
+                    "nonces": [r.nonce for r in self.registry.active()]})
 
     def _send(self, message: dict[str, Any]) -> int:
         with self._lock:

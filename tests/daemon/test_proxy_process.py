@@ -251,3 +251,34 @@ def test_a_session_links_to_the_proxy_process_left_running(tmp_path: Path, model
     finally:
         store.close()
         _stop_proxy(first.pid)
+
+
+@pytest.mark.slow
+def test_a_daemon_whose_max_body_changed_sets_it_on_the_proxy_left_running(
+    tmp_path: Path, model: BackgroundServer,
+) -> None:
+    """The proxy process outlives the daemon; the next daemon's [model] max_body holds from its link on."""
+    from canary.runs.proxylink import DetachedProxy
+
+    path = _config(tmp_path, model.url)
+    path.write_text(path.read_text().replace("[model]\n", "[model]\nmax_body = 100000\n"))
+    big = BODY.replace(b"minimum", b"x" * 5000)
+    pids: list[int | None] = []
+    statuses = []
+    try:
+        for limit in (100000, 2000, 100000):
+            path.write_text(re.sub(r"max_body = \d+", f"max_body = {limit}", path.read_text()))
+            config = load_config(path=path)
+            registry, counts = Registry(has_upstream=True), ProxyCounts()
+            detached = DetachedProxy(config, create_proxy(model.url, registry, recorder=counts,
+                                                          max_body=config.model.max_body),
+                                     registry, counts).start()
+            pids.append(detached.pid)
+            with httpx.Client(trust_env=False, timeout=10) as client:
+                statuses.append(client.post(detached.url + CHAT, content=big).status_code)
+            detached.stop()
+        assert pids[0] is not None and pids[1:] == [None, None]  # one process, linked to three times
+        assert statuses == [200, 413, 200]
+    finally:
+        for pid in pids:
+            _stop_proxy(pid)
