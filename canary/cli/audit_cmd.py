@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from canary.cli.quick import echo, guarded
+from canary.cli.quick import echo, guarded, warn
 from canary.errors import UsageError
 from canary.terminal import safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY
@@ -51,11 +51,6 @@ def parse_since(since: str | None, window: str | None, now: datetime) -> datetim
     if moment.tzinfo is None:
         moment = moment.astimezone()
     return moment.astimezone(UTC)
-
-
-def warn(message: str) -> None:
-    """A reader's warning on stderr, control characters shown."""
-    echo(f"warning: {safe_lines(message)}", err=True)
 
 
 def audit_command(config: Config, *, since: datetime | None, now: datetime, as_json: bool,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from canary.cli import quick
 from canary.errors import CanaryError
 from canary.terminal import safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_USAGE
@@ -138,8 +139,8 @@ def load(ctx: click.Context, *, warn: bool = True, keep_going: bool = False) -> 
 
 
 def warn(path: str, message: str) -> None:
-    """A collector's or runner's warning on stderr, control characters shown."""
-    click.echo(f"warning: {safe_lines(message)}", err=True)
+    """A collector's or runner's warning on stderr (``message`` names ``path`` where it matters)."""
+    quick.warn(message)
 
 
 #: What each exit code means, as the epilogs list them.

@@ -58,6 +58,11 @@ def echo(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
+def warn(message: str) -> None:
+    """A warning on stderr, control characters shown."""
+    echo(f"warning: {safe_lines(message)}", err=True)
+
+
 def status_table(doc: Mapping[str, Any]) -> str:
     """The ``canary status`` table, from the ``canary status --json`` document."""
     rows = [("guard", "status", "organic", "canary", "kill rate", "last verdict", "reason")]
