@@ -4,7 +4,9 @@ Before each model call the agent asks the proxy: ``answer = ask(messages, tools=
 call is a canary's injection point the proxy hands back the fabrication (text or a tool call),
 which the agent uses as its model's answer; otherwise ``ask`` returns None and the agent asks its
 own model. Only the standard library is used, so an agent can import this module alone or copy
-it. Any failure to reach the proxy is None too: the monitor never stops the agent.
+it. Any failure to reach the proxy is None too: the monitor never stops the agent. What JSON
+cannot hold is sent as best it can be: a tool given as a function by its name, any other object
+as its text; a message that contains itself is not sent (None).
 
 The wire is ``POST http://<[model] listen>/canary/v1/answer`` with ``{"messages": [...]}`` or
 ``{"prompt": "..."}`` (plus ``"tools"``), answered ``200 {"text": ...}``,
@@ -54,7 +56,12 @@ def ask(
     if tools:
         body["tools"] = list(tools)
     target = urllib.parse.urlsplit(url or os.environ.get("CANARY_HOOK_URL") or DEFAULT_URL)
-    data = json.dumps(body, ensure_ascii=False).encode()
+    try:
+        # ASCII escapes carry any text, a lone surrogate included; what JSON has no type for is
+        # sent as its name (a tool given as a function) or its text.
+        data = json.dumps(body, default=_plain).encode("ascii")
+    except (ValueError, TypeError, RecursionError):  # a message that contains itself
+        return None
     try:
         connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port or 80,
                                                 timeout=timeout)
@@ -70,6 +77,13 @@ def ask(
     if response.status != 200:
         return None
     return _answer(reply)
+
+
+def _plain(value: object) -> object:
+    """What JSON cannot hold: a function (a tool) by its name and description, else its text."""
+    if callable(value) and hasattr(value, "__name__"):
+        return {"name": value.__name__, "description": (value.__doc__ or "").strip()}
+    return str(value)
 
 
 def _answer(reply: bytes) -> Answer | None:

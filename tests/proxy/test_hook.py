@@ -168,3 +168,26 @@ def test_the_helper_finds_the_proxy_in_its_environment(monkeypatch: pytest.Monke
 def test_the_helper_never_stops_the_agent() -> None:
     """No proxy listening: the agent asks its own model."""
     assert hook.ask(prompt="x", url=f"http://127.0.0.1:{free_port()}/canary/v1/answer", timeout=1.0) is None
+
+
+def _weather(city: str) -> str:
+    """Today's weather in a city."""
+    return "sunny"
+
+
+@pytest.mark.parametrize(("messages", "tools"), [
+    ([{"role": "user", "content": "run k3v9"}], [_weather]),  # a tool as a Python function (ollama, google-genai)
+    ([{"role": "user", "content": "caf\udce9 run k3v9"}], None),  # a lone surrogate from a surrogateescape read
+    ([{"role": "user", "content": "run k3v9", "at": datetime(2026, 12, 4, tzinfo=UTC)}], None),
+])
+def test_what_json_cannot_hold_still_reaches_the_proxy(messages: list[dict[str, Any]], tools: list[Any] | None) -> None:
+    """Anything the agent hands its model is sent as best it can be, and the canary is still answered."""
+    with serve_proxy(None, _Script("The amount is 7 euros.")) as proxy:
+        url = f"{proxy.url}/canary/v1/answer"
+        assert hook.ask(messages, tools=tools, url=url) == hook.Answer(text="The amount is 7 euros.")
+
+
+def test_a_body_that_cannot_be_sent_is_none_not_an_error() -> None:
+    looped: dict[str, Any] = {"role": "user"}
+    looped["content"] = looped
+    assert hook.ask([looped], url=f"http://127.0.0.1:{free_port()}/canary/v1/answer", timeout=1.0) is None
