@@ -7,6 +7,7 @@ set, a stage list, an exit code or the ISO-with-Z form of a time.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Literal, overload
 
@@ -66,6 +67,17 @@ class Stage(enum.StrEnum):
 
 #: Stage names in order, as they appear in a trace.
 STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
+
+
+def reached(times: Mapping[Stage, float | None] | Mapping[str, float | None]) -> tuple[Stage, ...]:
+    """The stages with a time in ``times``, earliest first; stages at one moment in the usual order.
+
+    The usual order is not always the order of events: with ``inject_at = "first"`` the
+    fabrication goes in before the agent fetches its page.
+    """
+    rank = {stage: i for i, stage in enumerate(Stage)}
+    happened = [(at, rank[stage], stage) for stage in Stage if (at := times.get(stage)) is not None]
+    return tuple(stage for _at, _rank, stage in sorted(happened))
 
 #: The contract's attribution rules by name: which evidence tied a firing to its run.
 AttributionRule = Literal["trace", "nonce", "task", "value", "time"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from canary.cli.quick import paint
 from canary.terminal import safe
-from canary.vocabulary import HEALTHY_VERDICTS, Stage, counted
+from canary.vocabulary import HEALTHY_VERDICTS, Stage, counted, reached
 
 if TYPE_CHECKING:  # the audit's matchers are heavy; ``canary status`` must not load them
     from canary.logs.audit import AuditReport
@@ -102,8 +102,8 @@ _SHORT = {Stage.SENT: "sent", Stage.FIXTURE_FETCHED: "fetched", Stage.INJECTED: 
 
 
 def trace_line(trace: Mapping[Stage, float | None]) -> str:
-    """The stages a run went through, in order, e.g. ``sent>fetched>injected>answered``."""
-    return ">".join(short for stage, short in _SHORT.items() if trace.get(stage) is not None)
+    """The stages a run went through, in the order they happened, e.g. ``sent>fetched>injected>answered``."""
+    return ">".join(_SHORT[stage] for stage in reached(trace))
 
 
 def team_table(doc: dict[str, Any]) -> str:

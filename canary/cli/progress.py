@@ -26,13 +26,13 @@ from canary.runs.record import RunRecord
 from canary.runs.registry import Registry
 from canary.store.queries import RunProgress
 from canary.terminal import safe
-from canary.vocabulary import HEALTHY_VERDICTS, Stage, Verdict
+from canary.vocabulary import HEALTHY_VERDICTS, Stage, Verdict, reached
 
-__all__ = ["DaemonRuns", "Line", "SessionRuns", "live_runs", "stages_of", "summary"]
+__all__ = ["DaemonRuns", "Line", "SessionRuns", "live_runs", "stages_of", "summary", "trace_stages"]
 
 Key = tuple[str, str]
 
-#: The stages a line names, in the order they happen, with the trace key each is read from.
+#: The stages a line names, with the trace key each is read from (listed in the order they happened).
 STAGES = (("sent", Stage.SENT), ("fetched", Stage.FIXTURE_FETCHED), ("injected", Stage.INJECTED),
           ("fired", Stage.FIRED), ("answered", Stage.ANSWERED))
 
@@ -49,13 +49,16 @@ class Line:
 
 def stages_of(run: ActiveRun) -> tuple[str, ...]:
     """The stages a run in flight has reached, read from what the registry recorded."""
-    reached = {"sent": True, "fetched": run.fetched is not None, "injected": run.injected is not None,
-               "fired": any(c.guard == run.guard for c in run.claims), "answered": run.answered is not None}
-    return tuple(name for name, _stage in STAGES if reached[name])
+    fired = [c.ts for c in run.claims if c.guard == run.guard]
+    return trace_stages({Stage.SENT: run.started, Stage.FIXTURE_FETCHED: run.fetched,
+                         Stage.INJECTED: run.injected, Stage.FIRED: min(fired) if fired else None,
+                         Stage.ANSWERED: run.answered})
 
 
-def _trail(trace: Mapping[Stage, float | None]) -> tuple[str, ...]:
-    return tuple(name for name, stage in STAGES if trace.get(stage) is not None)
+def trace_stages(trace: Mapping[Stage, float | None]) -> tuple[str, ...]:
+    """The stages a line names that ``trace`` holds, in the order they happened."""
+    names = {stage: name for name, stage in STAGES}
+    return tuple(names[stage] for stage in reached(trace) if stage in names)
 
 
 class SessionRuns:
@@ -68,7 +71,8 @@ class SessionRuns:
 
     def finished(self, record: RunRecord) -> None:
         """The runner's hook: a run's verdict."""
-        line = Line(_trail(record.trace), record.started.timestamp(), str(record.verdict), record.duration_s)
+        line = Line(trace_stages(record.trace), record.started.timestamp(), str(record.verdict),
+                    record.duration_s)
         with self._lock:
             self._done[(record.guard, record.canary)] = line
 
@@ -112,7 +116,7 @@ def _line(row: RunProgress) -> Line:
     except ValueError:
         trace = {}
     trace = trace if isinstance(trace, dict) else {}
-    return Line(_trail({stage: trace.get(stage.value) for stage in Stage}), row.started.timestamp(),
+    return Line(trace_stages({stage: trace.get(stage.value) for stage in Stage}), row.started.timestamp(),
                 row.verdict, row.duration_s)
 
 

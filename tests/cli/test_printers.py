@@ -57,3 +57,23 @@ def test_the_audit_table() -> None:
                          guards=[GuardAudit(f"x{ATTACK}")], files=[FileAudit("/a.log", lines=3)])
     text = printers.audit_table(report)
     assert raw_controls(text) == set(), text
+
+
+def test_the_trace_column_shows_the_stages_in_the_order_they_happened() -> None:
+    """``inject_at = "first"``: the fabrication went in before the agent read the page."""
+    trace = {"sent": 0.0, "fixture_fetched": 0.343, "injected": 0.052, "fired": 0.076,
+             "repair_requested": 0.5, "answered": 1.2}
+    assert printers.trace_line(trace) == "sent>injected>FIRED>fetched>repair>answered"  # type: ignore[arg-type]
+    assert printers.trace_line({"sent": 0.0, "fixture_fetched": 0.0, "injected": 0.0}) == "sent>fetched>injected"  # type: ignore[arg-type]
+
+
+def test_the_live_and_finished_lines_follow_the_same_order() -> None:
+    from canary.cli.progress import stages_of, trace_stages
+    from canary.runs.inflight import ActiveRun, Claim
+
+    run = ActiveRun(1, "citation", "n", "first", "x", None, "page", started=100.0, deadline=700.0)
+    run.injected, run.fetched = 100.05, 100.34
+    run.claims.append(Claim("citation", "nonce", 100.07, "CitationGuard: rejected"))
+    assert stages_of(run) == ("sent", "injected", "fired", "fetched")
+    assert trace_stages({"sent": 0.0, "fixture_fetched": 0.343, "injected": 0.052,  # type: ignore[dict-item]
+                           "fired": 0.076, "answered": 1.2}) == ("sent", "injected", "fired", "fetched", "answered")
