@@ -59,24 +59,26 @@ class RunLog:
         with self.store.engine.begin() as conn:
             conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
 
-    def claim(self, run_id: int, guard: str, firings: Sequence[tuple[int, str]], since: datetime) -> int:
-        """Tie committed organic firings (offset, line, read since ``since``) to a run; return how many."""
+    def claim(self, run_id: int, firings: Sequence[tuple[int, str]], since: datetime) -> int:
+        """Tie committed organic firings (offset, line, read since ``since``) to a run; return how many.
+
+        A line that belongs to a run belongs to it for every guard that matched it."""
         table, counts = Firing.__table__, HourlyCount.__table__  # type: ignore[attr-defined]
-        moved: Counter[datetime] = Counter()
+        moved: Counter[tuple[str, datetime]] = Counter()
         with self.store.engine.begin() as conn:
             for offset, line in firings:
-                where = (table.c.guard == guard, table.c.offset == offset, table.c.line == cut_line(line),
+                where = (table.c.offset == offset, table.c.line == cut_line(line),
                          table.c.run_id.is_(None), table.c.read_at >= as_utc(since))
-                rows = conn.execute(select(table.c.id, table.c.ts).where(*where)).all()
-                for row_id, ts in rows:
+                rows = conn.execute(select(table.c.id, table.c.guard, table.c.ts).where(*where)).all()
+                for row_id, matched, ts in rows:
                     conn.execute(update(table).where(table.c.id == row_id).values(run_id=run_id))
-                    moved[hour_floor(as_utc(ts))] += 1
-            for hour, n in moved.items():
-                conn.execute(update(counts).where(counts.c.guard == guard, counts.c.hour == hour,
+                    moved[(str(matched), hour_floor(as_utc(ts)))] += 1
+            for (matched, hour), n in sorted(moved.items()):
+                conn.execute(update(counts).where(counts.c.guard == matched, counts.c.hour == hour,
                                                   counts.c.source == "organic")
                              .values(count=counts.c["count"] - n))
                 self.store.upsert(conn, HourlyCount,
-                                  [{"guard": guard, "hour": hour, "source": "canary", "count": n}],
+                                  [{"guard": matched, "hour": hour, "source": "canary", "count": n}],
                                   keys=["guard", "hour", "source"],
                                   set_={"count": counts.c["count"] + n})
         return sum(moved.values())

@@ -154,8 +154,7 @@ class Runner:
         canary = plan.canary
         tied = attributed(active)
         if tied.by_time:
-            self._runs.claim(executed.run_id, plan.guard.name, [(c.offset, c.line) for c in tied.by_time],
-                             started)
+            self._runs.claim(executed.run_id, [(c.offset, c.line) for c in tied.by_time], started)
         seen = _leak_seen(plan, active, reply)
         verdict = decide(
             Observed(

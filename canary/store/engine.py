@@ -31,7 +31,7 @@ from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, Store
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import nonce_candidates
 from canary.store.positions import committed_before, pack_head, pack_marks, state_of
-from canary.store.signals import SIGNAL_PATH, signal_counts
+from canary.store.runlines import recount
 from canary.store.sites import Site, claim_sqlite, register, search_site
 from canary.store.tables import (
     LINE_KEEP,
@@ -288,7 +288,7 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(FilePosition.__table__.delete().where(col(FilePosition.key) == key))  # type: ignore[attr-defined]
 
-    def _rows(
+    def firing_rows(
         self, hits: Iterable[Hit], path: str, key: str, now: datetime, attribution: Attributor
     ) -> tuple[list[dict[str, Any]], Counter[tuple[str, datetime, str]], Counter[datetime]]:
         """The firing rows of some hits, their hourly counts, and activity per hour."""
@@ -303,8 +303,11 @@ class Store:
             attribution.observe(hit.text, moment, activity=hit.activity)
             guards = [g for g in hit.guards if g != CORRELATE_RULE]
             stored = self.stored_run(hit.text) if guards else None
-            for guard in guards:
-                run_id = attribution.attribute(Sighting(guard, hit.text, moment, hit.offset), stored)
+            tied = [attribution.attribute(Sighting(g, hit.text, moment, hit.offset), stored) for g in guards]
+            # A line that belongs to a run belongs to it for every guard that matches it.
+            line_run = next((r for r in tied if r is not None), None)
+            for guard, own in zip(guards, tied, strict=True):
+                run_id = line_run if own is None else own
                 firings.append(
                     {
                         "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
@@ -341,41 +344,14 @@ class Store:
 
     def recount(self, guards: Sequence[str], since: datetime, hits: Iterable[tuple[str, str, Hit]]) -> int:
         """Replace the organic log firings of ``guards`` from the hour of ``since`` on by ``hits``
-        (path, file key, hit) read again from the logs; return how many were stored. Firings seen
-        in spans are kept, and counted again."""
-        now = as_utc(self._clock())
-        start = hour_floor(as_utc(since))
-        wanted = set(guards)
-        rows: list[dict[str, Any]] = []
-        counts: Counter[tuple[str, datetime, str]] = Counter()
-        for path, key, hit in hits:
-            kept = tuple(g for g in hit.guards if g in wanted)
-            if not kept or (hit.ts is not None and as_utc(hit.ts) < start):
-                continue
-            one = Hit(hit.offset, hit.text, kept, False, hit.ts)
-            # Lines read again are offered to no run in flight; a stored run's line stays its own.
-            firings, _, _ = self._rows([one], path, key, now, NoRunsInFlight())
-            for row in firings:
-                if row["run_id"] is None:
-                    rows.append(row)
-                    counts[(row["guard"], hour_floor(row["ts"]), "organic")] += 1
-        with self.engine.begin() as conn:
-            counts.update(signal_counts(conn, wanted, start))
-            for table in (Firing, HourlyCount):
-                t = table.__table__  # type: ignore[union-attr]
-                column = t.c.ts if table is Firing else t.c.hour
-                organic = (t.c.run_id.is_(None) & (t.c.path != SIGNAL_PATH)) if table is Firing else (
-                    t.c.source == "organic")
-                conn.execute(t.delete().where(t.c.guard.in_(wanted), column >= start, organic))
-            if rows:
-                conn.execute(insert(Firing), rows)
-            self.add_counts(conn, counts)
-        return len(rows)
+        (path, file key, hit) read again from the logs; return how many were stored
+        (``canary.store.runlines.recount``)."""
+        return recount(self, guards, since, hits, now=as_utc(self._clock()))
 
     def commit(self, batch: Batch) -> None:
         """Firings, hourly counts, activity and the new position, in one transaction."""
         now = as_utc(self._clock())
-        firings, counts, activity = self._rows(batch.hits, batch.state.path, batch.state.key, now,
+        firings, counts, activity = self.firing_rows(batch.hits, batch.state.path, batch.state.key, now,
                                                self.attribution)
         state = batch.state
         extra = {

@@ -56,8 +56,8 @@ def test_claimed_firings_move_from_organic_to_the_run(tmp_path: Path) -> None:
     hits = [Hit(0, "G: rejected", ("g",), False, NOW), Hit(20, "G: rejected", ("g",), False, NOW),
             Hit(40, "task=7 fetched", (CORRELATE_RULE,), False, NOW)]
     store.commit(Batch(state(60), hits, 3, 60))
-    assert runs.claim(run_id, "g", [(20, "G: rejected")], NOW - timedelta(seconds=5)) == 1
-    assert runs.claim(run_id, "g", [(20, "G: rejected")], NOW - timedelta(seconds=5)) == 0  # once
+    assert runs.claim(run_id, [(20, "G: rejected")], NOW - timedelta(seconds=5)) == 1
+    assert runs.claim(run_id, [(20, "G: rejected")], NOW - timedelta(seconds=5)) == 0  # once
     counts = window_counts(store.engine, NOW)["g"]
     assert (counts.organic, counts.canary) == (1, 1)
     with store.engine.connect() as conn:

@@ -87,7 +87,7 @@ def test_the_rollup_equals_the_firing_rows_after_every_kind_of_write(
                 assert rollup(store) == raw_blocks(store)
             organic = [(o, h) for o, h in hits_by_offset.items() if h.text.endswith("organic")][:claim]
             for o, h in organic:
-                RunLog(store).claim(9, h.guards[0], [(o, h.text)], NOW - timedelta(days=1))
+                RunLog(store).claim(9, [(o, h.text)], NOW - timedelta(days=1))
             assert rollup(store) == raw_blocks(store)
             since = NOW - timedelta(minutes=recount_minutes)
             again = [("/l/a.log", "1:2", h) for h in list(hits_by_offset.values())[::2]]
