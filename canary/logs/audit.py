@@ -10,9 +10,10 @@ OTLP JSON export files (``--otlp``, the Collector's file exporter) are read the 
 span, span event or log record a guard's ``span`` or ``event`` matches is one firing, placed
 by its own time (``canary.traces.files``).
 
-A firing whose line carries the nonce of a run the store holds (read read-only,
-``canary.store.nonces``) is a canary firing, counted apart from the organic
-ones, as the collectors store it; with no store, every firing is organic.
+A firing whose line carries the nonce of a run the store holds, or whose line the store keeps
+with a run (read read-only, ``canary.store.nonces``: a line tied to a run by any rule is the
+run's for every guard it matches), is a canary firing, counted apart from the organic ones, as
+the collectors store it; with no store, every firing is organic.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
 from canary.logs.parts import read_file
-from canary.store.nonces import carried, read_only_nonces
+from canary.store.nonces import RUN_LINES_SQL, SIGNAL_PATH, RunMarks, read_only_marks
 from canary.store.reads import sqlite_path
 from canary.vocabulary import iso
 from collectors.files import expand, rotated_siblings
@@ -173,8 +174,8 @@ def audit(
         guards=[GuardAudit(g.name, unread=g.match is None and not otlp) for g in config.guards],
         activity_configured=config.logs.activity is not None,
     )
-    nonces, report.store_problem = _stored_nonces(config)
-    window = Window(since, end, moment, skew, nonces)
+    marks, report.store_problem = _stored_marks(config)
+    window = Window(since, end, moment, skew, marks)
     names = [g.guard for g in report.guards]
     for path in audit_files(config):
         read, tallies = read_file(path, matcher, lambda: Tally(window, names), count_activity=since is None)
@@ -191,13 +192,13 @@ def audit(
 @dataclass(frozen=True)
 class Window:
     """What a hit is counted against: the window, the moment of the audit and the clock skew it
-    allows, and the nonces that mark a canary firing."""
+    allows, and what marks a canary firing."""
 
     since: datetime | None
     until: datetime
     moment: datetime
     skew: timedelta
-    nonces: frozenset[str]
+    marks: RunMarks
 
 
 class Tally:
@@ -251,8 +252,7 @@ class Tally:
             if not in_window:
                 continue
             entry.firings += 1
-            nonces = self.window.nonces
-            if nonces and carried(hit.text, nonces) is not None:
+            if self.window.marks.canary(hit.offset, hit.text):
                 entry.canary += 1
             if ts is not None:
                 if entry.first is None or ts < entry.first:
@@ -290,28 +290,36 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], t
     tally.into(report)
 
 
-def _stored_nonces(config: Config) -> tuple[frozenset[str], str | None]:
-    """The nonces of the store's runs, read without writing, and what went wrong if they could not be."""
+def _stored_marks(config: Config) -> tuple[RunMarks, str | None]:
+    """What ties a line to the store's runs, read without writing, and what went wrong if it could
+    not be read."""
     url = config.store.url
     path = sqlite_path(url)
     try:
         if path is not None:
-            return read_only_nonces(path), None
-        return _nonces_over(url), None
+            return read_only_marks(path), None
+        return _marks_over(config), None
     except Exception as exc:  # any driver's error: the audit goes on, all organic
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return frozenset(), f"{type(exc).__name__}: {first}"
+        return RunMarks(), f"{type(exc).__name__}: {first}"
 
 
-def _nonces_over(url: str) -> frozenset[str]:
-    """The runs' nonces of a store at any other SQLAlchemy URL; none when it has no runs table."""
+def _marks_over(config: Config) -> RunMarks:
+    """The runs' marks in a store at any other SQLAlchemy URL, in the project's own rows (a
+    PostgreSQL store's site schema); none when it has no runs table."""
     from sqlalchemy import create_engine, inspect, text
 
-    engine = create_engine(url)
+    from canary.store.sites import Site, search_site
+
+    engine = create_engine(config.store.url)
+    if engine.dialect.name == "postgresql":
+        search_site(engine, Site(config.project, config.store.machine or ""))
     try:
         with engine.connect() as conn:
             if not inspect(conn).has_table("runs"):
-                return frozenset()
-            return frozenset(str(n) for (n,) in conn.execute(text("SELECT nonce FROM runs")))
+                return RunMarks()
+            nonces = frozenset(str(n) for (n,) in conn.execute(text("SELECT nonce FROM runs")))
+            rows = conn.execute(text(RUN_LINES_SQL), {"signal": SIGNAL_PATH}).all()
+            return RunMarks(nonces, frozenset((int(o), str(t)) for o, t in rows))
     finally:
         engine.dispose()

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from canary.runs.record import RunRecord
-from canary.store.engine import Store, cut_line
+from canary.store.engine import Store
+from canary.store.nonces import cut_line
 from canary.store.tables import Firing, HourlyCount, Run
 from canary.vocabulary import Verdict, as_utc, hour_floor
 

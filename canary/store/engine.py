@@ -29,12 +29,11 @@ from canary.config.urls import redact_url
 from canary.errors import StoreError
 from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, StoredRun
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from canary.store.nonces import nonce_candidates
+from canary.store.nonces import cut_line, nonce_candidates
 from canary.store.positions import committed_before, pack_head, pack_marks, state_of
 from canary.store.runlines import recount
 from canary.store.sites import Site, claim_sqlite, register, search_site
 from canary.store.tables import (
-    LINE_KEEP,
     FilePosition,
     Firing,
     HourlyActivity,
@@ -117,13 +116,6 @@ def _as_store_error(url: str) -> Callable[[ExceptionContext], None]:
         raise StoreError(f"the store at {shown} could not be used: {first}{hint}", url=url) from original
 
     return hook
-
-
-def cut_line(text: str) -> str:
-    raw = text.encode("utf-8")
-    if len(raw) <= LINE_KEEP:
-        return text
-    return raw[:LINE_KEEP].decode("utf-8", "ignore")
 
 
 class Store:

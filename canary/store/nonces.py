@@ -1,4 +1,4 @@
-"""Which stored run a log line belongs to by the nonce it carries.
+"""Which stored run a log line belongs to: by the nonce it carries, or as a line stored with a run.
 
 A nonce is 36 characters of ``a-z0-9`` (``canary.runs.values.new_nonce``: a 16-character
 prefix shared by one process, then 20 random ones). A line is searched once for runs of
@@ -6,6 +6,9 @@ that alphabet at least 36 long; every 36-character window of such a run is a can
 looked up among the nonces of the store's runs. Only guard lines are searched (a few per
 thousand), never every line, and a string merely shaped like a nonce ties nothing: it must
 be the nonce of a run the store holds.
+
+A line that belongs to a run is the run's for every guard it matches (``canary.store.runlines``):
+``read_only_marks`` reads, beside the nonces, the lines (offset and kept text) stored with a run.
 """
 
 from __future__ import annotations
@@ -15,14 +18,42 @@ import sqlite3
 from collections.abc import Collection, Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
+
+#: The ``path`` of a firing seen in a span, an event or a log record received on [traces].
+SIGNAL_PATH = "otlp"
+#: Longest line text kept with a firing (bytes of UTF-8).
+LINE_KEEP = 2048
 
 #: Length of a run's nonce: ``canary.proxy.needles.PREFIX`` + ``canary.runs.values.NONCE_LENGTH``.
 NONCE_SIZE = 36
 
 _RUN = re.compile(f"[a-z0-9]{{{NONCE_SIZE},}}")
 
-__all__ = ["NONCE_SIZE", "carried", "nonce_candidates", "read_only_nonces"]
+__all__ = ["LINE_KEEP", "NONCE_SIZE", "RUN_LINES_SQL", "SIGNAL_PATH", "RunMarks", "carried", "cut_line",
+           "nonce_candidates", "read_only_marks"]
+
+
+class RunMarks(NamedTuple):
+    """What ties a log line to a stored run: its nonce, or the line itself stored with the run."""
+
+    nonces: frozenset[str] = frozenset()
+    lines: frozenset[tuple[int, str]] = frozenset()  # (offset, kept text)
+
+    def canary(self, offset: int, text: str) -> bool:
+        """Whether the line at ``offset`` belongs to a stored run."""
+        if self.lines and (offset, cut_line(text)) in self.lines:
+            return True
+        return carried(text, self.nonces) is not None
+
+
+def cut_line(text: str) -> str:
+    """The text kept with a firing: its first ``LINE_KEEP`` bytes of UTF-8."""
+    raw = text.encode("utf-8")
+    if len(raw) <= LINE_KEEP:
+        return text
+    return raw[:LINE_KEEP].decode("utf-8", "ignore")
 
 
 def _windows(text: str) -> Iterator[str]:
@@ -44,18 +75,26 @@ def carried(text: str, nonces: Collection[str]) -> str | None:
     return next((c for c in _windows(text) if c in nonces), None)
 
 
-def read_only_nonces(path: Path) -> frozenset[str]:
-    """The nonces of every run in the SQLite store at ``path``, read without writing to it.
+#: The log lines stored with a run (not the spans: their path is ``SIGNAL_PATH``).
+RUN_LINES_SQL = 'SELECT DISTINCT "offset", line FROM firings WHERE run_id IS NOT NULL AND path != :signal'
+
+
+
+def read_only_marks(path: Path) -> RunMarks:
+    """The nonces of every run in the SQLite store at ``path`` and the lines stored with one, read
+    without writing to it.
 
     An absent file is a store with no runs. Raises ``sqlite3.Error`` when the file cannot be
     read as a store.
     """
     if not path.is_file():
-        return frozenset()
+        return RunMarks()
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     with closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
         conn.execute("PRAGMA busy_timeout=30000")
-        tables = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchall()
-        if not tables:
-            return frozenset()
-        return frozenset(str(n) for (n,) in conn.execute("SELECT nonce FROM runs"))
+        tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "runs" not in tables:
+            return RunMarks()
+        nonces = frozenset(str(n) for (n,) in conn.execute("SELECT nonce FROM runs"))
+        rows = conn.execute(RUN_LINES_SQL, {"signal": SIGNAL_PATH}) if "firings" in tables else []
+        return RunMarks(nonces, frozenset((int(o), str(t)) for o, t in rows))

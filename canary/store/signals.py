@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, insert, select
 
 from canary.store.attributing import Sighting
+from canary.store.nonces import SIGNAL_PATH
 from canary.store.tables import Firing
 from canary.vocabulary import as_utc, hour_floor
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SIGNAL_PATH", "SignalHit", "commit_signals", "signal_counts"]
 
-#: The ``path`` of a firing seen in a span, an event or a log record received on [traces].
-SIGNAL_PATH = "otlp"
 _LOCK = threading.Lock()  # one commit at a time: two copies of a span sent at once are stored once
 
 
@@ -59,7 +58,7 @@ def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | N
     """Store the firings not stored yet, each tied to its run (if any); return how many were new."""
     if not hits:
         return 0
-    from canary.store.engine import cut_line
+    from canary.store.nonces import cut_line
 
     received = as_utc(now or datetime.now(UTC))
     with _LOCK:

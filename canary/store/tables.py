@@ -14,9 +14,6 @@ from sqlmodel import Field, SQLModel
 
 from canary.store.types import UTCDateTime
 
-#: Longest line text kept with a firing (bytes of UTF-8).
-LINE_KEEP = 2048
-
 
 class Meta(SQLModel, table=True):
     """Key-value facts about the store itself (its schema version among them)."""

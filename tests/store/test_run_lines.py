@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from canary.config.settings import load_config
+from canary.logs.audit import audit
 from canary.runs.attribution import Attribution
 from canary.runs.inflight import ActiveRun
 from canary.runs.marks import run_marks
@@ -20,6 +23,7 @@ from canary.runs.runlog import RunLog
 from canary.runs.values import new_nonce
 from canary.store.engine import Store
 from canary.store.queries import window_counts
+from canary.store.sites import Site
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
 
@@ -104,3 +108,32 @@ def test_a_recount_keeps_a_runs_line_out_of_the_organic_firings(open_store: Call
         assert counts(store) == {"any-rejection": (0, 1), "number": (0, 1)}
     finally:
         store.close()
+
+
+def test_the_audit_counts_a_runs_line_canary_for_every_guard(
+    open_store: Callable[..., Store], store_url: str, test_site: Site, backend: str, tmp_path: Path,
+) -> None:
+    """As the store holds them: the line tied at the verdict is canary for both guards, the other organic."""
+    store = open_store(clock=lambda: T0)
+    try:
+        nonce = new_nonce()
+        rid = RunLog(store).start(guard="number", canary="fake-number", variant=0, expect="reject", nonce=nonce,
+                                  started=T0, injected_text="x", leak_text="8668")
+        tied = "2026-11-29T10:00:00Z NumberGuard: rejected a figure"
+        organic = "2026-11-29T10:00:01Z NumberGuard: rejected a figure"
+        store.commit(batch(tied, organic))
+        RunLog(store).claim(rid, [(0, tied)], T0 - timedelta(minutes=1))
+    finally:
+        store.close()
+    log = tmp_path / "agent.log"
+    log.write_text(f"{tied}\n".ljust(100) + f"{organic}\n")  # the lines at offsets 0 and 100, as committed
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "number.toml").write_text("[guard]\nname = 'number'\nmatch = 'NumberGuard: rejected'\n")
+    (tmp_path / "defs" / "any.toml").write_text("[guard]\nname = 'any-rejection'\nmatch = 'Guard: rejected'\n")
+    machine = f"machine = '{test_site.machine}'\n" if backend == "postgresql" else ""
+    config = tmp_path / "canary.toml"
+    config.write_text(f"project = '{test_site.project}'\ndefs = ['defs/*.toml']\n[logs]\npaths = ['{log}']\n"
+                      f"[store]\nurl = '{store_url}'\n{machine}")
+    report = audit(load_config(path=config), since=None, now=T0 + timedelta(hours=1))
+    assert report.store_problem is None
+    assert {g.guard: (g.organic, g.canary) for g in report.guards} == {"number": (1, 1), "any-rejection": (1, 1)}
