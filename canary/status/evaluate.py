@@ -69,6 +69,9 @@ class GuardFacts:
     watched_since: datetime | None = None  # since when the logs have been followed
     daemon_since: datetime | None = None  # since when the daemon that runs the canaries is up
     logs_readable: bool = True
+    #: For a guard that fires only through spans or events: whether the trace receiver has taken in
+    #: any span or log record; None for a guard read from the logs.
+    signals_seen: bool | None = None
     last_firing: datetime | None = None
     last_organic_line: str | None = None  # the line of the latest organic firing
     muted_until: datetime | None = None
@@ -183,7 +186,8 @@ def silent(v: View) -> Decision | None:
     whole_window = f.watched_since is not None and f.watched_since <= v.window_start
     active = (f.activity if f.activity is not None else f.lines) > 0
     caught = any(r.verdict == Verdict.CAUGHT and r.at >= v.window_start for c in f.canaries for r in c.runs)
-    if f.organic + f.canary_firings == 0 and whole_window and active and not caught:
+    heard = f.signals_seen is not False  # a span guard's silence means nothing before any span came
+    if f.organic + f.canary_firings == 0 and whole_window and active and heard and not caught:
         return Decision(Status.ASLEEP, "silent")
     return None
 
@@ -260,6 +264,14 @@ def fired(v: View) -> Decision | None:
     return Decision(Status.ALIVE, "fired")
 
 
+def no_signals(v: View) -> Decision | None:
+    """It fires only through spans or events, none reached the receiver, and nothing else proves it."""
+    f = v.facts
+    if f.signals_seen is False and f.organic + f.canary_firings == 0:
+        return Decision(Status.INCONCLUSIVE, "no_signals")
+    return None
+
+
 def unknown(v: View) -> Decision:
     """Nothing known yet."""
     return Decision(Status.NEW, "unknown")
@@ -277,6 +289,7 @@ RULES: tuple[Callable[[View], Decision | None], ...] = (
     canary_pending,
     proved,
     fired,
+    no_signals,
 )
 
 

@@ -49,6 +49,16 @@ def logs_readable(config: Config) -> bool:
     return all(os.access(p, os.R_OK) for p in paths)
 
 
+def _signals_seen(reader: Reader, config: Config) -> bool:
+    """Whether a daemon's trace receiver has taken in any span or log record (its stored counts)."""
+    if config.traces is None:
+        return False
+    from canary.status import receiver
+
+    counts = receiver.load(reader) or {}
+    return any(isinstance(counts.get(k), int) and counts[k] > 0 for k in ("spans", "log_records"))
+
+
 def gather(
     reader: Reader, config: Config, *, now: datetime, readable: bool | None = None
 ) -> list[GuardFacts]:
@@ -59,6 +69,7 @@ def gather(
     window's runs.
     """
     readable = logs_readable(config) if readable is None else readable
+    signals = _signals_seen(reader, config)
     mutes = reads.active_mutes(reader, now)
     since_watched = reads.watched_since(reader)
     beat = reads.heartbeat(reader)
@@ -87,7 +98,9 @@ def gather(
                 lines=lines,
                 watched_since=since_watched,
                 daemon_since=daemon_since,
-                logs_readable=readable,
+                # a guard that fires only through spans or events reads no log
+                logs_readable=readable if guard.match is not None else True,
+                signals_seen=None if guard.match is not None else signals,
                 last_firing=reads.last_firing(reader, guard.name),
                 last_organic_line=reads.last_organic_line(reader, guard.name),
                 muted_until=until,

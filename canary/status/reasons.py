@@ -78,6 +78,11 @@ def _logs_unreadable(d: Decision, v: View) -> str:
     return "its logs cannot be read, so a silence proves nothing"
 
 
+def _no_signals(d: Decision, v: View) -> str:
+    return ("it fires only through spans or events, and no span or log record has reached the trace "
+            "receiver ([traces] listen), so a silence proves nothing: point the agent's OTLP exporter at it")
+
+
 def _no_conclusive(d: Decision, v: View) -> str:
     name = d.names[0]
     canary = next(c for c in v.facts.canaries if c.name == name)
@@ -134,6 +139,7 @@ _WRITERS: dict[str, Callable[[Decision, View], str]] = {
     "control_rejected": _control_rejected,
     "variants_disagree": _variants_disagree,
     "logs_unreadable": _logs_unreadable,
+    "no_signals": _no_signals,
     "no_conclusive": _no_conclusive,
     "pending": _pending,
     "proved": _proved,

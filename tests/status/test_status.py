@@ -86,6 +86,12 @@ CASES = [
     ("second-canary-overdue", facts(run("caught", H / 6), canaries=("fake", "other"), watched_since=NOW - EVERY - GRACE - H), Status.INCONCLUSIVE),
     # logs unreadable
     ("logs-unreadable", facts(run("caught", H), logs_readable=False), Status.INCONCLUSIVE),
+    # a guard that fires only through spans: the receiver has taken in nothing, so the logs' activity
+    # proves nothing of it
+    ("span-guard-no-signals", facts(canaries=(), organic=0, signals_seen=False), Status.INCONCLUSIVE),
+    ("span-guard-silent", facts(canaries=(), organic=0, signals_seen=True), Status.ASLEEP),
+    ("span-guard-fired", facts(canaries=(), organic=2, signals_seen=False), Status.ALIVE),
+    ("span-guard-caught", facts(run("caught", H), organic=0, signals_seen=False), Status.QUIET),
     # has canaries that never ran in a month of watched logs, only organic firings: no proof, and it alerts
     ("canaries-never-ran", facts(), Status.INCONCLUSIVE),
     # the same with nothing at all in the logs

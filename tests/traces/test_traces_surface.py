@@ -61,3 +61,24 @@ def test_attribute_text_in_a_firings_evidence_stays_inert(served: Served) -> Non
     # the stored evidence quotes every value, so no control character is in it, raw or made safe
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in line)
     assert safe(line) == line and "\\x1b]52" in line
+
+
+def test_a_trace_only_agents_guard_is_inconclusive_until_spans_come_then_alive(served: Served) -> None:
+    """No [logs]: a span guard's evidence is what the receiver takes in, not log files that do not exist."""
+    now = datetime.now(UTC)
+    beat(served.store, pid=1, started=now, now=now, files=0, addresses={})
+    traces_step(served.store, served.server)
+    doc = status_document(served.store, served.config, now=now)
+    grounding = next(g for g in doc["guards"] if g["guard"] == "grounding")
+    assert grounding["status"] == "inconclusive"
+    assert "no span" in grounding["reason"] and "logs" not in grounding["reason"]
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "check",
+        "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "GUARDRAIL"}},
+                       {"key": "output.value", "value": {"stringValue": "BLOCKED"}}]}]}]}]}
+    assert httpx.post(f"{served.endpoint}/v1/traces", json=body).status_code == 200
+    assert served.app.flush()
+    traces_step(served.store, served.server)
+    doc = status_document(served.store, served.config, now=datetime.now(UTC))
+    statuses = {g["guard"]: g["status"] for g in doc["guards"]}
+    assert statuses == {"grounding": "alive", "evaluation": "new"}  # spans came; none was an evaluation
