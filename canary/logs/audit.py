@@ -45,7 +45,7 @@ class GuardAudit:
     last: datetime | None = None
     untimed: int = 0
     canary: int = 0  # of ``firings``: lines carrying a stored run's nonce
-    unread: bool = False  # it fires only through spans, and no OTLP export file was read
+    unread: bool = False  # it fires only through spans, and no span or log record was read
 
     def merge(self, other: GuardAudit) -> None:
         """Add the firings ``other`` counted (in another part of the logs) to these."""
@@ -171,7 +171,7 @@ def audit(
     report = AuditReport(
         since=since,
         until=end,
-        guards=[GuardAudit(g.name, unread=g.match is None and not otlp) for g in config.guards],
+        guards=[GuardAudit(g.name, unread=g.match is None) for g in config.guards],
         activity_configured=config.logs.activity is not None,
     )
     marks, report.store_problem = _stored_marks(config)
@@ -280,6 +280,9 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], t
             file_audit.error = f"{type(exc).__name__}: {exc}"
             firings = []
         file_audit.lines, file_audit.bytes, file_audit.warnings = read.lines, read.bytes, read.warnings
+        if read.spans + read.log_records:
+            for entry in report.guards:
+                entry.unread = False  # something was read that a span guard would have fired on
         for firing in firings:
             if (firing.guard, firing.key) in seen:
                 continue

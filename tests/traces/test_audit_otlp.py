@@ -77,3 +77,18 @@ def test_spans_and_log_records_of_export_files_are_counted_once_each(tmp_path: P
 def test_a_guard_that_fires_only_through_spans_is_unread_without_an_export_file(tmp_path: Path) -> None:
     _, doc = audit_json(tmp_path)
     assert {g["guard"]: g["flag"] for g in doc["guards"]} == {"grounding": "unread", "evaluation": "unread"}
+
+
+def test_an_export_file_with_no_span_or_record_leaves_a_span_guard_unread(tmp_path: Path) -> None:
+    """An empty file, or one of metrics only, proves no silence: unread, never asleep."""
+    empty, metrics = tmp_path / "empty.json", tmp_path / "metrics.json"
+    empty.write_text("")
+    metrics.write_text('{"resourceMetrics": []}\n')
+    code, doc = audit_json(tmp_path, "--otlp", str(empty), "--otlp", str(metrics))
+    assert {g["guard"]: g["flag"] for g in doc["guards"]} == {"grounding": "unread", "evaluation": "unread"}
+    # spans that no guard matches were read: a silence over them is a finding
+    passed = tmp_path / "passed.json"
+    passed.write_text(span_lines(blocked=0, passed=2)[0] + "\n")
+    code, doc = audit_json(tmp_path, "--otlp", str(passed))
+    assert {g["guard"]: g["flag"] for g in doc["guards"]} == {"grounding": "asleep", "evaluation": "asleep"}
+    assert code == 1
