@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, insert, select
@@ -54,8 +54,12 @@ def _stored(store: Store, hits: Sequence[SignalHit]) -> set[tuple[str, str]]:
     return found
 
 
-def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | None = None) -> int:
-    """Store the firings not stored yet, each tied to its run (if any); return how many were new."""
+def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | None = None,
+                   skew: timedelta | None = None) -> int:
+    """Store the firings not stored yet, each tied to its run (if any); return how many were new.
+
+    A firing stamped more than ``skew`` ahead of ``now`` is counted when received, as a log line is.
+    """
     if not hits:
         return 0
     from canary.store.nonces import cut_line
@@ -69,10 +73,13 @@ def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | N
             if (hit.guard, hit.key) in seen:
                 continue
             seen.add((hit.guard, hit.key))
-            sighting = Sighting(hit.guard, hit.evidence, hit.ts, -1, hit.trace_id, hit.context)
+            stamp = hit.ts
+            if stamp is not None and skew is not None and stamp > (received + skew).timestamp():
+                stamp = None  # far ahead of this clock: counted when received
+            sighting = Sighting(hit.guard, hit.evidence, stamp, -1, hit.trace_id, hit.context)
             run_id = store.attribution.attribute(sighting, store.stored_run(sighting.marked))
-            ts = datetime.fromtimestamp(hit.ts, UTC) if hit.ts is not None else received
-            rows.append({"guard": hit.guard, "ts": ts, "ts_from_line": hit.ts is not None,
+            ts = datetime.fromtimestamp(stamp, UTC) if stamp is not None else received
+            rows.append({"guard": hit.guard, "ts": ts, "ts_from_line": stamp is not None,
                          "read_at": received, "path": SIGNAL_PATH, "file_key": hit.key, "offset": -1,
                          "line": cut_line(hit.evidence), "run_id": run_id})
             counts[(hit.guard, hour_floor(ts), "organic" if run_id is None else "canary")] += 1

@@ -114,10 +114,20 @@ def _hex(raw: bytes | None, size: int) -> str | bool | None:
     return None if text in _ZERO_IDS else text
 
 
-def _time(*nanos: int | None) -> float | None:
+#: Nanoseconds since the epoch of the last moment a datetime can hold (9999-12-31T23:59:59Z).
+_LAST_NANOS = 253_402_300_799 * 10**9
+
+
+def _time(*nanos: int | str | None) -> float | None:
+    """The first time given in range, in seconds since the epoch; None when none is (0, before 1970,
+    or after year 9999: no clock's time, received as no time at all)."""
     for n in nanos:
-        if n:
-            return int(n) / 1e9
+        try:
+            value = int(n or 0)
+        except ValueError:
+            continue
+        if 0 < value <= _LAST_NANOS:
+            return value / 1e9
     return None
 
 

@@ -19,7 +19,7 @@ def receiver_app(config: Config, store: Store, counts: ReceiverCounts | None = N
     assert config.traces is not None
 
     def commit(hits: Sequence[SignalHit]) -> int:
-        return commit_signals(store, hits)
+        return commit_signals(store, hits, skew=config.logs.clock_skew)
 
     return create_receiver(SignalRules(config.guards), commit, max_body=config.traces.max_body,
                            allowed_hosts=listen_names(config.traces.listen), counts=counts)

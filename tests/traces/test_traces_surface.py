@@ -82,3 +82,28 @@ def test_a_trace_only_agents_guard_is_inconclusive_until_spans_come_then_alive(s
     doc = status_document(served.store, served.config, now=datetime.now(UTC))
     statuses = {g["guard"]: g["status"] for g in doc["guards"]}
     assert statuses == {"grounding": "alive", "evaluation": "new"}  # spans came; none was an evaluation
+
+
+def _guardrail(span_id: str, end_nanos: int | str) -> dict[str, object]:
+    return {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": span_id, "name": "check",
+            "startTimeUnixNano": "0", "endTimeUnixNano": str(end_nanos),
+            "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "GUARDRAIL"}},
+                           {"key": "output.value", "value": {"stringValue": "BLOCKED"}}]}
+
+
+def test_a_span_stamped_out_of_range_or_far_ahead_is_counted_when_received(served: Served) -> None:
+    """A time no clock gives (past year 9999, before 1970) or beyond [logs] clock_skew ahead is
+    the time the span came, as a log line's; the other spans of its request are stored too."""
+    now = datetime.now(UTC)
+    spans = [_guardrail("00000000000000a1", int(now.timestamp() * 1e9)),  # a good one
+             _guardrail("00000000000000a2", 10**30), _guardrail("00000000000000a3", -5),
+             _guardrail("00000000000000a4", int((now.timestamp() + 365 * 86400) * 1e9))]
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    assert httpx.post(f"{served.endpoint}/v1/traces", json=body).status_code == 200
+    assert served.app.flush()
+    with served.store.engine.connect() as conn:
+        stamps = sorted(str(ts) for (ts,) in conn.exec_driver_sql("SELECT ts FROM firings"))
+    assert len(stamps) == 4
+    latest = datetime.fromisoformat(stamps[-1]).replace(tzinfo=UTC)
+    earliest = datetime.fromisoformat(stamps[0]).replace(tzinfo=UTC)
+    assert abs((latest - now).total_seconds()) < 60 and abs((earliest - now).total_seconds()) < 60
