@@ -41,7 +41,7 @@ def _key(signal: Signal) -> str:
     if signal.trace_id is not None and signal.span_id is not None:
         return f"{signal.trace_id}:{signal.span_id}"
     digest = hashlib.blake2b(digest_size=12)
-    for part in (signal.kind, signal.name, repr(signal.ts), *sorted(signal.attributes.items())):
+    for part in (signal.kind, signal.name, repr(signal.ts), signal.ident, *sorted(signal.attributes.items())):
         digest.update(repr(part).encode("utf-8", "replace"))
     return "record:" + digest.hexdigest()
 

@@ -44,16 +44,19 @@ class Signal:
     does not match never asks.
     """
 
-    __slots__ = ("_attributes", "_pairs", "kind", "name", "span_id", "span_name", "trace_id", "ts")
+    __slots__ = ("_attributes", "_pairs", "ident", "kind", "name", "span_id", "span_name", "trace_id", "ts")
 
     def __init__(self, kind: Literal["span", "event", "log"], name: str, pairs: Any, *, trace_id: str | None,
-                 span_id: str | None, ts: float | None, span_name: str = "") -> None:
+                 span_id: str | None, ts: float | None, span_name: str = "", ident: str = "") -> None:
         self.kind = kind
         self.name = name  # the span's name, the event's name, or the log record's event name
         self.trace_id = trace_id  # 32 lowercase hex digits; None when absent (or all zero)
         self.span_id = span_id  # 16 lowercase hex digits: of the span, or of the span the event is in
         self.ts = ts  # seconds since the epoch; None when the producer gave no time
         self.span_name = span_name  # an event's span
+        #: What tells apart two log records with no trace context beside their name and attributes:
+        #: their times to the nanosecond and their body.
+        self.ident = ident
         self._pairs = pairs  # the message's KeyValue list, or a dict already read
         self._attributes: dict[str, str] | None = pairs if isinstance(pairs, dict) else None
 
@@ -206,9 +209,11 @@ def _log_signal(record: Any) -> Signal | None:
         return None
     attributes = attributes_of(record.attributes)
     name = str(record.event_name or "") or attributes.get("event.name", "")
+    ident = repr((str(record.time_unix_nano or 0), str(record.observed_time_unix_nano or 0),
+                  text_of(record.body) or ""))
     return Signal("log", name, attributes, trace_id=trace if isinstance(trace, str) else None,
                   span_id=span_id if isinstance(span_id, str) else None,
-                  ts=_time(record.time_unix_nano, record.observed_time_unix_nano))
+                  ts=_time(record.time_unix_nano, record.observed_time_unix_nano), ident=ident)
 
 
 def signals(request: Any, kind: Signals) -> Batch:

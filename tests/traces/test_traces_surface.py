@@ -107,3 +107,30 @@ def test_a_span_stamped_out_of_range_or_far_ahead_is_counted_when_received(serve
     latest = datetime.fromisoformat(stamps[-1]).replace(tzinfo=UTC)
     earliest = datetime.fromisoformat(stamps[0]).replace(tzinfo=UTC)
     assert abs((latest - now).total_seconds()) < 60 and abs((earliest - now).total_seconds()) < 60
+
+
+def _evaluation(body: str, *, at: int | None, observed: int | None) -> dict[str, object]:
+    record: dict[str, object] = {
+        "eventName": "gen_ai.evaluation.result", "body": {"stringValue": body},
+        "attributes": [{"key": "gen_ai.evaluation.score.label", "value": {"stringValue": "fail"}}]}
+    if at is not None:
+        record["timeUnixNano"] = str(at)
+    if observed is not None:
+        record["observedTimeUnixNano"] = str(observed)
+    return record
+
+
+def test_log_records_without_trace_context_are_told_apart_by_body_and_observed_time(served: Served) -> None:
+    """A Collector's filelog receiver sends records with no trace id: two rejections in one second
+    are two firings; the same record sent again (a retried export) is one."""
+    second = int(datetime.now(UTC).timestamp()) * 10**9
+    records = [_evaluation("claim 1 not grounded", at=second, observed=second + 1),
+               _evaluation("claim 2 not grounded", at=second, observed=second + 2),
+               _evaluation("claim 3 not grounded", at=None, observed=second + 3)]
+    body = {"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}
+    for _ in range(2):  # sent twice, as an exporter retries
+        assert httpx.post(f"{served.endpoint}/v1/logs", json=body).status_code == 200
+        assert served.app.flush()
+    with served.store.engine.connect() as conn:
+        (count,) = conn.exec_driver_sql("SELECT COUNT(*) FROM firings WHERE guard = 'evaluation'").one()
+    assert count == 3
