@@ -4,7 +4,7 @@ The receiver hands each request's firings here and answers at once; this thread 
 order. A store that cannot be written (locked, gone) is tried again with backoff, the firings
 kept meanwhile: none is lost to it. What waits is bounded (``MAX_PENDING`` firings): past it the
 receiver answers 503, and the exporters send those batches again later. Firings waiting here when
-the process is killed are lost; a clean stop stores them first.
+the process is killed are lost; a clean stop stores them first, and says how many it could not.
 """
 
 from __future__ import annotations
@@ -76,12 +76,18 @@ class Committer:
         return True
 
     def close(self, timeout: float = 10.0) -> None:
-        """Store what waits (for up to ``timeout`` seconds), then stop the thread."""
+        """Store what waits (for up to ``timeout`` seconds), then stop the thread; what could not be
+        stored by then is lost, and said so with how many."""
         self.flush(timeout)
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(timeout)
+        with self._cond:
+            left = self._pending
+        if left:
+            log.error("%d firings seen in spans are lost: the store could not be written before the stop",
+                      left)
 
     def _run(self) -> None:
         pause = BACKOFF[0]
@@ -106,9 +112,10 @@ class Committer:
                     self._cond.wait(pause)
                 pause = min(pause * 2, BACKOFF[1])
                 continue
-            except Exception:
+            except Exception as exc:
                 # A fault of its own must not stop the thread: this batch is dropped and said so.
                 log.exception("firings seen in spans could not be stored; %d dropped", len(batch))
+                self._failed(f"{len(batch)} firings could not be stored, dropped: {type(exc).__name__}")
                 stored = 0
             pause = BACKOFF[0]
             self._stored(stored)

@@ -8,7 +8,9 @@ response in the request's encoding (``partial_success`` counts the spans or reco
 Errors carry a ``google.rpc.Status``; none quotes the body.
 
 At most ``MAX_INFLIGHT`` requests are read at once: a flood costs at most that many bodies of
-memory, and what it sends meanwhile waits in the exporters' retries. A request's firings are
+memory, and what it sends meanwhile waits in the exporters' retries. A body that falls behind
+``BODY_MIN`` bytes each ``BODY_PERIOD`` seconds is answered ``408``, so a stalled exporter frees
+its slot. A request's firings are
 handed to the committer (``canary.traces.committer``), which stores them in order from a thread
 of its own and holds them while the store cannot be written; the exporter does not wait for the
 store. When too many firings wait, requests that carry one get 503. Only Host names that are
@@ -47,6 +49,10 @@ PATHS: dict[str, Signals] = {"/v1/traces": "traces", "/v1/logs": "logs"}
 CONTENT_TYPES: dict[str, Encoding] = {"application/x-protobuf": "protobuf", "application/json": "json"}
 #: Requests read and decoded at once; more get 503 and are retried by their exporter.
 MAX_INFLIGHT = 4
+#: A body must bring at least ``BODY_MIN`` bytes each ``BODY_PERIOD`` seconds (as the model proxy's),
+#: else it is answered 408 and its slot freed: a stalled exporter holds no slot for long.
+BODY_PERIOD = 10.0
+BODY_MIN = 16 * 1024
 #: What a 503 asks the exporter to wait, in seconds.
 RETRY_AFTER = 1
 _INVALID_ARGUMENT, _UNAVAILABLE, _INTERNAL = 3, 14, 13
@@ -180,6 +186,22 @@ def _status_body(encoding: Encoding, code: int, message: str) -> bytes:
     return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
 
 
+def _paced(receive: Receive, period: float) -> Receive:
+    """``receive``, raising TimeoutError once the body falls behind ``BODY_MIN`` bytes a ``period``."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    got = 0
+
+    async def paced() -> Any:
+        nonlocal got
+        deadline = start + period * (1 + got // BODY_MIN)
+        message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+        got += len(message.get("body", b""))
+        return message
+
+    return paced
+
+
 class Receiver:
     """The ASGI app of the OTLP/HTTP receiver."""
 
@@ -191,6 +213,7 @@ class Receiver:
         self.allowed_hosts = allowed_hosts
         self.counts = counts
         self.shapes = ShapeBook()  # the guard-shaped spans seen, for ``canary init --traces``
+        self.body_period = BODY_PERIOD
         self._inflight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -240,7 +263,10 @@ class Receiver:
             raise _Refused(413, f"the request body is larger than the receiver's limit of {self.max_body} "
                            "bytes ([traces] max_body)")
         try:
-            body = await read_body(receive, self.max_body)
+            body = await read_body(_paced(receive, self.body_period), self.max_body)
+        except TimeoutError:
+            raise _Refused(408, f"the request body came slower than {BODY_MIN} bytes each "
+                           f"{self.body_period:g} s") from None
         except BodyTooLarge:
             raise _Refused(413, f"the request body is larger than the receiver's limit of {self.max_body} "
                            "bytes ([traces] max_body)") from None

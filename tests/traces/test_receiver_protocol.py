@@ -16,7 +16,7 @@ from canary.errors import StoreError
 from canary.proxy.serving import BackgroundServer
 from canary.store.signals import SignalHit
 from canary.traces.matching import SignalRules
-from canary.traces.receiver import create_receiver
+from canary.traces.receiver import MAX_INFLIGHT, create_receiver
 from tests.traces.conftest import GUARDRAIL, Served, write_project
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
@@ -146,3 +146,33 @@ def test_too_many_firings_waiting_for_the_store_get_503_and_are_sent_again(tmp_p
     app.close()
     assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
     assert other.status_code == 200  # a request with no firing never waits for the store
+
+
+def test_bodies_that_stall_lose_their_slot_and_real_exports_get_through() -> None:
+    """A suspended exporter holds a request open with part of its body: after a period without the
+    least rate, it is answered 408 and its slot goes to exporters that send."""
+    import socket
+    import time
+
+    app = create_receiver(SignalRules([]), lambda hits: 0, max_body=100_000)
+    app.body_period = 0.5
+    stalled = []
+    with BackgroundServer(app, "127.0.0.1", 0, name="trace receiver") as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        for _ in range(MAX_INFLIGHT):
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n" + b"\0" * 10)
+            stalled.append(sock)
+        time.sleep(0.2)
+        assert httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code == 503
+        deadline = time.monotonic() + 10
+        while (status := httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code) == 503:
+            assert time.monotonic() < deadline, "the stalled bodies kept every slot"
+            time.sleep(0.1)
+        assert status == 200
+        for sock in stalled:
+            sock.settimeout(5)
+            assert sock.recv(100).startswith(b"HTTP/1.1 408")
+            sock.close()
+    app.close()
