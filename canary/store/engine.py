@@ -32,7 +32,7 @@ from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import cut_line, nonce_candidates
 from canary.store.positions import committed_before, pack_head, pack_marks, state_of
 from canary.store.runlines import recount
-from canary.store.sites import Site, claim_sqlite, register, search_site
+from canary.store.sites import Site, claim_owner, claim_sqlite, register, search_site
 from canary.store.tables import (
     FilePosition,
     Firing,
@@ -123,8 +123,10 @@ class Store:
 
     def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None,
                  attribution: Attributor | None = None, site: Site | None = None,
-                 local: Path | None = None) -> None:
+                 local: Path | None = None, owner: Path | None = None) -> None:
         self.url = url
+        #: The config whose rows these are: another config of the same site is refused.
+        self.owner = str(owner.resolve()) if owner is not None else None
         #: For a server's store: the project's own file stem for the daemon's lock and its word on
         #: the store (``canary.store.health``), which a SQLite store keeps beside its file.
         self.local = local
@@ -141,7 +143,7 @@ class Store:
     def of(cls, config: Config, **kwargs: Any) -> Store:
         """The configured store, as the site of the config's project on this machine."""
         return cls(config.store.url, site=Site(config.project, config.store.machine or ""),
-                   local=config.state_folder / "store", **kwargs)
+                   local=config.state_folder / "store", owner=config.path, **kwargs)
 
     # -- setup --------------------------------------------------------------
 
@@ -152,7 +154,11 @@ class Store:
             event.listen(engine, "handle_error", _as_store_error(url))
             event.listen(engine, "before_cursor_execute", _time_statements)
             users = Users(engine, redact_url(url))
-            self._migrate(engine)
+            try:
+                self._migrate(engine)
+            except BaseException:
+                engine.dispose()  # a store refused or broken keeps no connection open
+                raise
             return engine, users
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(redact_url(f"cannot open the store at {url}: {exc}"), url=url) from exc
@@ -210,6 +216,8 @@ class Store:
                 )
             if self.claimed and engine.dialect.name == "sqlite":
                 claim_sqlite(conn, self.site.project, redact_url(self.url))
+            if self.owner is not None:
+                claim_owner(conn, self.owner, self.site, redact_url(self.url))
 
     def close(self) -> None:
         """Release every connection."""

@@ -25,8 +25,8 @@ from canary.locations import DEFAULT_PROJECT
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
-__all__ = ["MACHINE_NAME", "REGISTRY", "Site", "SiteRow", "claim_sqlite", "list_sites", "quoted", "register",
-           "search_site", "this_machine"]
+__all__ = ["MACHINE_NAME", "REGISTRY", "Site", "SiteRow", "claim_owner", "claim_sqlite", "list_sites",
+           "quoted", "register", "search_site", "this_machine"]
 
 #: The schema that lists every site of a shared store.
 REGISTRY = "guard_canary"
@@ -121,6 +121,26 @@ def claim_sqlite(conn: Connection, project: str, shown_url: str) -> None:
             "one PostgreSQL store (postgresql+psycopg://...), where each project keeps its own rows",
             url=shown_url,
         )
+
+
+def claim_owner(conn: Connection, owner: str, site: Site, shown_url: str) -> None:
+    """Write the config the site's rows belong to the first time; refuse another config of the same
+    project and machine while the first config's file exists (a moved folder gives its rows over)."""
+    from pathlib import Path
+
+    from sqlalchemy import text
+
+    row = conn.execute(text("SELECT value FROM meta WHERE key = 'owner'")).first()
+    if row is not None and row[0] != owner and Path(str(row[0])).is_file():
+        raise StoreError(
+            f"project {site.project!r} on machine {site.machine!r} in the store at {shown_url} belongs to "
+            f"the config {row[0]}, not {owner}: two configs writing one project's rows would count each "
+            "other's firings as their own. Give this config a `project` of its own (or [store] machine); "
+            f"if {row[0]} was moved here, delete the old file", url=shown_url)
+    if row is None:
+        conn.execute(text("INSERT INTO meta (key, value) VALUES ('owner', :o)"), {"o": owner})
+    elif row[0] != owner:
+        conn.execute(text("UPDATE meta SET value = :o WHERE key = 'owner'"), {"o": owner})
 
 
 @dataclass(frozen=True)
