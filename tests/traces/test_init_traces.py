@@ -76,3 +76,25 @@ def test_a_guard_is_proposed_per_guard_shaped_span_and_fires_on_them(served: Ser
 def test_with_no_guard_shaped_span_received_it_says_what_to_do(served: Served, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["init", "--traces", "--yes", "--dir", str(tmp_path)])
     assert result.exit_code == 1 and "no guard-shaped span yet" in result.output
+
+
+def test_guards_written_where_defs_does_not_read_are_named_and_the_exit_says_so(
+    served: Served, tmp_path: Path,
+) -> None:
+    """canary.toml reads defs/*.toml: the guards go to canaries_defs/, which nothing loads, and init says so."""
+    send_guard_spans(served.endpoint)
+    assert served.app.flush()
+    traces_step(served.store, served.server)
+    result = CliRunner().invoke(main, ["init", "--traces", "--yes", "--dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "defs" in result.output and "canaries_defs/*.toml" in result.output
+    assert "does not read" in result.output
+
+
+def test_templates_copied_where_defs_does_not_read_are_named(tmp_path: Path) -> None:
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "citation.toml").write_text("[guard]\nname = 'citation'\nmatch = 'CitationGuard: rejected'\n")
+    (tmp_path / "canary.toml").write_text(f'defs = ["defs/*.toml"]\n[logs]\npaths = ["{tmp_path}/a.log"]\n')
+    result = CliRunner().invoke(main, ["init", "--template", "span_guardrail", "--dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "does not read" in result.output and "canaries_defs/*.toml" in result.output

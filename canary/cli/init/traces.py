@@ -81,7 +81,7 @@ def _shapes(config_path: Path) -> list[dict[str, object]]:
 
 def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.toml") -> int:
     """Propose and write a guard per guard-shaped span the daemon received; the exit code."""
-    from canary.cli.init.wizard import _checked
+    from canary.cli.init.wizard import _checked, defs_read
 
     root = Path(directory).absolute()
     config_path = root / config_name
@@ -98,6 +98,7 @@ def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.tom
         return EXIT_UNHEALTHY
     folder = root / "canaries_defs"
     folder.mkdir(exist_ok=True)
+    written: list[Path] = []
     for proposal in proposals:
         path = folder / f"{proposal.name}.toml"
         flag = "" if proposal.strong else "   (weak: no rejecting verdict seen yet)"
@@ -109,5 +110,7 @@ def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.tom
         if not yes and not click.confirm(f"Add guard {proposal.name!r}?", default=proposal.strong):
             continue
         path.write_text(render_signal_definition(proposal), encoding="utf-8")
+        written.append(path)
         click.echo(f"written   {path}")
-    return EXIT_OK if _checked(config_path) is not None else 2
+    config = _checked(config_path)
+    return EXIT_OK if config is not None and defs_read(config, written) else 2

@@ -86,10 +86,11 @@ def run_init(
     ask = not yes
     root = Path(directory).absolute()
     refuse_the_bundled_folder(root)
-    _show_files(copy_templates(template, root))
+    copied = copy_templates(template, root)
+    _show_files(copied)
     if template and (root / config_name).is_file() and not (agent_url or agent_command or logs
                                                             or model_upstream):
-        return _templates_added(root / config_name)
+        return _templates_added(root / config_name, [path for path, _how in copied])
     settings = _settings(agent_url, agent_command, logs, model_upstream, ask=ask)
     scan = scan_logs(settings.logs, Path.cwd())
     mark_covered(scan, root)
@@ -195,13 +196,27 @@ def _checked(config_path: Path) -> Config | None:
     return config
 
 
-def _templates_added(config_path: Path) -> int:
+def defs_read(config: Config, written: Sequence[Path]) -> bool:
+    """Whether the config's ``defs`` reads every file written; if not, say which and what to add."""
+    base = config.path.parent if config.path is not None else Path.cwd()
+    read = {p.resolve() for pattern in config.defs for p in expand_glob(pattern, base)}
+    unread = [p for p in written if p.resolve() not in read]
+    if unread:
+        names = ", ".join(p.name for p in unread)
+        click.echo(safe(f"note: defs in {config.path} ({list(config.defs)}) does not read {names} in "
+                        f"{unread[0].parent}: add \"canaries_defs/*.toml\" to defs, or move them where "
+                        "it reads"))
+    return not unread
+
+
+def _templates_added(config_path: Path, written: Sequence[Path]) -> int:
     """Templates copied into a project ``canary init`` already wrote: its ``defs`` now reads them."""
     text = config_path.read_text(encoding="utf-8")
     if NO_DEFS_YET in text:
         config_path.write_text(text.replace(NO_DEFS_YET, WITH_DEFS), encoding="utf-8")
         click.echo(f"updated   {config_path}  (defs reads canaries_defs/*.toml)")
-    if _checked(config_path) is None:
+    config = _checked(config_path)
+    if config is None or not defs_read(config, written):
         return EXIT_USAGE
     click.echo("\n" + safe("Next: set each copied guard's match to the line your guard writes, then "
                             f"`{command_line('canary run', config_path)}`."))
