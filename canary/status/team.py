@@ -64,9 +64,35 @@ def _site(conn: Any, prefix: str, project: str, machine: str) -> SiteView:
 
     beat = conn.execute(text(f"SELECT beat, stopped FROM {prefix}heartbeat LIMIT 1")).first()
     rows = conn.execute(text(_LATEST.format(t=f"{prefix}transitions"))).all()
-    guards = [SiteGuard(str(g), str(s), str(r), _time(at)) for g, s, r, at in rows]
+    reasons = _reasons_now(conn, prefix)
+    guards = [SiteGuard(str(g), str(s), _reason(reasons, str(g), str(s), str(r)), _time(at))
+              for g, s, r, at in rows]
     last, stopped = (_time(beat[0]), _time(beat[1])) if beat else (None, None)
     return SiteView(project, machine, last, stopped, guards)
+
+
+def _reasons_now(conn: Any, prefix: str) -> dict[str, Any]:
+    """Each guard's [status, reason] as its daemon last decided them; {} from a daemon that kept none."""
+    import json
+
+    from sqlalchemy import text
+
+    from canary.status.transitions import REASONS_KEY
+
+    row = conn.execute(text(f"SELECT value FROM {prefix}meta WHERE key = :key"), {"key": REASONS_KEY}).first()
+    try:
+        doc = json.loads(row[0]) if row is not None and row[0] else {}
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _reason(reasons: dict[str, Any], guard: str, status: str, recorded: str) -> str:
+    """The latest reason decided for the guard's status, else the one recorded when it began."""
+    now = reasons.get(guard)
+    if isinstance(now, list) and len(now) == 2 and now[0] == status and isinstance(now[1], str):
+        return now[1]
+    return recorded
 
 
 def team_view(store: Store) -> list[SiteView]:

@@ -6,6 +6,7 @@ Alerts are sent from these rows (``canary.alerts.planning``), so a crash between
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -14,10 +15,13 @@ from sqlmodel import col
 
 from canary.status.evaluate import GuardStatus
 from canary.store.engine import Store
-from canary.store.tables import Transition
+from canary.store.tables import Meta, Transition
 
 #: Longest evidence line kept with a transition (characters).
 EVIDENCE_KEEP = 500
+#: The ``meta`` row that holds each guard's status and reason as last decided (the team's views
+#: read it: a transition's reason is the one of when the status began).
+REASONS_KEY = "statuses.now"
 
 
 def latest_statuses(store: Store) -> dict[str, str]:
@@ -57,7 +61,10 @@ def record_transitions(store: Store, statuses: list[GuardStatus], *, now: dateti
         for s in statuses
         if previous.get(s.guard) != s.status.value
     ]
-    if rows:
-        with store.engine.begin() as conn:
+    now_value = json.dumps({s.guard: [s.status.value, s.reason] for s in statuses}, sort_keys=True)
+    with store.engine.begin() as conn:
+        if rows:
             conn.execute(insert(Transition), rows)
+        store.upsert(conn, Meta, [{"key": REASONS_KEY, "value": now_value}], keys=["key"],
+                     set_={"value": now_value})
     return rows

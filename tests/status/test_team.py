@@ -78,3 +78,23 @@ def test_all_projects_on_a_sqlite_store_is_its_one_project(tmp_path: Path) -> No
     assert done.exit_code == 0, done.output
     (site,) = json.loads(done.output)["projects"]
     assert (site["project"], site["machine"], site["daemon"]["running"]) == ("solo", "laptop", True)
+
+
+def test_the_team_view_shows_each_guards_reason_now_not_when_its_status_began(tmp_path: Path) -> None:
+    """The status stays alive while its firings grow: the reason shown is the latest one decided."""
+    from canary.status.evaluate import GuardStatus
+    from canary.status.team import team_view
+    from canary.status.transitions import record_transitions
+    from canary.vocabulary import Status
+
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}", site=Site("solo", "laptop"))
+    try:
+        now = datetime.now(UTC)
+        beat(store, pid=4242, started=now, now=now, files=1, addresses={})
+        for n in (1, 6):
+            record_transitions(store, [GuardStatus("citation", Status.ALIVE, f"{n} firing(s) in the last 1d")],
+                               now=now)
+        ((guard,),) = [view.guards for view in team_view(store)]
+        assert (guard.status, guard.reason) == ("alive", "6 firing(s) in the last 1d")
+    finally:
+        store.close()
