@@ -439,7 +439,8 @@ class Tailer:
             if f.fd is not None:
                 self._start_at(f, f.base)
             reason = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the SQL and its lines
-            self._errors.report(f.path, f"cannot commit what was read from {f.path}: {reason}")
+            self._errors.report(f.path, f"cannot commit what was read from {f.path} (it is read again "
+                                        f"once the store takes it): {reason}")
             return False
         f.unsaved = False
         f.base = f.scanner.offset

@@ -3,7 +3,8 @@ budget, a truncation that destroyed unread lines, a file that cannot be opened.
 
 The daemon keeps the latest distinct warnings (``KEEP`` of them, each with how often and when
 it last came) and writes them to the store with its heartbeat; ``canary status`` shows those
-of the daemon running now, since each of them says a count may be short.
+of the daemon running now, since each of them says a count may be short (but a refused commit,
+whose lines are read again).
 """
 
 from __future__ import annotations
