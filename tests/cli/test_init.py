@@ -286,6 +286,10 @@ def test_tool_governance_refusals_propose_the_tool_templates(tmp_path: Path) -> 
      "OPENAI_BASE_URL"),
     ("https://api.openai.com/v1", "https://api.openai.com", ['base_url="http://127.0.0.1:11435/v1"'],
      "ANTHROPIC_BASE_URL"),
+    # a local server whose API its address does not tell: every SDK's line
+    ("http://127.0.0.1:31401", "http://127.0.0.1:31401",
+     ['base_url="http://127.0.0.1:11435/v1"', "ANTHROPIC_BASE_URL=http://127.0.0.1:11435",
+      'HttpOptions(base_url="http://127.0.0.1:11435")'], "api.anthropic.com"),
 ])
 def test_an_anthropic_or_gemini_upstream_gets_that_sdks_base_url_advice(
     tmp_path: Path, upstream: str, root: str, advice: list[str], not_advised: str
@@ -300,7 +304,7 @@ def test_an_anthropic_or_gemini_upstream_gets_that_sdks_base_url_advice(
     assert not_advised not in result.output
     config = load_config(path=project / "canary.toml")
     assert config.model.upstream == root
-    if "openai" not in upstream:
+    if "googleapis" in upstream or "anthropic" in upstream:  # the canary.toml names that SDK's line too
         assert advice[0] in (project / "canary.toml").read_text()
 
 

@@ -32,21 +32,27 @@ def upstream_kind(url: str | None) -> Kind | None:
 
 
 def base_url_advice(listen: str, kind: Kind | None) -> list[str]:
-    """One line per SDK: how to point it at the proxy on ``listen``."""
+    """One line per SDK: how to point it at the proxy on ``listen``; every SDK's line when the
+    upstream's address does not tell which API it speaks (a local server may speak any)."""
     root = f"http://{listen}"
-    if kind == "anthropic":
-        return [
-            f"anthropic SDK, Claude Agent SDK:      ANTHROPIC_BASE_URL={root}  "
-            f'(or Anthropic(base_url="{root}"))',
-            f'pydantic-ai:                          AnthropicProvider(base_url="{root}")',
-        ]
-    if kind == "gemini":
-        return [
-            f'google-genai:                         Client(http_options=HttpOptions(base_url="{root}"))  '
-            f"(or GOOGLE_GEMINI_BASE_URL={root})",
-            f'pydantic-ai:                          GoogleProvider(base_url="{root}")',
-        ]
-    return [
+    anthropic = [
+        f"anthropic SDK, Claude Agent SDK:      ANTHROPIC_BASE_URL={root}  "
+        f'(or Anthropic(base_url="{root}"))',
+        f'pydantic-ai:                          AnthropicProvider(base_url="{root}")',
+    ]
+    gemini = [
+        f'google-genai:                         Client(http_options=HttpOptions(base_url="{root}"))  '
+        f"(or GOOGLE_GEMINI_BASE_URL={root})",
+        f'pydantic-ai:                          GoogleProvider(base_url="{root}")',
+    ]
+    openai = [
         f'openai SDK, LangChain, pydantic-ai:  base_url="{root}/v1"  (or OPENAI_BASE_URL)',
         f'ollama:                              Client(host="{root}")  (or OLLAMA_HOST)',
     ]
+    if kind == "anthropic":
+        return anthropic
+    if kind == "gemini":
+        return gemini
+    if kind is None:
+        return [*openai, anthropic[0], gemini[0]]
+    return openai
