@@ -44,7 +44,7 @@ class GuardAudit:
     first: datetime | None = None
     last: datetime | None = None
     untimed: int = 0
-    canary: int = 0  # of ``firings``: lines carrying a stored run's nonce
+    canary: int = 0  # of ``firings``: lines of a stored run (its nonce, or a line stored with it)
     unread: bool = False  # it fires only through spans, and no span or log record was read
 
     def merge(self, other: GuardAudit) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from canary.config.settings import load_config
 from canary.logs.audit import audit
 from canary.runs.attribution import Attribution
@@ -51,6 +53,14 @@ def in_flight(store: Store, registry: Registry) -> ActiveRun:
     return run
 
 
+@pytest.fixture
+def live(open_store: Callable[..., Store]) -> tuple[Store, ActiveRun]:
+    """A store whose attribution sees a run of the number guard in flight (closed by ``open_store``)."""
+    registry = Registry(has_upstream=True, clock=T0.timestamp)
+    store = open_store(clock=lambda: T0, attribution=Attribution(registry, clock=T0.timestamp))
+    return store, in_flight(store, registry)
+
+
 def counts(store: Store) -> dict[str, tuple[int, int]]:
     found = window_counts(store.engine, T0 - timedelta(hours=1))
     return {g: (c.organic, c.canary) for g, c in found.items()}
@@ -61,53 +71,38 @@ def run_ids(store: Store) -> list[tuple[str, int | None]]:
         return [(str(g), r) for g, r in conn.exec_driver_sql("SELECT guard, run_id FROM firings ORDER BY guard, id")]
 
 
-def test_a_line_tied_by_value_is_the_runs_for_every_guard_it_matches(open_store: Callable[..., Store]) -> None:
-    registry = Registry(has_upstream=True, clock=T0.timestamp)
-    store = open_store(clock=lambda: T0, attribution=Attribution(registry, clock=T0.timestamp))
-    try:
-        run = in_flight(store, registry)
-        store.commit(batch("NumberGuard: rejected number=8668 not in observations",
-                           "NumberGuard: rejected number=5120 not in observations"))
-        assert [c.mark for c in run.claims] == ["value"]
-        assert run_ids(store) == [("any-rejection", run.run_id), ("any-rejection", None),
-                                  ("number", run.run_id), ("number", None)]
-        assert counts(store) == {"any-rejection": (1, 1), "number": (1, 1)}
-    finally:
-        store.close()
+def test_a_line_tied_by_value_is_the_runs_for_every_guard_it_matches(live: tuple[Store, ActiveRun]) -> None:
+    store, run = live
+    store.commit(batch("NumberGuard: rejected number=8668 not in observations",
+                       "NumberGuard: rejected number=5120 not in observations"))
+    assert [c.mark for c in run.claims] == ["value"]
+    assert run_ids(store) == [("any-rejection", run.run_id), ("any-rejection", None),
+                              ("number", run.run_id), ("number", None)]
+    assert counts(store) == {"any-rejection": (1, 1), "number": (1, 1)}
 
 
-def test_a_line_claimed_at_the_verdict_moves_for_every_guard(open_store: Callable[..., Store]) -> None:
-    registry = Registry(has_upstream=True, clock=T0.timestamp)
-    store = open_store(clock=lambda: T0, attribution=Attribution(registry, clock=T0.timestamp))
-    try:
-        run = in_flight(store, registry)
-        store.commit(batch("NumberGuard: rejected a figure"))  # no mark of the run: rule 4, at the verdict
-        assert counts(store) == {"any-rejection": (1, 0), "number": (1, 0)}
-        [candidate] = run.candidates
-        moved = RunLog(store).claim(run.run_id, [(candidate.offset, candidate.line)], T0 - timedelta(minutes=1))
-        assert moved == 2
-        assert run_ids(store) == [("any-rejection", run.run_id), ("number", run.run_id)]
-        assert counts(store) == {"any-rejection": (0, 1), "number": (0, 1)}
-    finally:
-        store.close()
+def test_a_line_claimed_at_the_verdict_moves_for_every_guard(live: tuple[Store, ActiveRun]) -> None:
+    store, run = live
+    store.commit(batch("NumberGuard: rejected a figure"))  # no mark of the run: rule 4, at the verdict
+    assert counts(store) == {"any-rejection": (1, 0), "number": (1, 0)}
+    [candidate] = run.candidates
+    moved = RunLog(store).claim(run.run_id, [(candidate.offset, candidate.line)], T0 - timedelta(minutes=1))
+    assert moved == 2
+    assert run_ids(store) == [("any-rejection", run.run_id), ("number", run.run_id)]
+    assert counts(store) == {"any-rejection": (0, 1), "number": (0, 1)}
 
 
-def test_a_recount_keeps_a_runs_line_out_of_the_organic_firings(open_store: Callable[..., Store]) -> None:
-    registry = Registry(has_upstream=True, clock=T0.timestamp)
-    store = open_store(clock=lambda: T0, attribution=Attribution(registry, clock=T0.timestamp))
-    try:
-        run = in_flight(store, registry)
-        tied = batch("NumberGuard: rejected number=8668 not in observations", guards=("number",))
-        store.commit(tied)
-        # a catch-all guard defined later: its recount reads the run's line again
-        again = [("/logs/a.log", "1:2", Hit(h.offset, h.text, BOTH, False, h.ts)) for h in tied.hits]
-        assert store.recount(["any-rejection"], T0 - timedelta(hours=1), again) == 1  # stored with the run
-        assert counts(store) == {"any-rejection": (0, 1), "number": (0, 1)}
-        assert run_ids(store) == [("any-rejection", run.run_id), ("number", run.run_id)]
-        assert store.recount(["any-rejection"], T0 - timedelta(hours=1), again) == 0  # twice: nothing doubles
-        assert counts(store) == {"any-rejection": (0, 1), "number": (0, 1)}
-    finally:
-        store.close()
+def test_a_recount_keeps_a_runs_line_out_of_the_organic_firings(live: tuple[Store, ActiveRun]) -> None:
+    store, run = live
+    tied = batch("NumberGuard: rejected number=8668 not in observations", guards=("number",))
+    store.commit(tied)
+    # a catch-all guard defined later: its recount reads the run's line again
+    again = [("/logs/a.log", "1:2", Hit(h.offset, h.text, BOTH, False, h.ts)) for h in tied.hits]
+    assert store.recount(["any-rejection"], T0 - timedelta(hours=1), again) == 1  # stored with the run
+    assert counts(store) == {"any-rejection": (0, 1), "number": (0, 1)}
+    assert run_ids(store) == [("any-rejection", run.run_id), ("number", run.run_id)]
+    assert store.recount(["any-rejection"], T0 - timedelta(hours=1), again) == 0  # twice: nothing doubles
+    assert counts(store) == {"any-rejection": (0, 1), "number": (0, 1)}
 
 
 def test_the_audit_counts_a_runs_line_canary_for_every_guard(
