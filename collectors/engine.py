@@ -108,10 +108,13 @@ class NativeSet:
         compiled = [(index, _line(expr), _flags()) for index, expr in expressions]
         if plain_check:
             compiled.append((IMPURE_ID, _IMPURE, int(_hs.HS_FLAG_SINGLEMATCH)))
+        self._db: Any = None
+        if not compiled:  # nothing to prefilter: every line is checked apart (``scan`` finds none)
+            return
         cached = _cache_path(cache_dir, compiled)
         loaded = _load(cached) if cached is not None else None
         if loaded is not None:
-            self._db: Any = loaded
+            self._db = loaded
             return
         db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         try:
@@ -141,6 +144,8 @@ class NativeSet:
         ``hi - lo`` after a last newline, where no line starts. One Python call per line a
         prefilter matches (per match for an end-anchored one, which is mapped here).
         """
+        if self._db is None:
+            return NativeScan({}, newlines(buf, lo, hi), False)
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             assert _hs is not None

@@ -219,6 +219,8 @@ def test_a_polynomial_pattern_on_a_long_non_ascii_line_costs_the_budget_not_the_
 # re counts U+001C..U+001F as whitespace; the regex module does not.
 @example(pats=["(?:\\s|(?=ok))", "Guard"], lines=[b"\x1c"], cuts=[])
 @example(pats=["Guard", "(?:\\s|(?=ok))"], lines=[b"\x1c"], cuts=[])
+# No rule the native engine can prefilter, and an activity rule read like its bytes: no database.
+@example(pats=["x*", "x*"], lines=[b"x", b"", b"ax"], cuts=[2])
 def test_counting_activity_lines_agrees_with_per_line_re_search(
     engine: str, pats: list[str], lines: list[bytes], cuts: list[int]
 ) -> None:
