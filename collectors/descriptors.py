@@ -19,16 +19,21 @@ def open_limit() -> int:
 
 
 class Reporter:
-    """Errors to a callback: each path's once until it works again; warnings every time."""
+    """Errors to a callback: each path's once until it works again; warnings every time.
 
-    def __init__(self, on_error: Callable[[str, str], None] | None) -> None:
+    ``on_resolved(path, message)`` is told when a path whose error was told works again.
+    """
+
+    def __init__(self, on_error: Callable[[str, str], None] | None,
+                 on_resolved: Callable[[str, str], None] | None = None) -> None:
         self.on_error = on_error
-        self.reported: set[str] = set()
+        self.on_resolved = on_resolved
+        self.reported: dict[str, str] = {}  # path -> the error told, until it works again
 
     def report(self, path: str, message: str) -> None:
         """Tell the callback once per path until ``resolved(path)``."""
         if path not in self.reported:
-            self.reported.add(path)
+            self.reported[path] = message
             self.warn(path, message)
 
     def warn(self, path: str, message: str) -> None:
@@ -37,8 +42,10 @@ class Reporter:
             self.on_error(path, message)
 
     def resolved(self, path: str) -> None:
-        """The path works again: its next error is told."""
-        self.reported.discard(path)
+        """The path works again: its error no longer holds, and its next one is told."""
+        message = self.reported.pop(path, None)
+        if message is not None and self.on_resolved is not None:
+            self.on_resolved(path, message)
 
 
 class Descriptors:

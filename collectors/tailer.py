@@ -62,6 +62,7 @@ class Tailer:
         store: PositionStore,
         *,
         on_error: ErrorCallback | None = None,
+        on_resolved: ErrorCallback | None = None,
         rotate_wait: float = 5.0,
         start_at_end: bool = False,
         clock: Callable[[], float] = time.monotonic,
@@ -87,7 +88,7 @@ class Tailer:
         self._first_scan = True
         self._also: list[str] = []  # plain siblings to follow, found while deciding another file
         self._reload = self._held = False
-        self._errors = Reporter(on_error)
+        self._errors = Reporter(on_error, on_resolved)  # told when an error told no longer holds
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._letting = LettingGo(
             store=store, files=self._files, fds=self._fds, errors=self._errors, positions=self._positions,
@@ -442,6 +443,8 @@ class Tailer:
             self._errors.report(f.path, f"cannot commit what was read from {f.path} (it is read again "
                                         f"once the store takes it): {reason}")
             return False
+        if f.unsaved:  # the store took what it refused: the refusal no longer holds
+            self._errors.resolved(f.path)
         f.unsaved = False
         f.base = f.scanner.offset
         self._positions()[f.key] = state

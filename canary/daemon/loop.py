@@ -258,6 +258,10 @@ class Daemon:
         log.warning("%s", message)
         self.warnings.add(path, message)
 
+    def _collector_resolved(self, path: str, message: str) -> None:
+        log.info("no longer holds: %s", message)
+        self.warnings.drop(path, message)
+
     def _reschedule(self) -> None:
         from canary.daemon.reload import reschedule
 
@@ -373,8 +377,8 @@ class Daemon:
             self.session = DaemonSession(
                 self.config, self.store, first,
                 grace=DEFAULT_GRACE if self.grace is None else self.grace, start_at_end=False,
-                on_error=self._collector_warning, listeners=listeners, drain=DRAIN,
-                detached_proxy=self.detached_proxy,
+                on_error=self._collector_warning, on_resolved=self._collector_resolved,
+                listeners=listeners, drain=DRAIN, detached_proxy=self.detached_proxy,
             ).start()
             first.started.clear()  # the session stops them now
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,

@@ -37,6 +37,7 @@ class Collection:
         store: Store,
         *,
         on_error: ErrorSink | None = None,
+        on_resolved: ErrorSink | None = None,
         rescan: float = 2.0,
         rotate_wait: float = 5.0,
         start_at_end: bool = False,
@@ -50,6 +51,7 @@ class Collection:
             build_matcher(config, correlate=True),
             store,
             on_error=self._error,
+            on_resolved=on_resolved,  # a file's error no longer holds (it opens, the store takes it)
             rotate_wait=rotate_wait,
             start_at_end=start_at_end,
             skew=config.logs.clock_skew.total_seconds(),

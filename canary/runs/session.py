@@ -54,6 +54,7 @@ class Session:
         store: Store,
         *,
         on_error: ErrorSink | None = None,
+        on_resolved: ErrorSink | None = None,
         grace: float = DEFAULT_GRACE,
         span_grace: float = DEFAULT_SPAN_GRACE,
         rescan: float = 1.0,
@@ -69,7 +70,7 @@ class Session:
         self._detached = detached_proxy
         self.attribution = attribution_of(store)
         self.registry = self.attribution.runs
-        self._on_error = on_error
+        self._on_error, self._on_resolved = on_error, on_resolved
         self._grace = grace
         self._span_grace = span_grace
         self._rescan = rescan
@@ -114,8 +115,8 @@ class Session:
                 fixtures.listen, fixtures.allow_remote, "fixture server", "[fixtures] listen",
             )
             self.collection = Collection(
-                self.config, self.store, on_error=self._on_error, rescan=self._rescan,
-                start_at_end=self._start_at_end,
+                self.config, self.store, on_error=self._on_error, on_resolved=self._on_resolved,
+                rescan=self._rescan, start_at_end=self._start_at_end,
             )
             self.collection.start()
             # What the logs hold already (the window read back on first sight) is committed
@@ -155,7 +156,8 @@ class Session:
         before()
         self.config = config
         self.collection = Collection(
-            config, self.store, on_error=self._on_error, rescan=self._rescan, start_at_end=False,
+            config, self.store, on_error=self._on_error, on_resolved=self._on_resolved,
+            rescan=self._rescan, start_at_end=False,
         )
         self.collection.start()
         if self.traces is not None:

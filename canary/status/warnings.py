@@ -4,7 +4,8 @@ budget, a truncation that destroyed unread lines, a file that cannot be opened.
 The daemon keeps the latest distinct warnings (``KEEP`` of them, each with how often and when
 it last came) and writes them to the store with its heartbeat; ``canary status`` shows those
 of the daemon running now, since each of them says a count may be short (but a refused commit,
-whose lines are read again).
+whose lines are read again). A file that cannot be opened, or whose lines the store refused, is
+warned of until it opens again or the store takes them: then its warning is dropped.
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ class Warnings:
             while len(self._items) > KEEP:
                 del self._items[next(iter(self._items))]
             self._dirty = True
+
+    def drop(self, path: str, message: str) -> None:
+        """Forget a warning about ``path`` that no longer holds (the file opens again, the store
+        took what it refused)."""
+        with self._lock:
+            if self._items.pop((path, message[:MESSAGE_KEEP]), None) is not None:
+                self._dirty = True
 
     def latest(self) -> list[CollectorWarning]:
         """The warnings kept, newest first."""

@@ -109,3 +109,53 @@ def test_a_file_truncated_while_stopped_is_told_as_a_possible_loss(
     assert len(told) == 1, told
     assert str(log) in told[0] and "the 14 bytes read of it are no longer there" in told[0]
     assert "past offset 14" in told[0]
+
+
+class RefusingStore:
+    """The real store, refusing every commit while ``refuse`` is set."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.refuse = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    def commit(self, batch: object) -> None:
+        if self.refuse:
+            raise OSError("database is locked")
+        self.store.commit(batch)  # type: ignore[arg-type]
+
+
+def test_a_refused_commit_is_told_once_no_longer_holds_when_the_store_takes_it_and_is_told_again(
+    tmp_path: Path, store: Store
+) -> None:
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"a HIT one\n")
+    told: list[str] = []
+    gone: list[tuple[str, str]] = []
+    refusing = RefusingStore(store)
+    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+               on_error=lambda _p, message: told.append(message),
+               on_resolved=lambda path, message: gone.append((path, message)))
+    t.store = refusing  # type: ignore[assignment]
+    try:
+        refusing.refuse = True
+        t.poll()
+        t.poll()
+        assert len(told) == 1 and "cannot commit what was read from" in told[0], told
+        assert gone == [] and store.count_firings() == 0
+        refusing.refuse = False
+        t.poll()
+        assert store.count_firings() == 1
+        assert gone == [(str(log), told[0])]  # the warning no longer holds
+        refusing.refuse = True
+        with log.open("ab") as out:
+            out.write(b"b HIT two\n")
+        t.poll()
+        assert len(told) == 2 and told[1] == told[0]  # a second outage is told again
+        refusing.refuse = False
+        t.poll()
+        assert store.count_firings() == 2 and len(gone) == 2
+    finally:
+        t.close()

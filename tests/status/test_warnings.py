@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from canary.status import warnings
 from canary.status.overview import DaemonInfo
 from canary.status.warnings import KEEP, Warnings
@@ -76,3 +78,42 @@ def test_the_dashboard_shows_the_running_daemons_latest_warning_inert(tmp_path: 
     # warnings from before this daemon started are the last one's
     assert latest_warning(store, DaemonInfo(running=True, since=NOW + timedelta(hours=1))) is None
     store.close()
+
+
+def test_a_refused_commit_is_shown_until_the_store_takes_the_lines_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real SQLite store locked by another writer refuses the tailer's commit; once the lock
+    goes, the lines are committed and the warning leaves what status reads."""
+    import sqlite3
+
+    from canary.store import engine as store_engine
+    from collectors.rules import Rule
+    from collectors.scan import Matcher
+    from collectors.tailer import Tailer
+
+    monkeypatch.setattr(store_engine, "BUSY_TIMEOUT_S", 0.2)  # refused in 0.2 s, not after 30
+    db = tmp_path / "canary.db"
+    store = Store(f"sqlite:///{db}")
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"a HIT one\n")
+    kept = Warnings(Clock())
+    tailer = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+                    on_error=kept.add, on_resolved=kept.drop)
+    locker = sqlite3.connect(db, isolation_level=None)
+    try:
+        locker.execute("BEGIN IMMEDIATE")  # another writer holds the write lock
+        tailer.poll()
+        locker.execute("ROLLBACK")
+        kept.flush(store)
+        (warning,) = read(store)
+        assert warning.file == str(log) and "cannot commit what was read from" in warning.message
+        assert store.count_firings() == 0
+        tailer.poll()
+        kept.flush(store)
+        assert store.count_firings() == 1
+        assert read(store) == []  # the store took the lines: the warning no longer holds
+    finally:
+        locker.close()
+        tailer.close()
+        store.close()
