@@ -159,3 +159,34 @@ def test_a_refused_commit_is_told_once_no_longer_holds_when_the_store_takes_it_a
         assert store.count_firings() == 2 and len(gone) == 2
     finally:
         t.close()
+
+
+def test_a_file_that_cannot_be_opened_is_told_once_and_no_longer_holds_once_it_opens(
+    tmp_path: Path, store: Store
+) -> None:
+    import resource
+
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"a HIT one\n")
+    store.count_firings()  # the store's connection is open before descriptors run out
+    told: list[str] = []
+    gone: list[tuple[str, str]] = []
+    t = Tailer([str(log)], Matcher([Rule.regex("g", "HIT")]), store,
+               on_error=lambda _p, message: told.append(message),
+               on_resolved=lambda path, message: gone.append((path, message)))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        lowest_free = os.open(os.devnull, os.O_RDONLY)  # a new descriptor takes the lowest free number
+        os.close(lowest_free)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))  # no descriptor to spare
+        t.poll()
+        t.poll()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert len(told) == 1 and "too many open files" in told[0], told
+        assert gone == [] and store.count_firings() == 0
+        t.poll()
+        assert store.count_firings() == 1
+        assert gone == [(str(log), told[0])]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        t.close()
