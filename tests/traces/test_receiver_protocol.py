@@ -155,7 +155,7 @@ def test_bodies_that_stall_lose_their_slot_and_real_exports_get_through() -> Non
     import time
 
     app = create_receiver(SignalRules([]), lambda hits: 0, max_body=100_000)
-    app.body_period = 0.5
+    app.body_period = 2.0  # long enough to see every slot held on a busy machine
     stalled = []
     with BackgroundServer(app, "127.0.0.1", 0, name="trace receiver") as server:
         host, port = server.url.removeprefix("http://").split(":")
@@ -164,8 +164,10 @@ def test_bodies_that_stall_lose_their_slot_and_real_exports_get_through() -> Non
             sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"Content-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n" + b"\0" * 10)
             stalled.append(sock)
-        time.sleep(0.2)
-        assert httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code == 503
+        held = time.monotonic() + 1.5  # the server takes in every stalled request first
+        while httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code != 503:
+            assert time.monotonic() < held, "the stalled bodies never held every slot"
+            time.sleep(0.05)
         deadline = time.monotonic() + 10
         while (status := httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code) == 503:
             assert time.monotonic() < deadline, "the stalled bodies kept every slot"
