@@ -399,7 +399,8 @@ class Exchange:
 
     # -- ending ---------------------------------------------------------------------------
 
-    def refuse(self, status: int, kind: str, message: str, *, retry_after: int | None = None) -> None:
+    def refuse(self, status: int, kind: str, message: str, *, retry_after: int | None = None,
+               client_retries: bool = False) -> None:
         """Answer the proxy's own error and close the connection once it is written."""
         self.ignoring = True
         if self.sent_head:
@@ -407,15 +408,18 @@ class Exchange:
             return
         self.keep_alive = False
         self.answer_raw(wire.error_response(self.path, status, kind, message, close=True,
-                                            retry_after=retry_after))
+                                            retry_after=retry_after, client_retries=client_retries))
 
-    def answer_error(self, status: int, kind: str, message: str) -> None:
-        """Answer the proxy's own error; the connection stays open when the request was read whole."""
+    def answer_error(self, status: int, kind: str, message: str, *, client_retries: bool = False) -> None:
+        """Answer the proxy's own error; the connection stays open when the request was read whole.
+
+        ``client_retries``: the SDK's own policy decides whether to retry (``wire.error_response``)."""
         if not self.body_done:
-            self.refuse(status, kind, message)
+            self.refuse(status, kind, message, client_retries=client_retries)
             return
         close = not self.keep_alive or self.front.draining
-        self.answer_raw(wire.error_response(self.path, status, kind, message, close=close))
+        self.answer_raw(wire.error_response(self.path, status, kind, message, close=close,
+                                            client_retries=client_retries))
 
     def answer_raw(self, response: bytes) -> None:
         """Answer with these bytes (a whole response) instead of relaying the request."""

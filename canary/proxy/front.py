@@ -262,7 +262,9 @@ class Front:
                 self.recorder.failed(failure.outcome, failure.predicate, bytes(ex.body))
             except Exception:
                 log.exception("the proxy's recorder failed; the agent's request is answered anyway")
-        ex.answer_error(failure.status, failure.kind, failure.message)
+        # The model server failed a call the proxy relays as is: the agent's SDK retries it, or not,
+        # as it would a direct call's failure.
+        ex.answer_error(failure.status, failure.kind, failure.message, client_retries=origin is self.upstream)
 
 
 class FrontProtocol(asyncio.Protocol):

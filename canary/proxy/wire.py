@@ -86,15 +86,19 @@ _REASONS = {400: b"Bad Request", 403: b"Forbidden", 408: b"Request Timeout", 413
 
 
 def error_response(path: str, status: int, kind: str, message: str, *, close: bool = False,
-                   retry_after: int | None = None) -> bytes:
-    """A whole error response in the dialect ``path`` speaks (see ``canary.proxy.relay.send_error``)."""
+                   retry_after: int | None = None, client_retries: bool = False) -> bytes:
+    """A whole error response in the dialect ``path`` speaks (see ``canary.proxy.relay.send_error``).
+
+    It tells SDKs not to retry (``x-should-retry: false``), unless it names ``retry_after``, or
+    ``client_retries`` leaves the choice to the client's own policy, as a direct call's failure would.
+    """
     body = dialects.error_body(path, status, kind, message)
     headers = [b"HTTP/1.1 %d " % status, _REASONS.get(status, b"Error"), b"\r\n",
                b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body)]
-    if retry_after is None:
-        headers.append(b"x-should-retry: false\r\n")
-    else:
+    if retry_after is not None:
         headers.append(b"retry-after: %d\r\n" % retry_after)
+    elif not client_retries:
+        headers.append(b"x-should-retry: false\r\n")
     if close:
         headers.append(b"connection: close\r\n")
     return b"".join([*headers, b"\r\n", body])
