@@ -124,3 +124,14 @@ def test_the_openai_sdk_retries_a_failed_passthrough_call_as_its_own_policy_says
     assert raised.value.status_code == 502 and "broke off" in raised.value.message
     assert "x-should-retry" not in raised.value.response.headers
     assert upstream.requests == 1 + retries
+
+
+def test_a_refused_passthrough_call_leaves_the_retry_to_the_sdk() -> None:
+    from tests.proxy.test_proxy import closed_port_url
+
+    with serve_proxy(closed_port_url(), Screening()) as proxy, openai.OpenAI(
+        base_url=f"{proxy.url}/v1", api_key="x", max_retries=0
+    ) as client, pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "no marker"}])
+    assert raised.value.status_code == 502 and "not reachable" in raised.value.message
+    assert "x-should-retry" not in raised.value.response.headers
