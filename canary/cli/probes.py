@@ -1,17 +1,17 @@
 """What ``canary check`` learns by knocking: whether a daemon answers, whether the model server
 does, whether a PostgreSQL store takes a connection.
 
-The first two are a short TCP connect (no HTTP client is loaded for ``check``), the store a login
-with its driver; what is found is a warning, never a problem: the files are valid, and a server
-may come up later.
+The first two are a short TCP connect, for an https model server followed by a TLS handshake with
+the proxy's trust (no HTTP client is loaded for ``check``), the store a login with its driver;
+what is found is a warning, never a problem: the files are valid, and a server may come up later.
 """
 
 from __future__ import annotations
 
 import socket
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+from canary.config.tls import CONNECT, in_words, probe
 from canary.config.urls import redact_url
 
 if TYPE_CHECKING:
@@ -26,12 +26,8 @@ def knock(host: str, port: int, timeout: float = KNOCK_SECONDS) -> str | None:
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return None
-    except TimeoutError:
-        return f"no answer within {timeout:g} s"
-    except ConnectionRefusedError:
-        return "connection refused"
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return in_words(exc, timeout)
 
 
 def answers(address: str) -> bool:
@@ -44,22 +40,21 @@ def answers(address: str) -> bool:
 
 
 def upstream_warning(config: Config) -> str | None:
-    """A warning naming ``[model] upstream`` when nothing accepts a connection there."""
+    """A warning naming ``[model] upstream`` when nothing accepts a connection there, or an https
+    server there fails the TLS handshake the proxy would make."""
     upstream = config.model.upstream
     if not upstream:
         return None
-    parts = urlsplit(upstream)
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return None  # loading already refused such a URL
-    host = parts.hostname or "127.0.0.1"
-    failure = knock(host, port)
-    if failure is None:
+    refusal = probe(upstream, ca_file=config.model.ca_file, timeout=KNOCK_SECONDS)
+    if refusal is None:
         return None
-    return (f"warning: [model] upstream = {redact_url(upstream)!r}: nothing answers at {host}:{port} "
-            f"({failure}); every model call through the proxy fails until your model server runs there, "
-            "or upstream names the address it does run at")
+    shown = redact_url(upstream)
+    if refusal.step == CONNECT:
+        return (f"warning: [model] upstream = {shown!r}: nothing answers at {refusal.address} "
+                f"({refusal.detail}); every model call through the proxy fails until your model server runs "
+                "there, or upstream names the address it does run at")
+    return (f"warning: [model] upstream = {shown!r}: the model server there {refusal.predicate}; until "
+            "then every model call through the proxy fails")
 
 
 #: How long the store's login may take.

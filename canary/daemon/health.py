@@ -14,39 +14,26 @@ from canary.store.engine import Store
 log = logging.getLogger("canary.daemon.loop")
 
 
-def reachable(url: str, *, timeout: float = 1.0) -> bool:
-    """Whether a TCP connection to the host and port of ``url`` is accepted."""
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return False
-    if not parts.hostname:
-        return False
-    try:
-        with socket.create_connection((parts.hostname, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def upstream_step(store: Store, config: Config, counts: Any, *, now: datetime,
                   per_minute: float) -> dict[str, Any] | None:
     """Decide the model server's health from the proxy's counts, store it, and return a change."""
+    from canary.config.tls import CONNECT, probe
     from canary.proxy.health import redact
 
     if not config.model.upstream:
         return None
     snap = counts.snapshot()
-    if snap.failing_since is not None and snap.last_outcome == "refused" and reachable(config.model.upstream):
-        counts.reachable()  # refused, then accepting again: no agent request needed to see it is back
-        snap = counts.snapshot()
+    failure = snap.last_failure
+    if snap.failing_since is not None and snap.last_outcome == "refused":
+        refusal = probe(config.model.upstream, ca_file=config.model.ca_file)
+        if refusal is None:
+            counts.reachable()  # refused, then accepting again: no agent request needed to see it is back
+            snap = counts.snapshot()
+        elif refusal.step != CONNECT:
+            failure = refusal.predicate  # the proxy's words name no setting to change
     health = upstream.decide(
         redact(config.model.upstream), failing_since=snap.failing_since, failed=snap.failed_since,
-        failure=snap.last_failure, per_minute=per_minute,
+        failure=failure, per_minute=per_minute,
     )
     change = upstream.record(store, health, now=now)
     if change is not None:

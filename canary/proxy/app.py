@@ -18,10 +18,11 @@ from typing import Protocol
 import httpx
 from starlette.types import Receive, Scope, Send
 
+from canary.config.tls import tls_context
 from canary.proxy import dialects
 from canary.proxy.dialects import HOOK_PATH, MODEL_PATHS, Dialect, Family, requested_stream
 from canary.proxy.health import Recorder
-from canary.proxy.pool import UpstreamTransport, tls_context
+from canary.proxy.pool import UpstreamTransport
 from canary.proxy.relay import Relay, send_error
 from canary.proxy.serving import BodyTooLarge, host_allowed, read_body
 from canary.proxy.toolcalls import ToolCall

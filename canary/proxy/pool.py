@@ -17,7 +17,6 @@ against the certificate; connections are kept alive as over plain HTTP.
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
@@ -27,7 +26,9 @@ from typing import Any
 import httpcore
 import httpx
 
-__all__ = ["UpstreamTransport", "tls_context"]
+from canary.config.tls import tls_context
+
+__all__ = ["UpstreamTransport"]
 
 _NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
@@ -104,21 +105,6 @@ class _Backend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)
-
-
-def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
-    """Verification against the system's CAs (certifi's if it has none) and those in ``ca_file``."""
-    context = ssl.create_default_context()
-    system = ssl.get_default_verify_paths()
-    listed = bool(system.capath and os.path.isdir(system.capath) and os.listdir(system.capath))
-    if not system.cafile and not listed:
-        import certifi  # httpx's own CA bundle, for a Python that finds no system CAs (python.org on macOS)
-
-        context.load_verify_locations(certifi.where())
-    if ca_file is not None:
-        context.load_verify_locations(ca_file)
-    context.set_alpn_protocols(["http/1.1"])
-    return context
 
 
 class UpstreamTransport(httpx.AsyncBaseTransport):

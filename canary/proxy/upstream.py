@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 from urllib.parse import urlsplit
 
+from canary.config.tls import tls_context
 from canary.config.urls import redact_url
-from canary.proxy.pool import tls_context
 
 __all__ = ["Connection", "Failure", "Origin", "Pool", "Receiver", "timed_out"]
 

@@ -1,4 +1,5 @@
-"""The daemon's steps, each called alone: retention, heartbeat, transitions, the store lock."""
+"""The daemon's steps, each called alone: retention, heartbeat, transitions, the store lock, the
+model server's health."""
 
 from __future__ import annotations
 
@@ -6,15 +7,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import trustme
 from sqlalchemy import text
 
-from canary.config.settings import load_config
+from canary.config.settings import Config, load_config
+from canary.daemon.health import upstream_step
 from canary.daemon.steps import beat, decide_statuses, prune, store_lock
 from canary.errors import UnavailableError
+from canary.proxy.health import ProxyCounts
 from canary.status.overview import daemon_info
 from canary.store.engine import Store
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
+from tests.helpers_tls import ca_pem, plain_http_server, tls_server
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -74,3 +79,51 @@ def test_one_daemon_per_store(tmp_path: Path) -> None:
             pass
     with store_lock(store):
         pass
+
+
+def _https_upstream(tmp_path: Path, port: int, ca_file: str | None) -> tuple[Store, ProxyCounts, Config]:
+    """A store, the proxy's counts after one refused agent request, and a config naming the upstream."""
+    trust = f"ca_file = '{ca_file}'\n" if ca_file else ""
+    (tmp_path / "canary.toml").write_text(
+        f"defs = []\n[model]\nupstream = 'https://127.0.0.1:{port}'\n{trust}[logs]\npaths = []\n"
+        f"[store]\nurl = 'sqlite:///{tmp_path / 'c.db'}'\n"
+    )
+    counts = ProxyCounts(clock=NOW.timestamp)
+    counts.failed("refused", "presented a TLS certificate that was refused (the proxy's words)", b"")
+    return seeded(tmp_path), counts, load_config(str(tmp_path / "canary.toml"))
+
+
+@pytest.mark.parametrize(("name", "with_ca", "said"), [
+    ("127.0.0.1", False, "add the CA that signed it with [model] ca_file"),  # a CA the system does not know
+    ("other.example", True, "mismatch, certificate is not valid for '127.0.0.1'"),  # signed, but for another host
+    (None, False, "TLS handshake"),  # https to a plain-HTTP port
+])
+def test_a_model_server_that_fails_the_tls_handshake_stays_unreachable(
+    tmp_path: Path, name: str | None, with_ca: bool, said: str
+) -> None:
+    ca = trustme.CA()
+    with plain_http_server() if name is None else tls_server(ca.issue_cert(name)) as port:
+        store, counts, config = _https_upstream(tmp_path, port, ca_pem(ca, tmp_path) if with_ca else None)
+        change = upstream_step(store, config, counts, now=NOW, per_minute=0.0)
+    assert change is not None and (change["previous"], change["status"]) == ("reachable", "unreachable")
+    assert "model server unreachable since" in change["reason"] and "1 agent request failed" in change["reason"]
+    assert said in change["reason"] and "[model] upstream" in change["reason"], change["reason"]
+    assert counts.snapshot().failed_since == 1
+
+
+def test_a_model_server_whose_certificate_is_trusted_is_reachable_again(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    with tls_server(ca.issue_cert("127.0.0.1")) as port:
+        store, counts, config = _https_upstream(tmp_path, port, ca_pem(ca, tmp_path))
+        assert upstream_step(store, config, counts, now=NOW, per_minute=0.0) is None
+    assert counts.snapshot().failing_since is None
+
+
+def test_a_ca_file_gone_since_loading_keeps_the_model_server_unreachable(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    with tls_server(ca.issue_cert("127.0.0.1")) as port:
+        store, counts, config = _https_upstream(tmp_path, port, ca_pem(ca, tmp_path))
+        Path(ca_pem(ca, tmp_path)).unlink()
+        change = upstream_step(store, config, counts, now=NOW, per_minute=0.0)
+    assert change is not None and change["status"] == "unreachable"
+    assert "[model] ca_file cannot be read" in change["reason"], change["reason"]
