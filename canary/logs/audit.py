@@ -28,7 +28,7 @@ from typing import Any
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
 from canary.logs.parts import read_file
-from canary.store.nonces import RUN_LINES_SQL, SIGNAL_PATH, RunMarks, read_only_marks
+from canary.store.nonces import RUN_LINES_SQL, RUN_TRACES_SQL, SIGNAL_PATH, RunMarks, read_only_marks
 from canary.store.reads import sqlite_path
 from canary.vocabulary import iso
 from collectors.files import expand, rotated_siblings
@@ -222,17 +222,17 @@ class Tally:
         for entry in report.guards:
             entry.merge(self.guards[entry.guard])
 
-    def add(self, hits: list[Hit]) -> None:
+    def add(self, hits: list[Hit], *, canary: bool = False) -> None:
         """Count the hits of a read of a log; a stamp too far ahead counts when read (now), as the
-        collectors count it."""
+        collectors count it. ``canary``: they are a run's, whatever they carry (a span in its trace)."""
         moment, ahead = self.window.moment, self.window.moment + self.window.skew
         for hit in hits:
             placed = hit
             if hit.ts is not None and hit.ts > ahead:
                 placed = Hit(hit.offset, hit.text, hit.guards, hit.activity, moment)
-            self.count(placed)
+            self.count(placed, canary=canary)
 
-    def count(self, hit: Hit) -> None:
+    def count(self, hit: Hit, *, canary: bool = False) -> None:
         """Count one hit at its own time."""
         since, until = self.window.since, self.window.until
         windowed = since is not None
@@ -252,7 +252,7 @@ class Tally:
             if not in_window:
                 continue
             entry.firings += 1
-            if self.window.marks.canary(hit.offset, hit.text):
+            if canary or self.window.marks.canary(hit.offset, hit.text):
                 entry.canary += 1
             if ts is not None:
                 if entry.first is None or ts < entry.first:
@@ -289,7 +289,9 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], t
             seen.add((firing.guard, firing.key))
             ts = datetime.fromtimestamp(firing.ts, UTC) if firing.ts is not None else None
             text = f"{firing.evidence}\n{firing.context}"
-            tally.add([Hit(-1, text, (firing.guard,), False, ts)])  # ahead past the skew: counted now
+            traced = firing.trace_id is not None and firing.trace_id in tally.window.marks.traces
+            # a span in a trace of a run's model calls is the run's; ahead past the skew: counted now
+            tally.add([Hit(-1, text, (firing.guard,), False, ts)], canary=traced)
     tally.into(report)
 
 
@@ -323,6 +325,9 @@ def _marks_over(config: Config) -> RunMarks:
                 return RunMarks()
             nonces = frozenset(str(n) for (n,) in conn.execute(text("SELECT nonce FROM runs")))
             rows = conn.execute(text(RUN_LINES_SQL), {"signal": SIGNAL_PATH}).all()
-            return RunMarks(nonces, frozenset((int(o), str(t)) for o, t in rows))
+            traced = inspect(conn).has_table("run_traces")
+            traces = conn.execute(text(RUN_TRACES_SQL)).all() if traced else []
+            return RunMarks(nonces, frozenset((int(o), str(t)) for o, t in rows),
+                            frozenset(str(t) for (t,) in traces))
     finally:
         engine.dispose()

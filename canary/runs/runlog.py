@@ -13,7 +13,7 @@ from sqlalchemy import insert, select, update
 from canary.runs.record import RunRecord
 from canary.store.engine import Store
 from canary.store.nonces import cut_line
-from canary.store.tables import Firing, HourlyCount, Run
+from canary.store.tables import Firing, HourlyCount, Run, RunTrace
 from canary.vocabulary import Verdict, as_utc, hour_floor
 
 
@@ -59,6 +59,14 @@ class RunLog:
         }
         with self.store.engine.begin() as conn:
             conn.execute(update(_run_table()).where(_run_table().c.id == run_id).values(**fields))
+
+    def traced(self, run_id: int, trace_ids: Sequence[str]) -> None:
+        """Keep the trace ids of the run's model calls: a span in one of them that arrives after
+        the run left the flight (after its verdict, say) is still the run's."""
+        if trace_ids:
+            with self.store.engine.begin() as conn:
+                conn.execute(insert(RunTrace.__table__),  # type: ignore[attr-defined]
+                             [{"trace_id": t, "run_id": run_id} for t in sorted(set(trace_ids))])
 
     def claim(self, run_id: int, firings: Sequence[tuple[int, str]], since: datetime) -> int:
         """Tie committed organic firings (offset, line, read since ``since``) to a run; return how many.

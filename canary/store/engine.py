@@ -40,6 +40,7 @@ from canary.store.tables import (
     HourlyCount,
     Meta,
     Run,
+    RunTrace,
 )
 from canary.store.users import Users
 from canary.vocabulary import CORRELATE_RULE, as_utc, hour_floor
@@ -330,6 +331,18 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(stmt).first()
         return StoredRun(int(row[0]), bool(row[1])) if row is not None else None
+
+    def traced_runs(self, trace_ids: Iterable[str]) -> dict[str, StoredRun]:
+        """The stored run each of ``trace_ids`` is a trace of (``RunLog.traced``); the latest when two."""
+        wanted = sorted(set(trace_ids))
+        if not wanted:
+            return {}
+        traces, runs = RunTrace.__table__, Run.__table__  # type: ignore[attr-defined]
+        stmt = (select(traces.c.trace_id, runs.c.id, runs.c.verdict.is_not(None))
+                .join(runs, runs.c.id == traces.c.run_id).where(traces.c.trace_id.in_(wanted))
+                .order_by(runs.c.id))
+        with self.engine.connect() as conn:
+            return {str(t): StoredRun(int(i), bool(f)) for t, i, f in conn.execute(stmt)}
 
     def add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
         """Add firings to the hourly counts of (guard, hour, source)."""

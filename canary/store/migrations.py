@@ -18,6 +18,7 @@ from canary.store.tables import (
     Meta,
     Mute,
     Run,
+    RunTrace,
     Schedule,
     Transition,
 )
@@ -95,6 +96,11 @@ def _v10(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN definition VARCHAR")
 
 
+def _v11(conn: Connection) -> None:
+    """The trace ids of each run's model calls."""
+    SQLModel.metadata.create_all(conn, tables=[RunTrace.__table__])  # type: ignore[attr-defined]
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 SCHEMA_VERSION = len(MIGRATIONS)

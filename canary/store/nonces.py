@@ -31,15 +31,17 @@ NONCE_SIZE = 36
 
 _RUN = re.compile(f"[a-z0-9]{{{NONCE_SIZE},}}")
 
-__all__ = ["LINE_KEEP", "NONCE_SIZE", "RUN_LINES_SQL", "SIGNAL_PATH", "RunMarks", "carried", "cut_line",
-           "nonce_candidates", "read_only_marks"]
+__all__ = ["LINE_KEEP", "NONCE_SIZE", "RUN_LINES_SQL", "RUN_TRACES_SQL", "SIGNAL_PATH", "RunMarks", "carried",
+           "cut_line", "nonce_candidates", "read_only_marks"]
 
 
 class RunMarks(NamedTuple):
-    """What ties a log line to a stored run: its nonce, or the line itself stored with the run."""
+    """What ties a log line to a stored run: its nonce, or the line itself stored with the run; and
+    a span (or log record) to one: its nonce, or a trace id of the run's model calls."""
 
     nonces: frozenset[str] = frozenset()
     lines: frozenset[tuple[int, str]] = frozenset()  # (offset, kept text)
+    traces: frozenset[str] = frozenset()
 
     def canary(self, offset: int, text: str) -> bool:
         """Whether the line at ``offset`` belongs to a stored run."""
@@ -77,6 +79,8 @@ def carried(text: str, nonces: Collection[str]) -> str | None:
 
 #: The log lines stored with a run (not the spans: their path is ``SIGNAL_PATH``).
 RUN_LINES_SQL = 'SELECT DISTINCT "offset", line FROM firings WHERE run_id IS NOT NULL AND path != :signal'
+#: The trace ids of the runs' model calls.
+RUN_TRACES_SQL = "SELECT trace_id FROM run_traces"
 
 
 
@@ -97,4 +101,6 @@ def read_only_marks(path: Path) -> RunMarks:
             return RunMarks()
         nonces = frozenset(str(n) for (n,) in conn.execute("SELECT nonce FROM runs"))
         rows = conn.execute(RUN_LINES_SQL, {"signal": SIGNAL_PATH}) if "firings" in tables else []
-        return RunMarks(nonces, frozenset((int(o), str(t)) for o, t in rows))
+        lines = frozenset((int(o), str(t)) for o, t in rows)
+        traces = conn.execute(RUN_TRACES_SQL) if "run_traces" in tables else []
+        return RunMarks(nonces, lines, frozenset(str(t) for (t,) in traces))

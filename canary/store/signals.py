@@ -2,8 +2,9 @@
 
 A signal's firing is stored like a log line's: in ``firings`` (``path`` is ``SIGNAL_PATH``,
 ``file_key`` names the span, the line is its evidence) and in the hourly counts, organic and
-canary apart, with the run its attribution names. A span already stored for a guard (an
-exporter that sent it again) is not stored twice.
+canary apart, with the run its attribution names: a signal in a trace of a run's model calls is
+the run's also once the run has left the flight (``RunLog.traced``). A span already stored for a
+guard (an exporter that sent it again) is not stored twice.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | N
     received = as_utc(now or datetime.now(UTC))
     with _LOCK:
         seen = _stored(store, hits)
+        traced = store.traced_runs(h.trace_id for h in hits if h.trace_id is not None)
         rows: list[dict[str, Any]] = []
         counts: Counter[tuple[str, datetime, str]] = Counter()
         for hit in hits:
@@ -77,7 +79,10 @@ def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | N
             if stamp is not None and skew is not None and stamp > (received + skew).timestamp():
                 stamp = None  # far ahead of this clock: counted when received
             sighting = Sighting(hit.guard, hit.evidence, stamp, -1, hit.trace_id, hit.context)
-            run_id = store.attribution.attribute(sighting, store.stored_run(sighting.marked))
+            stored = store.stored_run(sighting.marked)
+            if stored is None and hit.trace_id is not None:
+                stored = traced.get(hit.trace_id)  # a trace of a run that left the flight
+            run_id = store.attribution.attribute(sighting, stored)
             ts = datetime.fromtimestamp(stamp, UTC) if stamp is not None else received
             rows.append({"guard": hit.guard, "ts": ts, "ts_from_line": stamp is not None,
                          "read_at": received, "path": SIGNAL_PATH, "file_key": hit.key, "offset": -1,

@@ -116,6 +116,15 @@ class Run(SQLModel, table=True):
     definition: str | None = None
 
 
+class RunTrace(SQLModel, table=True):
+    """A W3C trace id of one of a run's model calls (and of no call of no run's): a span in that
+    trace is the run's, also after its verdict."""
+
+    __tablename__ = "run_traces"
+    trace_id: str = Field(primary_key=True)
+    run_id: int = Field(primary_key=True)
+
+
 class Transition(SQLModel, table=True):
     """A change of a guard's status, with the reason a person can act on."""
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,7 @@ class Busy:
     root: Path
     config: Path
     organic: int = 0
+    traces: list[tuple[Any, ...]] = field(default_factory=list)  # (trace id, run id) the store keeps
 
 
 def _organic(url: str, stop: threading.Event, busy: Busy) -> None:
@@ -158,6 +159,7 @@ def run_busy(root: Path, *, mode: str, protocol: str) -> tuple[RunRecord, list[A
                 organic.join(30)
         with store.engine.connect() as conn:
             firings = list(conn.execute(select(Firing).order_by(col(Firing.id))))
+            busy.traces = [tuple(row) for row in conn.exec_driver_sql("SELECT trace_id, run_id FROM run_traces")]
         store.close()
     return result, firings, busy
 
@@ -171,6 +173,8 @@ def test_a_live_guardrail_span_is_caught_by_its_trace_amid_organic_spans(tmp_pat
     assert result.foreign_calls > 0 and busy.organic > 0, "the agent was not busy during the run"
     tied = [f for f in firings if f.run_id is not None]
     assert [f.line for f in tied] == [result.evidence]
+    # the trace of the run's model call is kept with the run: a later span in it is the run's too
+    assert (tied[0].file_key.split(":")[0], tied[0].run_id) in busy.traces
     assert result.evidence is not None and result.evidence.startswith("span 'grounding-guard'")
     organic = [f for f in firings if f.run_id is None]
     assert len(organic) > 0, "no organic guard span arrived during the run"
