@@ -18,6 +18,12 @@ __all__ = ["CERTIFICATE", "CONNECT", "HANDSHAKE", "TRUST", "Refusal", "in_words"
 CONNECT, TRUST, HANDSHAKE, CERTIFICATE = "connect", "trust", "handshake", "certificate"
 
 
+def certificate_predicate(detail: str) -> str:
+    """What follows "the model server at URL" when the proxy refused its certificate for ``detail``."""
+    return (f"presented a TLS certificate that was refused ({detail}): check the host in [model] upstream, "
+            "or add the CA that signed it with [model] ca_file in canary.toml")
+
+
 def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
     """Verification against the system's CAs (certifi's if it has none) and those in ``ca_file``."""
     context = ssl.create_default_context()
@@ -44,8 +50,7 @@ class Refusal(NamedTuple):
     def predicate(self) -> str:
         """What follows "the model server at URL", naming the setting to change."""
         if self.step == CERTIFICATE:
-            return (f"presented a TLS certificate that was refused ({self.detail}): check the host in "
-                    "[model] upstream, or add the CA that signed it with [model] ca_file in canary.toml")
+            return certificate_predicate(self.detail)
         if self.step == HANDSHAKE:
             return (f"accepted a connection at {self.address}, but the TLS handshake failed ({self.detail}): "
                     "if it speaks plain HTTP there, start [model] upstream with http://")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import httptools
 
+from canary.config.tls import certificate_predicate
 from canary.proxy import wire
 from canary.proxy.upstream import Connection, Failure, Origin, certificate_refused, joined_target, timed_out
 
@@ -217,7 +218,7 @@ class Exchange:
         refused = certificate_refused(exc)
         if refused is not None:
             self.front.unreachable(self, origin, Failure(
-                "refused", f"presented a TLS certificate that was refused ({refused})", 502,
+                "refused", certificate_predicate(refused), 502,
                 "upstream_certificate",
                 f"the model server at {origin.shown} presented a TLS certificate the proxy refused "
                 f"({refused}): "

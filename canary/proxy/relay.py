@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import ssl
 import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -22,9 +21,11 @@ from typing import Any
 import httpx
 from starlette.types import Message, Receive, Scope, Send
 
+from canary.config.tls import certificate_predicate
 from canary.config.urls import redact_url
 from canary.proxy import dialects
 from canary.proxy.health import Recorder
+from canary.proxy.upstream import certificate_refused
 
 __all__ = ["Relay", "connect_failure", "send_error"]
 
@@ -191,9 +192,9 @@ class Relay:
                              f"the model server at {self.shown} did not answer in time ({phase} timeout)")
             return
         except httpx.ConnectError as exc:
-            refused = _certificate_refused(exc)
+            refused = certificate_refused(exc)
             if refused is not None:
-                self._failed("refused", f"presented a TLS certificate that was refused ({refused})", request)
+                self._failed("refused", certificate_predicate(refused), request)
                 await send_error(send, path, 502, "upstream_certificate",
                                  f"the model server at {self.shown} presented a TLS certificate the proxy "
                                  f"refused ({refused}): check the host in [model] upstream, or add the CA "
@@ -229,18 +230,6 @@ class Relay:
             self.recorder.failed(outcome, predicate, body)
         except Exception:
             log.exception("the proxy's recorder failed; the agent's request is answered anyway")
-
-
-def _certificate_refused(exc: BaseException) -> str | None:
-    """Why the upstream's certificate was refused, when that is what failed the connection."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return seen.verify_message or "certificate verify failed"
-        if "CERTIFICATE_VERIFY_FAILED" in str(seen):
-            return str(seen).rpartition("certificate verify failed: ")[2].rstrip(")") or "verify failed"
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def connect_failure(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import socket
 import ssl
 from dataclasses import dataclass
@@ -206,8 +207,14 @@ def certificate_refused(exc: BaseException) -> str | None:
     while seen is not None:
         if isinstance(seen, ssl.SSLCertVerificationError):
             return seen.verify_message or "certificate verify failed"
+        if "CERTIFICATE_VERIFY_FAILED" in str(seen):  # wrapped in text only (httpx's ConnectError)
+            detail = str(seen).rpartition("certificate verify failed: ")[2]
+            return _SSL_SOURCE.sub("", detail) or "certificate verify failed"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+_SSL_SOURCE = re.compile(r"\s*\(_ssl\.c:\d+\)\)*$")  # "... (_ssl.c:1006)", and the bracket around it
 
 
 class Failure(NamedTuple):

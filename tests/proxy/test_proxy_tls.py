@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 import trustme
 import uvicorn
@@ -108,3 +109,14 @@ def test_a_certificate_it_cannot_verify_is_refused_clearly(
     assert "TLS certificate" in message and why in message, message
     assert "[model] upstream" in message and "[model] ca_file" in message
     assert failures and "TLS certificate that was refused" in failures[0]  # what `canary status` tells
+    # and a run's reason: the setting to change, in a sentence whose brackets close
+    assert "[model] ca_file" in failures[0] and failures[0].count("(") == failures[0].count(")"), failures[0]
+
+
+def test_a_refusal_known_only_by_its_text_is_told_without_the_ssl_module_s_source_line() -> None:
+    from canary.proxy.upstream import certificate_refused
+
+    wrapped = httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get "
+                                 "local issuer certificate (_ssl.c:1006)")
+    assert certificate_refused(wrapped) == "unable to get local issuer certificate"
+    assert certificate_refused(httpx.ConnectError("All connection attempts failed")) is None
