@@ -19,6 +19,7 @@ from typing import Any
 from canary.config.durations import format_duration, parse_duration
 from canary.config.tomlcheck import KeyPath, Sink, Table
 from canary.records import frozen
+from canary.terminal import BIDI_CONTROLS
 
 __all__ = ["Fields", "Key", "Kind", "Section", "parse_size", "toml_string", "toml_value"]
 
@@ -234,10 +235,21 @@ def raw(name: str) -> Kind:
 
 
 def toml_string(value: str) -> str:
-    """``value`` as a TOML string; a literal '...' one when it holds backslashes (a regex) and can."""
-    if "\\" in value and "'" not in value and not any(ord(c) < 32 or c == "\x7f" for c in value):
+    """``value`` as a TOML string; a literal '...' one when it holds backslashes (a regex) and can.
+
+    Control characters and bidirectional controls are written as escapes: the file is read in
+    terminals and diffs, where they would act."""
+    if "\\" in value and "'" not in value and plain(value):
         return f"'{value}'"
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False).translate(_BIDI_ESCAPES)
+
+
+def plain(value: str) -> bool:
+    """Whether ``value`` holds no control character (C0, DEL) and no bidirectional control."""
+    return not any(ord(c) < 32 or c == "\x7f" or ord(c) in _BIDI_ESCAPES for c in value)
+
+
+_BIDI_ESCAPES = {code: f"\\u{code:04x}" for code in BIDI_CONTROLS}
 
 
 def _toml_key(key: str) -> str:

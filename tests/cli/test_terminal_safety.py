@@ -166,6 +166,10 @@ def test_canary_init_shows_bidirectional_overrides_escaped(tmp_path: Path) -> No
     assert "CitationGuard: rejected" in result.output
     assert not set(BIDI) & set(result.output), [c for c in result.output if c in BIDI]
     assert "\\u202e" in result.output  # shown, as the other controls are
+    written = "".join(p.read_text(encoding="utf-8") for p in [tmp_path / "canary.toml",
+                                                               *(tmp_path / "canaries_defs").glob("*.toml")])
+    assert "CitationGuard" in written
+    assert not set(BIDI) & set(written), [c for c in written if c in BIDI]  # nor in the files (cat, diff)
 
 
 @pytest.mark.slow

@@ -15,9 +15,10 @@ from canary.cli.init.model import (
     LogScan,
     Proposal,
 )
-from canary.config.schema import Section, toml_string, toml_value
+from canary.config.schema import Section, plain, toml_string, toml_value
 from canary.config.sections import AGENT, CONFIG, FIXTURES, LOGS, MODEL
 from canary.locations import bundled_defs_dir
+from canary.terminal import safe
 from canary.vocabulary import counted
 
 __all__ = ["NO_DEFS_YET", "WITH_DEFS", "comment", "key_line", "match_value", "render_config",
@@ -30,14 +31,15 @@ _DEFAULT: object = object()
 
 def match_value(match: str | dict[str, object]) -> str:
     """A match as the definitions write it: a regex in a literal string when it can be."""
-    if isinstance(match, str) and "'" not in match and not any(ord(c) < 32 for c in match):
+    if isinstance(match, str) and "'" not in match and plain(match):
         return f"'{match}'"
     return toml_value(match)
 
 
 def comment(text: str, width: int = 150) -> str:
-    """``text`` on one line, control characters (C0, DEL, C1) blanked, cut to ``width``."""
-    flat = re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", text).strip()
+    """``text`` on one line, control characters (C0, DEL, C1) blanked and bidirectional controls shown
+    as ``\\uNNNN``, cut to ``width``."""
+    flat = safe(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", text).strip())
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
