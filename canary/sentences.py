@@ -38,7 +38,7 @@ _MEANING: dict[str, str] = {
     Verdict.UNLOGGED: "the fabrication was stopped, but the guard wrote no line",
     Verdict.FALSE_REJECTION: "the guard rejected a grounded answer",
     Verdict.NOT_INJECTED: "the fabricated answer was never injected",
-    Verdict.ERROR: "the agent could not be used",
+    Verdict.ERROR: "the run could not be completed",  # the reason says which side failed
     Verdict.AMBIGUOUS: "the only firings carried no mark of the run while the agent did other work",
 }
 

@@ -23,6 +23,7 @@ from canary.proxy.fixtures import create_fixture_server
 from canary.proxy.health import ProxyCounts
 from canary.proxy.server import ProxyServer
 from canary.proxy.serving import BackgroundServer, Served, format_listen, is_loopback, listen_names
+from canary.runs.failures import RelayedFailures
 from canary.runs.registry import Registry
 
 log = logging.getLogger("canary.daemon.first")
@@ -51,14 +52,16 @@ HANDED = "a socket the previous daemon handed over"
 
 
 def _start(
-    app: object, sock: socket.socket, allow_remote: bool, name: str, *, drain: float, held: str
+    app: object, sock: socket.socket, allow_remote: bool, name: str, *, drain: float, held: str,
+    registry: Registry,
 ) -> Served:
     host = str(sock.getsockname()[0])
     if not allow_remote and not is_loopback(host):
         raise UnavailableError(f"the {name} may only listen on loopback, not {host}")
     server: Served
     if isinstance(app, ProxyApp):
-        server = ProxyServer(app, host, 0, name=name, sock=sock, drain=drain).start()
+        server = ProxyServer(app, host, 0, name=name, sock=sock, drain=drain,
+                             asgi=RelayedFailures(app, registry, app.upstream)).start()
     else:
         server = BackgroundServer(app, host, 0, name=name, sock=sock, drain=drain).start()
     log.info("the %s serves on %s, %s", name, server.url, held)
@@ -79,13 +82,14 @@ def serve_first(
             proxy = create_proxy(model.upstream, first.registry, max_body=model.max_body,
                                  allowed_hosts=listen_names(model.listen), recorder=first.counts,
                                  ca_file=model.ca_file)
-            first.proxy = _start(proxy, sock, model.allow_remote, "model proxy", drain=drain, held=held)
+            first.proxy = _start(proxy, sock, model.allow_remote, "model proxy", drain=drain, held=held,
+                                 registry=first.registry)
             first.started.append(first.proxy)
         sock = listeners.get("fixtures")
         if sock is not None:
             pages = create_fixture_server(first.registry, allowed_hosts=listen_names(fixtures.listen))
             first.fixtures = _start(pages, sock, fixtures.allow_remote, "fixture server",
-                                    drain=drain, held=held)
+                                    drain=drain, held=held, registry=first.registry)
             first.started.append(first.fixtures)
     except BaseException:
         first.stop()

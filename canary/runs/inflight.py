@@ -69,7 +69,8 @@ class ActiveRun:
     fetched: float | None = None
     injected: float | None = None
     repair_requested: float | None = None
-    upstream_failure: str | None = None  # what the model server did when the proxy answered its own error
+    upstream_failure: str | None = None  # what the model server did to the run's latest call, if it failed it
+    upstream_relayed: bool = False  # that failure was the model server's answer, relayed as it came
     paths: list[str] = field(default_factory=list)  # fixture paths served, in order
     task_id: str | None = None
     trace_ids: set[str] = field(default_factory=set)  # W3C trace ids of the run's model calls (rule 0)

@@ -32,6 +32,7 @@ from canary.locations import private_dir, project_log
 from canary.proxy.app import ProxyApp
 from canary.proxy.health import ProxyCounts
 from canary.proxy.serving import BackgroundServer, listen_names
+from canary.runs.failures import RelayedFailures
 from canary.runs.registry import Registry
 
 __all__ = ["DetachedProxy", "link_path", "proxy_running"]
@@ -100,7 +101,8 @@ class DetachedProxy:
 
     def start(self) -> DetachedProxy:
         """Serve the full path, then link to the running proxy or start one."""
-        self.inner = BackgroundServer(self.app, "127.0.0.1", 0, name="model proxy (full path)").start()
+        full = RelayedFailures(self.app, self.registry, self.app.upstream)
+        self.inner = BackgroundServer(full, "127.0.0.1", 0, name="model proxy (full path)").start()
         try:
             self._link()
         except BaseException:

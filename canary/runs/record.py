@@ -39,7 +39,8 @@ class RunRecord:
     thinking_calls: int = 0  # a tool canary's calls not injected: they asked for thinking, and no repair
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's ``canary run --json`` entry; a multi-turn run adds ``turns`` and ``leaked_turn``."""
+        """The contract's ``canary run --json`` entry; a multi-turn run adds ``turns`` and ``leaked_turn``,
+        and a tool canary's calls not injected add ``toolless_calls`` or ``thinking_calls``."""
         doc: dict[str, Any] = {
             "guard": self.guard,
             "canary": self.canary,
@@ -64,6 +65,10 @@ class RunRecord:
         if self.turns > 1:
             doc["turns"] = self.turns
             doc["leaked_turn"] = self.leaked_turn
+        if self.toolless_calls:
+            doc["toolless_calls"] = self.toolless_calls
+        if self.thinking_calls:
+            doc["thinking_calls"] = self.thinking_calls
         return doc
 
     @classmethod
@@ -85,6 +90,8 @@ class RunRecord:
             error=_text(doc.get("error")), model_calls=int(doc.get("model_calls") or 0),
             unmatched_line=_text(doc.get("unmatched_line")), nearest_guard=_text(doc.get("nearest_guard")),
             turns=_count(doc.get("turns")) or 1, leaked_turn=_count(doc.get("leaked_turn")),
+            toolless_calls=_count(doc.get("toolless_calls")) or 0,
+            thinking_calls=_count(doc.get("thinking_calls")) or 0,
         )
 
 

@@ -234,7 +234,26 @@ class Registry:
             if needle in body:
                 with self._lock:
                     run.upstream_failure = sentence
+                    run.upstream_relayed = False
                 return
+
+    def relaying(self, body: bytes) -> ActiveRun | None:
+        """The run a model call on its way to the model server is of; how the model server failed the
+        run's earlier calls is forgotten, so an ``error`` names what befell the latest."""
+        owner = self._finder.find(body) if self._runs else None
+        if owner is not None:
+            with self._lock:
+                owner.upstream_failure = None
+                owner.upstream_relayed = False
+        return owner
+
+    def relayed_failure(self, run: ActiveRun, sentence: str) -> None:
+        """The model server failed a run's call in an answer the proxy relayed as it came; a call the
+        proxy answered with its own error was told already (``upstream_failed``) and keeps that."""
+        with self._lock:
+            if run.upstream_failure is None:
+                run.upstream_failure = sentence
+                run.upstream_relayed = True
 
     # -- fixtures -------------------------------------------------------------
 

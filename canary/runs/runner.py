@@ -32,6 +32,7 @@ from canary.runs.plan import Plan, prepare
 from canary.runs.record import RunRecord
 from canary.runs.registry import Registry
 from canary.runs.runlog import RunLog
+from canary.runs.underway import Underway
 from canary.runs.unmatched import NearMiss, near_miss, nonce_lines
 from canary.runs.verdicts import Observed, decide
 from canary.store.engine import Store
@@ -78,6 +79,8 @@ class Runner:
         self._locks_guard = threading.Lock()
         #: Called with each finished run's record, from the thread that ran it (a progress display).
         self.finished: Callable[[RunRecord], None] | None = None
+        #: The runs under way, which a stopping daemon lets finish or cuts short.
+        self.underway = Underway()
 
     def _lock(self, guard: str) -> threading.Lock:
         with self._locks_guard:
@@ -85,7 +88,7 @@ class Runner:
 
     def run(self, guard: GuardDef, canary: CanaryDef) -> RunRecord:
         """One run of one canary, start to verdict."""
-        with self._lock(guard.name):
+        with self.underway.hold(), self._lock(guard.name):
             record = self._run(guard, canary)
         if self.finished is not None:
             self.finished(record)
@@ -102,7 +105,7 @@ class Runner:
             for guard, canary in items:
                 results[(guard.name, canary.name)] = self.run(guard, canary)
 
-        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        with self.underway.hold(), ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
             list(pool.map(one_guard, by_guard.values()))
         return [results[(g.name, c.name)] for g, c in pairs]
 
@@ -135,17 +138,24 @@ class Runner:
         )
         self.registry.add(active)
         try:
-            reply = converse(
+            reply = self.underway.ask(lambda: converse(
                 self._driver, plan.prompts, nonce=plan.nonce, inject_turn=canary.inject_turn,
                 inject=plan.inject_text if inject_mode else "", timeout=timeout,
                 arm=lambda: self.registry.arm(plan.nonce),
                 named=lambda conversation: self.registry.converse(plan.nonce, conversation),
-            )
+            ))
             active.answered = reply.answered
             # Without an injection the verdict is not_injected whatever the log says: no grace to wait.
             self._await_firings(active, wait=reply.ok and active.injected is not None)
         finally:
-            self.registry.remove(plan.nonce)
+            try:
+                with self.registry.holding():  # no model call adds to them meanwhile
+                    traces = sorted(active.trace_ids)
+                # kept before the run leaves the flight, so no later span of its traces goes organic;
+                # a trace a call of no run's carried too is no evidence
+                self._runs.traced(run_id, [t for t in traces if not self.registry.traced_elsewhere(t)])
+            finally:
+                self.registry.remove(plan.nonce)
         return Executed(run_id, started, active, reply)
 
     def _judge(self, plan: Plan, executed: Executed) -> RunRecord:
@@ -160,6 +170,7 @@ class Runner:
             Observed(
                 expect=canary.expect, error=reply.error, injected=active.injected is not None,
                 fired=bool(tied.firings), leak_in_answer=seen.leaked, ambiguous=bool(tied.ambiguous),
+                cut=self.underway.reason is not None,
             )
         )
         missed = self._near_miss(plan.guard, active) if verdict in _UNFIRED else None
@@ -171,7 +182,8 @@ class Runner:
             firings=len(tied.firings), attribution=tied.mark if tied.firings else None,
             foreign_calls=active.foreign_calls, evidence=_evidence(tied),
             answer=seen.answer[:ANSWER_KEEP] if seen.answer is not None else None,
-            error=_error(reply.error, active), leak_text=plan.leak, model_calls=active.calls,
+            error=_error(reply.error, active) or (self.underway.reason if verdict == Verdict.ERROR else None),
+            leak_text=plan.leak, model_calls=active.calls,
             unmatched_line=missed.line if missed else None, nearest_guard=missed.guard if missed else None,
             turns=len(plan.prompts), leaked_turn=seen.turn, toolless_calls=active.toolless_calls,
             thinking_calls=active.thinking_calls,
@@ -199,15 +211,19 @@ class Runner:
         deadline = time.monotonic() + (grace if wait else 0.0)
         while True:
             self._sync(max(1.0, self.grace))
-            if any(c.guard == run.guard for c in run.claims) or time.monotonic() >= deadline:
+            if (any(c.guard == run.guard for c in run.claims) or time.monotonic() >= deadline
+                    or self.underway.reason is not None):
                 return
             time.sleep(0.05)
 
 
 def _error(error: str | None, active: ActiveRun) -> str | None:
-    """The side that failed: the model server when the proxy answered the run's call with its own error."""
+    """The side that failed: the model server when it failed the run's latest model call, then the agent's
+    own error when the proxy relayed the model server's answer."""
     if error is None or active.upstream_failure is None:
         return error
+    if active.upstream_relayed:
+        return f"{active.upstream_failure}; then {error}"
     return f"{active.upstream_failure} (the proxy answered the agent's model call with an error)"
 
 

@@ -20,10 +20,11 @@ from canary.errors import UnavailableError
 from canary.logs.collect import Collection, ErrorSink
 from canary.proxy.app import ProxyApp, create_proxy
 from canary.proxy.fixtures import create_fixture_server
-from canary.proxy.health import ProxyCounts, redact
+from canary.proxy.health import ProxyCounts
 from canary.proxy.server import ProxyServer
 from canary.proxy.serving import BackgroundServer, Served, is_loopback, listen_names, split_listen
 from canary.runs.attribution import Attribution
+from canary.runs.failures import RelayedFailures, model_server
 from canary.runs.holders import naming_the_key
 from canary.runs.proxylink import DetachedProxy, proxy_running
 from canary.runs.runner import DEFAULT_GRACE, DEFAULT_SPAN_GRACE, Runner
@@ -97,7 +98,8 @@ class Session:
             if isinstance(app, ProxyApp) and sock is None and (self._detached or proxy_running(self.config)):
                 return DetachedProxy(self.config, app, self.registry, self.counts).start()
             if isinstance(app, ProxyApp):
-                return ProxyServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
+                return ProxyServer(app, host, port, name=name, sock=sock, drain=self._drain,
+                                   asgi=RelayedFailures(app, self.registry, app.upstream)).start()
             return BackgroundServer(app, host, port, name=name, sock=sock, drain=self._drain).start()
 
     def start(self) -> Session:
@@ -139,8 +141,7 @@ class Session:
         return self
 
     def _upstream_failed(self, outcome: str, predicate: str, body: bytes) -> None:
-        where = redact(self.config.model.upstream)
-        self.registry.upstream_failed(body, f"the model server at {where} ([model] upstream) {predicate}")
+        self.registry.upstream_failed(body, f"{model_server(self.config.model.upstream)} {predicate}")
 
     def sync(self, timeout: float = 10.0) -> bool:
         """Wait until the collectors committed what the logs hold now."""

@@ -176,7 +176,7 @@ def test_run_with_a_wrong_answer_path_shows_the_keys_the_reply_has(tmp_path: Pat
             f"[model]\nlisten = '127.0.0.1:{port()}'\n[fixtures]\nlisten = '127.0.0.1:{port()}'\n"
             f"[daemon]\ncontrol = '127.0.0.1:{port()}'\n")
         result = CliRunner().invoke(main, ["run", "citation"])
-    assert result.exit_code == 3, result.output  # every run an error: the agent could not be used
+    assert result.exit_code == 3, result.output  # every run an error: none could be completed
     assert ("the agent's reply has no 'result.answer' (missing 'answer'; "
             "'result' has the keys: text, tokens)") in result.stdout
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import anthropic
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,9 +18,12 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from canary.config.settings import load_config
-from canary.daemon.first import check_listeners
+from canary.daemon.first import check_listeners, serve_first
 from canary.daemon.loop import Daemon
 from canary.proxy.serving import BackgroundServer
+from canary.runs.inflight import ActiveRun
+from canary.runs.registry import Registry
+from tests.runs.claude_agent import FailingModel
 
 PROBE = """
 import json, sys
@@ -74,3 +78,29 @@ def test_a_socket_held_elsewhere_is_moved_by_reinstalling_with_the_config_the_da
     with held, caplog.at_level(logging.WARNING):
         check_listeners(load_config(path=config), {"proxy": held}, managed=True)
     assert "run `canary service install --config 'conf dir/other.toml'` again to move it" in caplog.text
+
+
+def test_the_proxy_served_first_tells_a_run_the_model_server_failed_its_call(tmp_path: Path) -> None:
+    """A 5xx the model server answered a run's call is the run's to name, on the service manager's socket too."""
+    nonce = "k3v9abcdefghijklmnop"
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    with held, FailingModel() as model:
+        config = tmp_path / "canary.toml"
+        config.write_text(f"defs = []\n[model]\nlisten = \"127.0.0.1:{held.getsockname()[1]}\"\n"
+                          f"upstream = \"{model.url}\"\n[store]\nurl = \"sqlite:///{tmp_path / 'canary.db'}\"\n")
+        registry = Registry(has_upstream=True)
+        run = ActiveRun(1, "cite", nonce, 2, "fabricated", None, "page", started=0.0, deadline=2e9)
+        registry.add(run)
+        first = serve_first(load_config(path=config), {"proxy": held}, registry, drain=0.0)
+        try:
+            assert first.proxy is not None
+            with anthropic.Anthropic(base_url=first.proxy.url, api_key="k", max_retries=0) as client, \
+                    pytest.raises(anthropic.InternalServerError):
+                client.messages.create(model="m", max_tokens=16,
+                                       messages=[{"role": "user", "content": f"FAIL500 run {nonce}"}])
+        finally:
+            first.stop()
+    assert run.upstream_failure == (f"the model server at {model.url} ([model] upstream) answered the run's "
+                                    "model call with HTTP 500")
+    assert run.upstream_relayed

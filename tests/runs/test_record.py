@@ -74,3 +74,12 @@ def test_the_run_table_names_the_mark_and_an_ambiguous_runs_foreign_calls() -> N
     assert "CAUGHT" in second and " value " in second
     advice = explain(RECORD)
     assert "7 model call(s) without the nonce" in advice and "[logs] correlate" in advice
+
+
+def test_the_calls_a_tool_canary_did_not_inject_cross_the_control_api() -> None:
+    """What a not_injected tool canary's reason is read from reaches ``canary run`` through a daemon."""
+    for counts in ({"thinking_calls": 2}, {"toolless_calls": 1}):
+        record = replace(RECORD, verdict=Verdict.NOT_INJECTED, model_calls=2, leak_text=None, **counts)
+        received = RunRecord.from_json(record.to_json())
+        assert received == replace(record, duration_s=2.413)
+        assert explain(received) == explain(record)

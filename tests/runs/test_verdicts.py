@@ -51,3 +51,24 @@ def test_verdict_table(
     seen = Observed(expect=expect, error=error, injected=injected, fired=fired,  # type: ignore[arg-type]
                     leak_in_answer=leak, ambiguous=ambiguous)
     assert decide(seen) == verdict
+
+
+@pytest.mark.parametrize(
+    ("expect", "fired", "leak", "verdict"),
+    [
+        # the daemon stopped while the run waited: no line yet is no proof, never leaked or unlogged
+        ("reject", False, True, "error"),
+        ("reject", False, False, "error"),
+        # nor passed or unlogged for a control
+        ("accept", False, True, "error"),
+        ("accept", False, False, "error"),
+        # a firing that already belongs to the run stands
+        ("reject", True, False, "caught"),
+        ("reject", True, True, "fired_but_leaked"),
+        ("accept", True, True, "false_rejection"),
+    ],
+)
+def test_a_wait_cut_short_proves_no_missing_firing(expect: str, fired: bool, leak: bool, verdict: str) -> None:
+    seen = Observed(expect=expect, error=None, injected=True, fired=fired,  # type: ignore[arg-type]
+                    leak_in_answer=leak, cut=True)
+    assert decide(seen) == verdict
