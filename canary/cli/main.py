@@ -215,8 +215,10 @@ def _team_status(config: Config, *, as_json: bool) -> None:
     """``canary status --all-projects``: exit 1 when a guard alerts or a daemon is stale."""
     from canary.status.team import team_document, team_view
     from canary.store.engine import Store
+    from canary.store.sites import Site
 
-    store = Store.of(config)
+    store = Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
+                           local=config.state_folder / "store")
     try:
         now = datetime.now(UTC)
         doc = team_document(team_view(store), now=now)

@@ -92,9 +92,10 @@ def setup_logging(path: Path | None = None, *, level: int = logging.INFO,
 
 
 def beat(store: Store, *, pid: int, started: datetime, now: datetime, files: int,
-         addresses: dict[str, str | None], stopped: datetime | None = None) -> None:
-    """Write the heartbeat row."""
-    from canary.store.tables import Heartbeat
+         addresses: dict[str, str | None], stopped: datetime | None = None,
+         tick: float | None = None) -> None:
+    """Write the heartbeat row, and with it the daemon's ``tick`` and host (``canary.status.liveness``)."""
+    from canary.store.tables import Heartbeat, Meta
 
     row = {
         "id": 1, "pid": pid, "started": as_utc(started), "beat": as_utc(now), "files": files,
@@ -103,6 +104,11 @@ def beat(store: Store, *, pid: int, started: datetime, now: datetime, files: int
     }
     with store.engine.begin() as conn:
         store.upsert(conn, Heartbeat, [row], keys=["id"], set_={k: v for k, v in row.items() if k != "id"})
+        if tick is not None:
+            from canary.status.liveness import pace_row
+
+            pace = pace_row(tick)
+            store.upsert(conn, Meta, [pace], keys=["key"], set_={"value": pace["value"]})
 
 
 def decide_statuses(

@@ -1,8 +1,9 @@
 """The facts ``evaluate`` needs, gathered from the store and the config.
 
 Window counts come from the hourly counts, and only the window's first, partial hour from
-the firing rows, so the window ends where ``canary audit --window`` ends it; the SQL is
-``canary.store.reads``, so no ORM object is built and SQLAlchemy need not be imported.
+the firing rows, so the window ends where ``canary audit --window`` ends it; activity in that
+hour comes from its whole minutes inside the window. The SQL is ``canary.store.reads``, so no
+ORM object is built and SQLAlchemy need not be imported.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from canary.config.settings import Config
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact
 from canary.store import reads
 from canary.store.reads import Reader
-from canary.vocabulary import hour_floor
 from collectors.files import expand
 
 
@@ -74,17 +74,14 @@ def gather(
     since_watched = reads.watched_since(reader)
     beat = reads.heartbeat(reader)
     daemon_since = beat.started if beat is not None else None
-    activity_of: dict[datetime, tuple[int, int]] = {}
+    activity_of: dict[timedelta, tuple[int, int]] = {}
     facts = []
     for guard in config.guards:
-        hour = hour_floor(now - guard.window)
-        if hour not in activity_of:
-            activity_of[hour] = reads.window_activity(reader, hour)
-        activity, lines = activity_of[hour]
-        if guard.window < config.store.retention:
-            organic, canary_firings = reads.window_firings(reader, guard.name, now - guard.window)
-        else:  # the firing rows of the window's first hour may be pruned: count from its start
-            organic, canary_firings = reads.window_counts(reader, guard.name, hour)
+        if guard.window not in activity_of:
+            activity_of[guard.window] = reads.window_activity(reader, now - guard.window)
+        activity, lines = activity_of[guard.window]
+        # Beyond the retention, firing rows of the window's first hour may be pruned: those left count.
+        organic, canary_firings = reads.window_firings(reader, guard.name, now - guard.window)
         until, mute_reason = mutes.get(guard.name, (None, None))
         facts.append(
             GuardFacts(

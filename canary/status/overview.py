@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from canary.records import frozen
 from canary.status.evaluate import GuardFacts, GuardStatus, evaluate, is_muted
 from canary.status.facts import gather, variant_counts
 from canary.status.families import families
+from canary.status.liveness import DEFAULT_TICK, stale_after
 from canary.store import reads
 from canary.store.health import read_problem
 from canary.store.reads import Reader
@@ -34,8 +35,8 @@ __all__ = [
     "status_for",
 ]
 
-#: A heartbeat older than this many daemon ticks means the daemon is not running.
-HEARTBEAT_STALE = timedelta(seconds=90)
+#: How old the heartbeat of a daemon that names no tick may be while it runs (``canary.status.liveness``).
+HEARTBEAT_STALE = stale_after(DEFAULT_TICK)
 
 
 def record_transitions(store: Store, statuses: list[GuardStatus], *, now: datetime) -> list[dict[str, Any]]:
@@ -74,10 +75,12 @@ class DaemonInfo:
     fixtures: str | None = None
     control: str | None = None
     error: str | None = None  # the store cannot be written: what, and since when
+    gone: str | None = None  # why a daemon of this machine whose heartbeat is recent no longer runs
 
 
 def daemon_info(store: Store | Reader, *, now: datetime, problem_at: Path | None = None) -> DaemonInfo:
-    """The heartbeat row read back: running if it beat recently and did not say it stopped.
+    """The heartbeat row read back: running if it beat within its own ticks (``canary.status.liveness``),
+    did not say it stopped and, on this machine, its process and control address are there.
 
     A daemon that holds the store's lock and reported a store problem (beside the store file
     ``problem_at``) is running, in error, whatever its (frozen) heartbeat says.
@@ -90,10 +93,14 @@ def daemon_info(store: Store | Reader, *, now: datetime, problem_at: Path | None
     row = reads.heartbeat(store)
     if row is None or row.beat is None:
         return DaemonInfo(running=error is not None, error=error)
-    running = error is not None or (row.stopped is None and now - row.beat <= HEARTBEAT_STALE)
+    from canary.status import liveness
+
+    pace = liveness.load(store)
+    running = error is not None or (row.stopped is None and now - row.beat <= pace.stale)
+    gone = liveness.gone(pace, row.pid, row.control) if running and error is None else None
     return DaemonInfo(
-        running=running, pid=row.pid, since=row.started, beat=row.beat, files=row.files,
-        proxy=row.proxy, fixtures=row.fixtures, control=row.control, error=error,
+        running=running and gone is None, pid=row.pid, since=row.started, beat=row.beat, files=row.files,
+        proxy=row.proxy, fixtures=row.fixtures, control=row.control, error=error, gone=gone,
     )
 
 
@@ -142,7 +149,7 @@ def status_document(
     return {
         "daemon": {"running": info.running, "since": iso(info.since) if info.running else None,
                    "files": info.files if info.running else 0, "heartbeat": iso(info.beat),
-                   "error": info.error, "warnings": noted, "traces": traces},
+                   "gone": info.gone, "error": info.error, "warnings": noted, "traces": traces},
         "guards": guards,
         # the model server as the running daemon's proxy sees it; null without a daemon or upstream
         "model": health.to_json() if health is not None else None,
@@ -156,6 +163,11 @@ def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
     """
     with reads.open_sqlite(config.store.url) as reader:
         if reader is not None:
+            from canary.config.urls import redact_url
+            from canary.store.owners import refuse
+
+            refuse(reader, project=config.project, machine=config.store.machine, owner=config.path,
+                   shown_url=redact_url(config.store.url))
             return status_document(reader, config, now=now, problem_at=reads.sqlite_path(config.store.url))
     from canary.store.engine import Store
     from canary.store.sites import Site
@@ -163,7 +175,7 @@ def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
     local = config.state_folder / "store"
     try:
         store = Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
-                               local=local)
+                               local=local, owner=config.path)
     except StoreError as exc:
         problem = read_problem(local)  # the running daemon's word on it, kept in the project's folder
         if problem is None:
@@ -171,6 +183,9 @@ def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
         raise StoreError(f"{exc}; the daemon of project {config.project} runs and {problem.sentence()}, "
                          "keeping its place in the logs to count them when the store is back",
                          url=config.store.url) from exc
+    if store.absent:  # no daemon of the project ever ran on this machine: no rows to read
+        store.close()
+        store = Store("sqlite://", local=local)
     try:
         return status_document(store, config, now=now)
     finally:

@@ -41,13 +41,15 @@ def _ago(moment: datetime, now: datetime) -> str:
     return f"{shown}, {span} ago"
 
 
-def no_daemon(project: str, heartbeat: str | None, *, now: datetime, config: Path | None = None) -> str:
-    """The sentence that says no daemon collects, and since when; its commands read ``config``."""
+def no_daemon(project: str, heartbeat: str | None, *, now: datetime, config: Path | None = None,
+              gone: str | None = None) -> str:
+    """The sentence that says no daemon collects, why when its heartbeat is recent (``gone``), and
+    since when; its commands read ``config``."""
     from canary.config.commandline import command_line
 
     if heartbeat:
         beat = datetime.fromisoformat(heartbeat.replace("Z", "+00:00"))
-        when = f"its last heartbeat was at {_ago(beat, now)}"
+        when = f"{gone + '; ' if gone else ''}its last heartbeat was at {_ago(beat, now)}"
     else:
         when = "none ever ran on this store"
     daemon, install = (command_line(words, config) for words in ("canary daemon", "canary service install"))
@@ -60,7 +62,8 @@ def problems(doc: Mapping[str, Any], config: Config, *, now: datetime) -> list[d
     out: list[dict[str, str]] = []
     daemon = doc["daemon"]
     if not daemon["running"]:
-        said = no_daemon(config.project, daemon.get("heartbeat"), now=now, config=config.path)
+        said = no_daemon(config.project, daemon.get("heartbeat"), now=now, config=config.path,
+                         gone=daemon.get("gone"))
         out.append({"kind": "no_daemon", "message": said})
     if doc.get("model"):
         from canary.status.upstream import UpstreamHealth, summary

@@ -3,8 +3,9 @@
 Each site (one project's daemon on one machine, ``canary.store.sites``) decides its own guards'
 statuses and stores each change as a transition; this view reads, for every site, its
 heartbeat and each guard's latest transition. It needs no other project's definitions. A site
-whose heartbeat is older than ``HEARTBEAT_STALE`` (or that said it stopped) has a stale daemon:
-its statuses are what it last decided, and nothing has checked them since.
+whose heartbeat is older than its daemon's ticks allow (``canary.status.liveness``), or that said
+it stopped, has a stale daemon: its statuses are what it last decided, and nothing has checked them
+since.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from canary.status.overview import HEARTBEAT_STALE
+from canary.status.liveness import DEFAULT_TICK, PACE_KEY, parse, stale_after
 from canary.vocabulary import Status, as_utc, iso
 
 if TYPE_CHECKING:
@@ -41,10 +42,12 @@ class SiteView:
     beat: datetime | None
     stopped: datetime | None
     guards: list[SiteGuard] = field(default_factory=list)
+    tick: float = DEFAULT_TICK  # seconds between the daemon's beats
 
     def running(self, now: datetime) -> bool:
-        """Whether the daemon beat recently and did not say it stopped."""
-        return self.beat is not None and self.stopped is None and now - self.beat <= HEARTBEAT_STALE
+        """Whether the daemon beat within its ticks and did not say it stopped."""
+        return (self.beat is not None and self.stopped is None
+                and now - self.beat <= stale_after(self.tick))
 
 
 _LATEST = ("SELECT guard, status, reason, at FROM {t} AS t WHERE NOT EXISTS (SELECT 1 FROM {t} AS u "
@@ -68,7 +71,8 @@ def _site(conn: Any, prefix: str, project: str, machine: str) -> SiteView:
     guards = [SiteGuard(str(g), str(s), _reason(reasons, str(g), str(s), str(r)), _time(at))
               for g, s, r, at in rows]
     last, stopped = (_time(beat[0]), _time(beat[1])) if beat else (None, None)
-    return SiteView(project, machine, last, stopped, guards)
+    pace = conn.execute(text(f"SELECT value FROM {prefix}meta WHERE key = :key"), {"key": PACE_KEY}).scalar()
+    return SiteView(project, machine, last, stopped, guards, parse(pace).tick)
 
 
 def _reasons_now(conn: Any, prefix: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,15 +30,16 @@ from canary.errors import StoreError
 from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, StoredRun
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from canary.store.nonces import cut_line, nonce_candidates
-from canary.store.positions import committed_before, pack_head, pack_marks, state_of
+from canary.store.positions import committed_before, held_part, pack_head, pack_marks, past, state_of
 from canary.store.runlines import recount
-from canary.store.sites import Site, claim_owner, claim_sqlite, register, search_site
+from canary.store.sites import Site, claim_owner, claim_sqlite, quoted, register, search_site
 from canary.store.tables import (
     FilePosition,
     Firing,
     HourlyActivity,
     HourlyCount,
     Meta,
+    MinuteActivity,
     Run,
     RunTrace,
 )
@@ -54,6 +55,12 @@ if TYPE_CHECKING:
 BUSY_TIMEOUT_S = 30.0
 #: Seconds ``Store.stop`` waits for the connections in use: a statement may wait out the busy timeout.
 STOP_WAIT_S = BUSY_TIMEOUT_S + 5.0
+#: How far back activity is kept per minute, unless the store is told: the default window and an hour.
+MINUTES_KEPT = timedelta(hours=25)
+
+
+def _minute(moment: datetime) -> datetime:
+    return as_utc(moment).replace(second=0, microsecond=0)
 
 
 def _private_database(path: Path) -> None:
@@ -124,8 +131,13 @@ class Store:
 
     def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None,
                  attribution: Attributor | None = None, site: Site | None = None,
-                 local: Path | None = None, owner: Path | None = None) -> None:
+                 local: Path | None = None, owner: Path | None = None,
+                 minutes_kept: timedelta = MINUTES_KEPT, create: bool = True) -> None:
         self.url = url
+        #: False for a reader: no site is made in a shared store and no claim is written (another's
+        #: store is still refused), and a site not there yet is ``absent``.
+        self.create = create
+        self.absent = False
         #: The config whose rows these are: another config of the same site is refused.
         self.owner = str(owner.resolve()) if owner is not None else None
         #: For a server's store: the project's own file stem for the daemon's lock and its word on
@@ -138,11 +150,16 @@ class Store:
         #: Whose rows these are (``canary.store.sites``): a project's, on this machine.
         self.claimed = site is not None
         self.site = site if site is not None else Site()
+        #: How far back activity is kept per minute: where the longest window may begin.
+        self.minutes_kept = minutes_kept
+        self._minutes_pruned: datetime | None = None
         self.engine, self.users = self._open()
 
     @classmethod
     def of(cls, config: Config, **kwargs: Any) -> Store:
         """The configured store, as the site of the config's project on this machine."""
+        if config.guards:
+            kwargs.setdefault("minutes_kept", max(g.window for g in config.guards) + timedelta(hours=1))
         return cls(config.store.url, site=Site(config.project, config.store.machine or ""),
                    local=config.state_folder / "store", owner=config.path, **kwargs)
 
@@ -198,7 +215,13 @@ class Store:
                 # store at once then migrate one after the other, never both.
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             elif engine.dialect.name == "postgresql":
-                register(conn, self.site, as_utc(self._clock()))  # the site's schema, under a lock
+                if not self.create:
+                    meta = f"{quoted(self.site.schema)}.meta"
+                    if conn.exec_driver_sql("SELECT to_regclass(%(t)s)", {"t": meta}).scalar() is None:
+                        self.absent = True
+                        return
+                else:
+                    register(conn, self.site, as_utc(self._clock()))  # the site's schema, under a lock
             Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
             row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
             current = int(row[0]) if row else 0
@@ -216,9 +239,9 @@ class Store:
                     keys=["key"], set_={"value": str(SCHEMA_VERSION)},
                 )
             if self.claimed and engine.dialect.name == "sqlite":
-                claim_sqlite(conn, self.site.project, redact_url(self.url))
+                claim_sqlite(conn, self.site.project, redact_url(self.url), write=self.create)
             if self.owner is not None:
-                claim_owner(conn, self.owner, self.site, redact_url(self.url))
+                claim_owner(conn, self.owner, self.site, redact_url(self.url), write=self.create)
 
     def close(self) -> None:
         """Release every connection."""
@@ -242,18 +265,20 @@ class Store:
         self.engine, self.users = self._open()  # only once migrated: other threads use it at once
 
     @classmethod
-    def existing(cls, url: str, *, site: Site | None = None, local: Path | None = None) -> Store:
-        """The store at ``url``, never created: a SQLite file not there yet reads as an empty
-        store in memory (whose ``path`` still names the file)."""
+    def existing(cls, url: str, *, site: Site | None = None, local: Path | None = None,
+                 owner: Path | None = None) -> Store:
+        """The store at ``url``, never created nor claimed, and refused when it is another project's
+        or ``owner`` config's: a SQLite file not there yet reads as an empty store in memory (whose
+        ``path`` still names the file), and a site a shared store does not hold yet is ``absent``."""
         parsed = make_url(url)
         database = parsed.database
         if parsed.get_backend_name() == "sqlite" and database not in (None, "", ":memory:"):
             file = Path(os.path.expanduser(str(database)))
             if not file.exists():
-                store = cls("sqlite://")
+                store = cls("sqlite://", site=site)
                 store.home = file
                 return store
-        return cls(url, site=site, local=local)
+        return cls(url, site=site, local=local, owner=owner, create=False)
 
     @property
     def stem(self) -> Path | None:
@@ -292,14 +317,14 @@ class Store:
     def firing_rows(
         self, hits: Iterable[Hit], path: str, key: str, now: datetime, attribution: Attributor
     ) -> tuple[list[dict[str, Any]], Counter[tuple[str, datetime, str]], Counter[datetime]]:
-        """The firing rows of some hits, their hourly counts, and activity per hour."""
+        """The firing rows of some hits, their hourly counts, and activity per minute."""
         firings: list[dict[str, Any]] = []
         counts: Counter[tuple[str, datetime, str]] = Counter()
         activity: Counter[datetime] = Counter()
         for hit in hits:
             ts = as_utc(hit.ts) if hit.ts is not None else now
             if hit.activity:
-                activity[hour_floor(ts)] += 1
+                activity[_minute(ts)] += 1
             moment = hit.ts.timestamp() if hit.ts is not None else None
             attribution.observe(hit.text, moment, activity=hit.activity)
             guards = [g for g in hit.guards if g != CORRELATE_RULE]
@@ -355,6 +380,26 @@ class Store:
                 set_={"count": HourlyCount.__table__.c["count"] + n},  # type: ignore[attr-defined]
             )
 
+    def add_minutes(self, conn: Connection, activity: Counter[datetime], lines: int, now: datetime) -> None:
+        """Add activity per minute, and ``lines`` read at ``now``, to the minutes kept; once an hour,
+        drop the minutes older than that."""
+        kept = now - self.minutes_kept
+        read_minute = _minute(now)
+        minutes = Counter({m: n for m, n in activity.items() if m + timedelta(minutes=1) > kept})
+        minutes.setdefault(read_minute, 0)
+        table = MinuteActivity.__table__  # type: ignore[attr-defined]
+        for minute, n in sorted(minutes.items()):
+            scanned = lines if minute == read_minute else 0
+            if n or scanned:
+                self.upsert(
+                    conn, MinuteActivity, [{"minute": minute, "activity": n, "lines": scanned}],
+                    keys=["minute"],
+                    set_={"activity": table.c.activity + n, "lines": table.c.lines + scanned},
+                )
+        if self._minutes_pruned != hour_floor(now):
+            conn.execute(table.delete().where(table.c.minute < _minute(kept)))
+            self._minutes_pruned = hour_floor(now)
+
     def recount(self, guards: Sequence[str], since: datetime, hits: Iterable[tuple[str, str, Hit]]) -> int:
         """Replace the organic log firings of ``guards`` from the hour of ``since`` on by ``hits``
         (path, file key, hit) read again from the logs; return how many were stored
@@ -364,6 +409,11 @@ class Store:
     def commit(self, batch: Batch) -> None:
         """Firings, hourly counts, activity and the new position, in one transaction."""
         now = as_utc(self._clock())
+        held = None
+        if batch.in_doubt:  # a retry after failed commits: what one of them stored is not counted again
+            with self.engine.connect() as conn:
+                held = held_part(conn, batch)
+        whole, batch = batch, past(batch, held)
         firings, counts, activity = self.firing_rows(batch.hits, batch.state.path, batch.state.key, now,
                                                self.attribution)
         state = batch.state
@@ -372,14 +422,17 @@ class Store:
             "tail_hash": state.tail_hash, "prior": pack_marks(state.prior, state.earlier),
         }
         with self.engine.begin() as conn:
-            if committed_before(conn, batch):
+            if committed_before(conn, whole, held):
                 return
             if firings:
                 conn.execute(insert(Firing), firings)
             self.add_counts(conn, counts)
+            hourly: Counter[datetime] = Counter()
+            for minute, n in activity.items():
+                hourly[hour_floor(minute)] += n
             read_hour = hour_floor(now)
-            activity.setdefault(read_hour, 0)
-            for hour, n in sorted(activity.items()):
+            hourly.setdefault(read_hour, 0)
+            for hour, n in sorted(hourly.items()):
                 scanned = (batch.lines, batch.bytes) if hour == read_hour else (0, 0)
                 table = HourlyActivity.__table__  # type: ignore[attr-defined]
                 self.upsert(
@@ -392,6 +445,7 @@ class Store:
                         "bytes": table.c.bytes + scanned[1],
                     },
                 )
+            self.add_minutes(conn, activity, batch.lines, now)
             self.upsert(
                 conn, FilePosition,
                 [{

@@ -16,6 +16,7 @@ from canary.store.tables import (
     HourlyActivity,
     HourlyCount,
     Meta,
+    MinuteActivity,
     Mute,
     Run,
     RunTrace,
@@ -101,6 +102,13 @@ def _v11(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[RunTrace.__table__])  # type: ignore[attr-defined]
 
 
+def _v12(conn: Connection) -> None:
+    """Activity and lines read per minute, for the first, partial hour of a window."""
+    SQLModel.metadata.create_all(conn, tables=[MinuteActivity.__table__])  # type: ignore[attr-defined]
+
+
 #: The schema's versions, oldest first. A store at version N runs N+1.. in order.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    _v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
+]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 #: The schema version these queries read: ``canary.store.migrations.SCHEMA_VERSION`` (a test checks).
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 12
 
 Execute = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]
 
@@ -266,11 +266,30 @@ def window_firings(reader: Reader, guard: str, since: datetime) -> tuple[int, in
     return by.get("organic", 0), by.get("canary", 0)
 
 
-def window_activity(reader: Reader, hour: datetime) -> tuple[int, int]:
-    """Activity lines and lines scanned from ``hour`` on."""
-    ((activity, lines),) = reader.rows(
-        "SELECT SUM(activity), SUM(lines) FROM hourly_activity WHERE hour >= :hour", hour=hour
-    )
+_WINDOW_ACTIVITY = """
+SELECT SUM(activity), SUM(lines) FROM (
+  SELECT activity, lines FROM hourly_activity WHERE hour >= :next
+  UNION ALL
+  SELECT activity, lines FROM minute_activity WHERE minute >= :minute AND minute < :next
+) AS w
+"""
+
+
+def window_activity(reader: Reader, since: datetime) -> tuple[int, int]:
+    """Activity lines and lines scanned from ``since`` on, and none from before it: the hourly
+    rows of the whole hours after ``since``, and the rows of the whole minutes after it in the
+    hour it falls in (a minute that began before ``since`` is left out)."""
+    start = as_utc(since)
+    first = start.replace(minute=0, second=0, microsecond=0)
+    if first == start:
+        rows = reader.rows("SELECT SUM(activity), SUM(lines) FROM hourly_activity WHERE hour >= :hour",
+                           hour=first)
+    else:
+        minute = start.replace(second=0, microsecond=0)
+        if minute != start:
+            minute += timedelta(minutes=1)
+        rows = reader.rows(_WINDOW_ACTIVITY, next=first + timedelta(hours=1), minute=minute)
+    ((activity, lines),) = rows
     return int(activity or 0), int(lines or 0)
 
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
 
-from canary.errors import StoreError
 from canary.locations import DEFAULT_PROJECT
+from canary.store.owners import another_config, another_project
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -107,39 +107,35 @@ def register(conn: Connection, site: Site, now: datetime) -> None:
                  {"schema": site.schema, "project": site.project, "machine": site.machine, "now": now})
 
 
-def claim_sqlite(conn: Connection, project: str, shown_url: str) -> None:
-    """Write the project into a SQLite store's meta the first time; refuse another project's store."""
+def claim_sqlite(conn: Connection, project: str, shown_url: str, *, write: bool = True) -> None:
+    """Write the project into a SQLite store's meta the first time (unless not ``write``); refuse
+    another project's store."""
     from sqlalchemy import text
 
     row = conn.execute(text("SELECT value FROM meta WHERE key = 'project'")).first()
-    if row is None:
+    refused = another_project(str(row[0]) if row is not None else None, project, shown_url)
+    if refused is not None:
+        raise refused
+    if row is None and write:
         conn.execute(text("INSERT INTO meta (key, value) VALUES ('project', :p)"), {"p": project})
-    elif row[0] != project:
-        raise StoreError(
-            f"the store at {shown_url} belongs to project {row[0]!r}, not {project!r}: a SQLite store "
-            "holds one project. Give this project its own store (leave [store] url out), or share "
-            "one PostgreSQL store (postgresql+psycopg://...), where each project keeps its own rows",
-            url=shown_url,
-        )
 
 
-def claim_owner(conn: Connection, owner: str, site: Site, shown_url: str) -> None:
-    """Write the config the site's rows belong to the first time; refuse another config of the same
-    project and machine while the first config's file exists (a moved folder gives its rows over)."""
-    from pathlib import Path
-
+def claim_owner(conn: Connection, owner: str, site: Site, shown_url: str, *, write: bool = True) -> None:
+    """Write the config the site's rows belong to the first time (unless not ``write``); refuse
+    another config of the same project and machine while the first config's file exists (a moved
+    folder gives its rows over)."""
     from sqlalchemy import text
 
     row = conn.execute(text("SELECT value FROM meta WHERE key = 'owner'")).first()
-    if row is not None and row[0] != owner and Path(str(row[0])).is_file():
-        raise StoreError(
-            f"project {site.project!r} on machine {site.machine!r} in the store at {shown_url} belongs to "
-            f"the config {row[0]}, not {owner}: two configs writing one project's rows would count each "
-            "other's firings as their own. Give this config a `project` of its own (or [store] machine); "
-            f"if {row[0]} was moved here, delete the old file", url=shown_url)
+    recorded = str(row[0]) if row is not None else None
+    refused = another_config(recorded, owner, site.project, site.machine, shown_url)
+    if refused is not None:
+        raise refused
+    if not write or recorded == owner:
+        return
     if row is None:
         conn.execute(text("INSERT INTO meta (key, value) VALUES ('owner', :o)"), {"o": owner})
-    elif row[0] != owner:
+    else:
         conn.execute(text("UPDATE meta SET value = :o WHERE key = 'owner'"), {"o": owner})
 
 

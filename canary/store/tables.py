@@ -60,6 +60,16 @@ class HourlyActivity(SQLModel, table=True):
     bytes: int = 0
 
 
+class MinuteActivity(SQLModel, table=True):
+    """Per minute, as far back as the longest window begins: activity lines (by their own time)
+    and lines scanned (by read time), so a window's first, partial hour is counted to the minute."""
+
+    __tablename__ = "minute_activity"
+    minute: datetime = Field(primary_key=True, sa_type=UTCDateTime)
+    activity: int = 0
+    lines: int = 0
+
+
 class FilePosition(SQLModel, table=True):
     """How far each followed file has been read, and how to know it again."""
 

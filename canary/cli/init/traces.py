@@ -70,9 +70,13 @@ def _shapes(config_path: Path) -> list[dict[str, object]]:
         if reader is not None:
             return list(receiver.load_shapes(reader))
     from canary.store.engine import Store
+    from canary.store.sites import Site
 
-    store = Store.existing(config.store.url)
+    store = Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
+                           local=config.state_folder / "store")
     try:
+        if store.absent:  # no daemon of the project ever ran here: it received nothing
+            return []
         with store.engine.connect() as conn:
             return list(receiver.load_shapes(reads.Reader.over(conn)))
     finally:
