@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from collectors.identity import HEAD, TAIL, Mark, Observed, Source, digest
-from collectors.positions import FileState
+from collectors.positions import FileState, InDoubt
 from collectors.scan import FeedResult, Hit, LineScanner
 
 CHUNK = 1 << 20
@@ -47,6 +47,7 @@ class Followed:
     at_start: bool = False
     unsaved: bool = False  # its last commit failed: commit its state again even with nothing read
     base: int = 0  # where what is not committed yet was read from: read again from there on a failure
+    in_doubt: tuple[InDoubt, ...] = ()  # failed commits of what is read from ``base``: the store may hold one
     errors: set[str] = field(default_factory=set)
 
     def feed(self, data: bytes) -> FeedResult:

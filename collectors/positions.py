@@ -8,7 +8,7 @@ from typing import Protocol
 from collectors.identity import Mark
 from collectors.scan import Hit
 
-__all__ = ["Batch", "FileState", "FileStatus", "PositionStore", "file_key"]
+__all__ = ["Batch", "FileState", "FileStatus", "InDoubt", "PositionStore", "file_key"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,16 @@ class FileState:
 
 
 @dataclass(frozen=True)
+class InDoubt:
+    """A commit of a read that failed, which the store may have taken all the same (its answer
+    was lost with the connection): the position it stored, and what it counted from ``since``."""
+
+    mark: Mark
+    lines: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class Batch:
     """What one read of one file produced: commit all of it, or none of it."""
 
@@ -49,6 +59,9 @@ class Batch:
     #: the committed position, though it began elsewhere, was committed before (its commit's
     #: answer was lost with the connection) and is not counted twice.
     since: int | None = None
+    #: The failed commits of this read, from ``since``: where the store holds one of them, only
+    #: what lies past it is committed.
+    in_doubt: tuple[InDoubt, ...] = ()
 
 
 class PositionStore(Protocol):

@@ -36,9 +36,9 @@ from collectors.followed import (
     tail_before,
     truncation_told,
 )
-from collectors.identity import HEAD, Decision, Kind, classify, copied_lead, lead_offsets, tail_offsets
+from collectors.identity import HEAD, Decision, Kind, Mark, classify, copied_lead, lead_offsets, tail_offsets
 from collectors.lettinggo import LettingGo
-from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
+from collectors.positions import Batch, FileState, FileStatus, InDoubt, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
 from collectors.siblings import adoptable, leads_to, live_path, matched, unread_between
 
@@ -89,6 +89,7 @@ class Tailer:
         self._also: list[str] = []  # plain siblings to follow, found while deciding another file
         self._reload = self._held = False
         self._errors = Reporter(on_error, on_resolved)  # told when an error told no longer holds
+        self.refused: dict[str, str] = {}  # path -> why the store refused its last commit, until one works
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._letting = LettingGo(
             store=store, files=self._files, fds=self._fds, errors=self._errors, positions=self._positions,
@@ -139,6 +140,11 @@ class Tailer:
             FileStatus(f.path, f.key, f.scanner.offset, f.size, f.rotated, f.lines)
             for f in self._files.values()
         ]
+
+    def refusals(self) -> list[str]:
+        """Why the store refused the last commit of each file followed whose last commit it refused."""
+        followed = {f.path for f in list(self._files.values())}
+        return [reason for path, reason in list(self.refused.items()) if path in followed]
 
     def close(self) -> None:
         """Close every file descriptor; committed positions stay in the store."""
@@ -347,12 +353,14 @@ class Tailer:
         if reopened and not f.fresh and not self._still_holds(f):
             # Closed while idle, its inode number may since have gone to another file (a
             # copytruncate copy): decided again, as a file first seen is.
+            if self._read_to(f) is None:
+                return False
             f.restart_at(self._scanner(f.path, 0), b"", b"")
             f.base, f.fresh = 0, True
         if f.fresh and not self._decide(f, now):
             return False
         if st.st_size < f.scanner.read_pos or not still_read(f, ended=ended):
-            self._truncated_now(f, now)
+            return self._truncated_now(f, now)
         return True
 
     def _drain(self, f: Followed, now: float) -> int:
@@ -378,7 +386,8 @@ class Tailer:
                     return consumed
                 consumed += pending
                 hits, lines, pending = [], 0, 0
-                self._truncated_now(f, now)
+                if not self._truncated_now(f, now):
+                    break
                 continue
             data = _up_to_a_hole(data)
             result = f.feed(data)
@@ -414,18 +423,42 @@ class Tailer:
                        "of this clock (clock skew?); such lines count at the time they are read")
         return out
 
-    def _truncated_now(self, f: Followed, now: float) -> None:
-        """The file is shorter than what was read, or has another head: read it again from 0."""
+    def _read_to(self, f: Followed) -> Mark | None:
+        """The mark of what the store holds read of ``f``: its own, or that of one of its commits
+        in doubt the store took after all. None while the store cannot say (an error is told)."""
+        if not f.in_doubt:
+            return f.mark()
+        try:
+            stored = self.store.position(f.key)
+        except Exception as exc:  # the store's own errors vary by backend
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+            self._errors.report(f.path, f"cannot read the position of {f.path} from the store (it is read "
+                                        f"again once the store answers): {reason}")
+            return None
+        sent, f.in_doubt = f.in_doubt, ()
+        for doubt in sent:
+            if stored is not None and stored.mark == doubt.mark:
+                self._positions()[f.key] = stored
+                return doubt.mark
+        return f.mark()
+
+    def _truncated_now(self, f: Followed, now: float) -> bool:
+        """The file is shorter than what was read, or has another head: read it again from 0;
+        False while the store cannot say how far it was read."""
+        read_to = self._read_to(f)
+        if read_to is None:
+            return False
         f.truncations += 1
         self.truncations += 1
-        if f.scanner.offset:
-            f.push_prior(f.mark(), now)
+        if read_to.offset:
+            f.push_prior(read_to, now)
         f.prior_at = now
         assert f.fd is not None
-        self._errors.warn(f.path, truncation_told(f.fd, f.path, f.size, f.scanner.offset))
+        self._errors.warn(f.path, truncation_told(f.fd, f.path, f.size, read_to.offset))
         f.restart_at(self._scanner(f.path, 0), b"", b"")
         f.base = 0
         self._commit(f, [], 0, 0)
+        return True
 
     def _commit(self, f: Followed, hits: list[Hit], lines: int, size: int) -> bool:
         if self._held:
@@ -433,19 +466,24 @@ class Tailer:
         f.size = max(f.size, f.scanner.read_pos)
         state = f.state()
         try:
-            self.store.commit(Batch(state, hits, lines, size, since=f.base))
+            self.store.commit(Batch(state, hits, lines, size, since=f.base, in_doubt=f.in_doubt))
         except Exception as exc:  # the store's own errors vary by backend
-            # Nothing was committed: forget what was read so it is read again.
+            # Maybe nothing was committed: forget what was read so it is read again.
             f.unsaved = True
+            if state.offset != f.base and all(d.mark != state.mark for d in f.in_doubt):
+                f.in_doubt = (*f.in_doubt, InDoubt(state.mark, lines, size))
             if f.fd is not None:
                 self._start_at(f, f.base)
             reason = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the SQL and its lines
+            self.refused[f.path] = reason
             self._errors.report(f.path, f"cannot commit what was read from {f.path} (it is read again "
                                         f"once the store takes it): {reason}")
             return False
         if f.unsaved:  # the store took what it refused: the refusal no longer holds
+            self.refused.pop(f.path, None)
             self._errors.resolved(f.path)
         f.unsaved = False
+        f.in_doubt = ()
         f.base = f.scanner.offset
         self._positions()[f.key] = state
         f.lines += lines

@@ -5,8 +5,10 @@ its heartbeat, decides every guard's status, stores each change as a
 transition, plans and sends the alerts those rows call for, and prunes old
 firing rows. Each step is a small function of its own, callable from a test.
 
-SIGTERM or SIGINT: scheduling stops, a run in flight may finish (or is marked
-interrupted), the collectors read every file to its end once more, the proxy
+SIGTERM or SIGINT: scheduling stops, the control API refuses new runs, the runs
+under way (scheduled or asked for) finish within ``STOP_WAIT`` and what still waits then
+is cut short, ending ``error`` with a reason saying so (``canary.runs.underway``),
+the collectors read every file to its end once more, the proxy
 and fixture server drain (``canary.proxy.drain``: requests and streams in
 flight finish), and the process exits cleanly. Under a service manager that
 holds the listening sockets (systemd socket units, launchd ``Sockets``), the
@@ -25,6 +27,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -49,8 +52,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("canary.daemon.loop")
 
 INTERRUPTED = "interrupted: the daemon stopped before the verdict"
-#: How long a stopping daemon waits for a run in flight.
+#: Why a run still under way when the daemon has waited ``STOP_WAIT`` ends ``error``.
+STOPPED = "the daemon stopped during the run, before its verdict; run it again to conclude it"
+RESTARTED = "the daemon restarted during the run, before its verdict; run it again to conclude it"
+#: How long a stopping daemon waits for the runs under way.
 STOP_WAIT = 30.0
+#: How long runs cut short take to end: they stop waiting at once.
+CUT_WAIT = 10.0
 
 
 # -- the daemon ----------------------------------------------------------------
@@ -152,6 +160,9 @@ class Daemon:
         session = self.session
         if session is None or session.runner is None:
             raise UnavailableError("the daemon is starting or stopping")
+        if self.stop_event.is_set():
+            doing = "restarting" if self.successor is not None else "stopping"
+            raise UnavailableError(f"the daemon is {doing}: run it again in a moment")
         runner = session.runner
         if not wait:
             threading.Thread(target=runner.run_many, args=(pairs,), daemon=True).start()
@@ -206,8 +217,16 @@ class Daemon:
                 raise
             watch.failed(reason, now)
             return
-        if watch is not None:
+        refused = self._refusals()
+        if watch is not None and refused:
+            watch.failed(f"the collectors' commits fail: {refused[0]}", now)  # beside a heartbeat that works
+        elif watch is not None:
             watch.worked(now)
+
+    def _refusals(self) -> list[str]:
+        """Why the store refuses the collectors' commits now (none when it takes them)."""
+        collection = self.session.collection if self.session is not None else None
+        return collection.tailer.refusals() if collection is not None else []
 
     # store watching ---------------------------------------------------------------
 
@@ -224,6 +243,11 @@ class Daemon:
         from canary.daemon.storewatch import alert_problem
 
         alert_problem(self.config.alerts, problem)
+
+    def _store_recovered(self, problem: StoreProblem, ended: datetime) -> None:
+        from canary.daemon.storewatch import alert_problem
+
+        alert_problem(self.config.alerts, problem, ended)
 
     # definitions reload ---------------------------------------------------------
 
@@ -273,7 +297,7 @@ class Daemon:
 
         files = len(self.session.collection.files()) if self.session and self.session.collection else 0
         beat(self.store, pid=os.getpid(), started=self.started, now=now, files=files,
-             addresses=self._addresses())
+             addresses=self._addresses(), tick=self.tick)
         self.warnings.flush(self.store)
         decide_statuses(self.store, self.config, now=now, readable=None)
         if self.session is not None:
@@ -289,8 +313,6 @@ class Daemon:
 
     def _per_minute(self, total: int) -> float:
         """Agent requests per minute through the proxy, over up to the last minute of ticks."""
-        import time
-
         now = time.monotonic()
         seen = [(t, n) for t, n in self._requests_seen if now - t <= 60.0]
         seen.append((now, total))
@@ -382,6 +404,7 @@ class Daemon:
             ).start()
             first.started.clear()  # the session stops them now
             self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
+                                    recovered=self._store_recovered,
                                     on_hold=self._hold_commits)
             try:
                 token = ensure_token(token_path(self.config.path, self.config.project))
@@ -427,16 +450,29 @@ class Daemon:
             self.scheduler.start()
         return slots
 
+    def _settle_runs(self, deadline: float) -> None:
+        """Let the runs under way finish by ``deadline`` while the session serves; cut the rest short."""
+        runner = self.session.runner if self.session is not None else None
+        if runner is None:
+            return
+        if not runner.underway.settle(deadline - time.monotonic()):
+            log.warning("runs still under way after %.0f s are cut short", STOP_WAIT)
+        # Cut even when none runs: a run asked for just before the stop is cut, never left unwatched.
+        runner.underway.cut(RESTARTED if self.successor is not None else STOPPED)
+        runner.underway.settle(CUT_WAIT)
+
     def _shutdown(self) -> None:
         from canary.daemon.steps import beat
         from canary.runs.runlog import RunLog
 
         log.info("stopping")
+        deadline = time.monotonic() + STOP_WAIT
         if self.scheduler is not None:
             waiter = threading.Thread(target=self.scheduler.stop, kwargs={"wait": True}, daemon=True)
             waiter.start()
             waiter.join(STOP_WAIT)
         if self.session is not None:
+            self._settle_runs(deadline)
             self.session.stop()
         RunLog(self.store).interrupt_in_flight(INTERRUPTED)
         if self.control is not None:

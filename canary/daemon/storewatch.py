@@ -64,6 +64,7 @@ class StoreWatch:
         on_reopen: Callable[[], None] | None = None,
         on_hold: Callable[[], None] | None = None,
         alert: Callable[[StoreProblem], None] | None = None,
+        recovered: Callable[[StoreProblem, datetime], None] | None = None,
         sticky: timedelta = STICKY,
     ) -> None:
         self.store = store
@@ -72,6 +73,7 @@ class StoreWatch:
         self.on_reopen = on_reopen
         self.on_hold = on_hold
         self.alert = alert
+        self.recovered = recovered  # told the problem that is over, and when it ended
         self.sticky = sticky
         self.problem: StoreProblem | None = None
         self._until: datetime | None = None
@@ -121,10 +123,15 @@ class StoreWatch:
             return
         log.warning("the store works again (it failed since %s: %s)", iso(self.problem.since),
                     self.problem.reason)
-        self.problem = None
+        over, self.problem = self.problem, None
         self._until = None
         if self.stem is not None:
             clear_problem(self.stem)
+        if self.recovered is not None:
+            try:
+                self.recovered(over, now)
+            except Exception as exc:
+                log.error("the store's recovery could not be alerted: %s", exc)
 
     def reopen(self, now: datetime) -> None:
         """Open the store's file again (creating it if it is gone); the collectors re-read.
@@ -174,15 +181,19 @@ class StoreWatch:
         self._until = now + self.sticky
 
 
-def alert_problem(config: AlertsConfig, problem: StoreProblem) -> None:
-    """Tell every alert channel of a store problem, in a thread of its own."""
+def alert_problem(config: AlertsConfig, problem: StoreProblem, ended: datetime | None = None) -> None:
+    """Tell every alert channel of a store problem, or (``ended``) that it is over, in a thread of its own."""
     from canary.alerts.channels import AlertPayload, default_sender, enabled_channels
 
     sentence = problem.sentence()
+    if ended is not None:
+        sentence = (f"the store works again since {iso(ended)} (it failed since {iso(problem.since)}: "
+                    f"{problem.reason})")
     payload: AlertPayload = {
-        "guard": "(daemon)", "status": "error", "previous": None, "reason": sentence,
-        "since": iso(problem.since) or "", "evidence": None, "kind": "change",
-        "text": f"guard-canary daemon: {sentence}",
+        "guard": "(daemon)", "status": "error" if ended is None else "ok",
+        "previous": None if ended is None else "error", "reason": sentence,
+        "since": iso(ended or problem.since) or "", "evidence": None,
+        "kind": "change" if ended is None else "recovery", "text": f"guard-canary daemon: {sentence}",
     }
     send = default_sender(config)
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, select
 
+from canary.errors import StoreError
 from canary.store.tables import FilePosition
 from collectors.identity import Mark
-from collectors.positions import Batch, FileState
+from collectors.positions import Batch, FileState, InDoubt
 
 __all__ = [
-    "committed_before", "pack_head", "pack_mark", "pack_marks", "state_of", "unpack_head", "unpack_mark",
-    "unpack_marks",
+    "committed_before", "held_part", "pack_head", "pack_mark", "pack_marks", "past", "state_of",
+    "unpack_head", "unpack_mark", "unpack_marks",
 ]
 
 #: The first byte of several packed marks (a single mark starts with its offset's high byte).
@@ -100,17 +102,48 @@ def unpack_marks(data: bytes | None) -> list[Mark]:
     return marks
 
 
-def committed_before(conn: Connection, batch: Batch) -> bool:
-    """Whether ``batch`` is already committed: the stored position is its end, with the same
-    bytes before it, though the batch began elsewhere. A commit whose answer was lost (the
-    database server went away as it committed) is read and committed again: counted once."""
-    state = batch.state
-    if batch.since is None or batch.since == state.offset:
-        return False
+def held_part(conn: Connection, batch: Batch, *, lock: bool = False) -> InDoubt | None:
+    """The commit of ``batch``'s read that the store holds already: one of its commits in doubt,
+    or the batch itself (a commit whose answer was lost, read and committed again), proved by
+    the stored offset, head and tail; None when it holds none of them. With ``lock``, a
+    concurrent commit of the same file (PostgreSQL) waits for this transaction."""
+    state, since = batch.state, batch.since
+    if since is None or since == state.offset:
+        return None
     table = FilePosition.__table__  # type: ignore[attr-defined]
-    stmt = select(table.c.offset, table.c.head_hash, table.c.tail_hash).where(table.c.key == state.key)
-    if conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()  # a concurrent commit of the same file waits for this one
+    stmt = (select(table.c.offset, table.c.head_len, table.c.head_hash, table.c.tail_hash)
+            .where(table.c.key == state.key))
+    if lock and conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
     row = conn.execute(stmt).first()
-    return (row is not None and int(row[0]) == state.offset and bytes(row[1]) == state.head_hash
-            and bytes(row[2] or b"") == state.tail_hash)
+    if row is None:
+        return None
+    stored = (int(row[0]), int(row[1]), bytes(row[2]), bytes(row[3] or b""))
+    for sent in (*batch.in_doubt, InDoubt(state.mark, batch.lines, batch.bytes)):
+        mark = sent.mark
+        if since < mark.offset <= state.offset and stored == (mark.offset, mark.head_len, mark.head_hash,
+                                                              mark.tail_hash):
+            return sent
+    return None
+
+
+def past(batch: Batch, held: InDoubt | None) -> Batch:
+    """``batch`` without what ``held`` (``held_part``'s) committed: the hits from its offset on,
+    and the lines and bytes it did not count."""
+    if held is None:
+        return batch
+    cut = held.mark.offset
+    return replace(batch, hits=[hit for hit in batch.hits if hit.offset >= cut],
+                   lines=batch.lines - held.lines, bytes=batch.bytes - held.bytes, since=cut, in_doubt=())
+
+
+def committed_before(conn: Connection, batch: Batch, held: InDoubt | None = None) -> bool:
+    """Whether all of ``batch`` is already committed (``held_part``, locked), given that ``held``
+    was found held before the transaction (its firings were made of what lies past it). A commit
+    whose answer was lost (the database server went away as it committed) is read and committed
+    again, maybe with more lines: what it stored is counted once. Raises ``StoreError`` when a
+    commit of the batch's read came in between."""
+    now = held_part(conn, batch, lock=True)
+    if batch.in_doubt and now != held:
+        raise StoreError(f"{batch.state.path}: its read position was committed meanwhile; it is read again")
+    return now is not None and now.mark.offset == batch.state.offset

@@ -85,7 +85,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -1171,3 +1171,95 @@ def test_copy_is_not_matched_to_another_files_short_head(pinned: Any) -> None:
     os.truncate(log, 0)
     t.poll()
     assert counted_lines(store) == ["b HIT seq=1"]
+
+
+class AnswerLost:
+    """The real store, whose commits that read lines commit, then fail as if the connection went
+    before their answer came (while ``losing``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.losing = False
+        self.lost = 0
+
+    def position(self, key: str) -> FileState | None:
+        return self.store.position(key)
+
+    def positions(self) -> list[FileState]:
+        return self.store.positions()
+
+    def commit(self, batch: Batch) -> None:
+        self.store.commit(batch)
+        if self.losing and batch.bytes:
+            self.lost += 1
+            raise OSError("server closed the connection unexpectedly")
+
+    def forget(self, key: str) -> None:
+        self.store.forget(key)
+
+
+def read_totals(store: Store) -> tuple[int, int, int]:
+    """Lines and bytes the hourly activity holds, and lines the read positions hold."""
+    with store.engine.connect() as conn:
+        lines, size = conn.execute(text("SELECT sum(lines), sum(bytes) FROM hourly_activity")).one()
+        read = conn.execute(text("SELECT sum(lines) FROM file_positions")).scalar()
+    return int(lines or 0), int(size or 0), int(read or 0)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 4), st.booleans()), min_size=1, max_size=12),
+    chunk=st.sampled_from([7, 64, 1 << 20]),
+    batch=st.sampled_from([1, 100, 8 << 20]),
+)
+def test_a_growing_log_whose_commit_answers_are_lost_is_counted_once(
+    steps: list[tuple[int, bool]], chunk: int, batch: int
+) -> None:
+    """Commits that commit, then fail (their answer lost with the connection), while the log grows
+    between polls: every line is counted once, and so are the lines and bytes read."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "app.log"
+        log.write_bytes(b"")
+        store = Store(f"sqlite:///{Path(tmp) / 'canary.db'}")
+        flaky = AnswerLost(store)
+        matcher = Matcher([Rule.regex("g", "HIT")], timestamps=TimestampParser(default_tz=UTC))
+        t = Tailer([str(log)], matcher, flaky, clock=Clock(), chunk=chunk, batch_bytes=batch)
+        seq = 0
+        try:
+            for count, losing in steps:
+                for _ in range(count):
+                    append(log, guard_line(seq) + PREFIX + b"step\n")
+                    seq += 1
+                flaky.losing = losing
+                t.poll()
+            flaky.losing = False
+            t.poll()
+            assert counted_lines(store) == sorted(guard_text(i) for i in range(seq))
+            assert read_totals(store) == (2 * seq, log.stat().st_size, 2 * seq)
+        finally:
+            t.close()
+            store.close()
+
+
+def test_a_copytruncate_after_a_lost_answer_does_not_count_the_copy_again(pinned: Any) -> None:
+    """The commit of a line was taken but its answer lost, then the log was copied and truncated:
+    the copy is read on from where the store holds, not from before that line."""
+    logs, store, tailer = pinned
+    log = logs / "app.log"
+    append(log, b"a HIT seq=0\n")
+    t = tailer("app.log*")
+    flaky = AnswerLost(store)
+    t.store = flaky
+    t.poll()
+    append(log, b"b HIT seq=1\n")
+    flaky.losing = True
+    t.poll()
+    flaky.losing = False
+    append(log, b"c HIT seq=2\n")
+    shutil.copyfile(log, logs / "app.log.1")
+    os.truncate(log, 0)
+    append(log, b"d HIT seq=3\n")
+    t.poll()
+    t.poll()
+    assert flaky.lost == 1
+    assert counted_lines(store) == ["a HIT seq=0", "b HIT seq=1", "c HIT seq=2", "d HIT seq=3"]

@@ -195,6 +195,37 @@ def test_full_disk_is_a_daemon_error_with_exit_3(tmp_path: Path) -> None:
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+def test_a_store_that_refuses_the_firings_but_takes_the_heartbeat_is_a_daemon_error(world: World) -> None:
+    """A trigger makes SQLite refuse every firing row (as a full disk or a revoked grant refuses the
+    collectors' commits) while the heartbeat's writes go on working. The alert channel hears of
+    the error, and of its end."""
+    told = world.root / "alerts.txt"
+    record = "import sys; open(sys.argv[1], 'a').write(' '.join(sys.argv[2:]) + '\\n')"
+    command = json.dumps([sys.executable, "-c", record, str(told), "{guard}", "{status}"])
+    world.config.write_text(world.config.read_text().replace("desktop = false", f"desktop = false\ncommand = {command}"))
+    world.daemon()
+    wait_for(lambda: world.firings() == 5, 30, "the first firings")
+    with sqlite3.connect(world.db, timeout=30) as conn:
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON firings BEGIN "
+                     "SELECT RAISE(ABORT, 'the firings are refused'); END")
+    with world.log.open("a") as handle:
+        handle.write(f"{GUARD} seq=refused\n")
+    code, doc, _err = wait_for(
+        lambda: (s := world.status())[1].get("daemon", {}).get("error") and s, 30, "a daemon error"
+    )
+    assert code == 3 and "the firings are refused" in doc["daemon"]["error"]
+    with sqlite3.connect(world.db, timeout=30) as conn:
+        conn.execute("DROP TRIGGER refuse")
+    wait_for(lambda: world.firings() == 6, 30, "the refused firing committed once the store takes it")
+    code, doc, _err = wait_for(
+        lambda: not (s := world.status())[1].get("daemon", {}).get("error") and s, 30, "the error gone"
+    )
+    assert code in (0, 1) and world.firings() == 6
+    wait_for(lambda: told.exists() and "(daemon) ok" in told.read_text(), 20, "the recovery alert")
+    assert told.read_text().splitlines()[:2] == ["(daemon) error", "(daemon) ok"]
+    assert "Traceback" not in world.errors()
+
+
 def test_full_store_by_a_size_limit_is_reported_and_recovers(tmp_path: Path) -> None:
     """The same without a mount: SQLite's ``max_page_count`` makes the store full."""
     from sqlalchemy import event, text

@@ -14,6 +14,8 @@ from canary.errors import StoreError
 from canary.store.attributing import Sighting, StoredRun
 from canary.store.engine import Store
 from canary.store.migrations import SCHEMA_VERSION
+from collectors.identity import HEAD, TAIL, Mark
+from collectors.positions import InDoubt
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
 from tests.helpers_store import TiedBy
@@ -23,6 +25,13 @@ NOW = datetime(2026, 11, 29, 10, 30, tzinfo=UTC)
 
 def state(offset: int) -> FileState:
     return FileState("1:2", 1, 2, "/logs/a.log", offset, 10, b"h" * 16, offset)
+
+
+def read_to(log: bytes, offset: int) -> FileState:
+    """The state of ``log`` read to ``offset``, with the head and tail that prove it."""
+    mark = Mark.of(offset, log[: min(offset, HEAD)], log[max(0, offset - TAIL) : offset])
+    return FileState("1:2", 1, 2, "/logs/a.log", offset, mark.head_len, mark.head_hash, len(log),
+                     mark.head, mark.tail_len, mark.tail_hash)
 
 
 def test_sqlite_store_is_wal_and_versioned(tmp_path: Path) -> None:
@@ -110,4 +119,48 @@ def test_a_batch_committed_again_after_a_lost_answer_is_counted_once(open_store:
     assert store.position("1:2") == state(60)
     # a batch that starts at the committed position still commits
     store.commit(Batch(state(90), [Hit(60, "third", ("g",), False, NOW)], 1, 90, since=60))
+    assert store.count_firings() == 3
+
+
+def test_a_longer_retry_of_a_commit_whose_answer_was_lost_counts_only_what_lies_past_it(
+    open_store: Callable[..., Store],
+) -> None:
+    """The server committed, the connection went before its answer, and the log grew: the tailer
+    reads again from its committed position to the new end, naming the commit in doubt. What the
+    store took is counted once: firings, hourly counts, activity, lines and bytes read."""
+    store = open_store(clock=lambda: NOW)
+    log = b"g one\nbusy\ng two\nbusy\ng three\n"
+    hits = [
+        Hit(0, "g one", ("g",), False, NOW), Hit(6, "busy", (), True, NOW),
+        Hit(11, "g two", ("g",), False, NOW), Hit(17, "busy", (), True, NOW),
+        Hit(22, "g three", ("g",), False, NOW),
+    ]
+    first = Batch(read_to(log, 11), hits[:2], 2, 11, since=0)
+    store.commit(first)  # taken; its answer lost
+    again = Batch(read_to(log, len(log)), hits, 5, len(log), since=0, in_doubt=(InDoubt(first.state.mark, 2, 11),))
+    store.commit(again)
+    store.commit(again)  # its answer lost too
+    with store.engine.connect() as conn:
+        lines = sorted(r[0] for r in conn.execute(text("SELECT line FROM firings")))
+        counts = conn.execute(text("SELECT guard, source, count FROM hourly_counts")).all()
+        activity = conn.execute(text("SELECT activity, lines, bytes FROM hourly_activity")).all()
+        read = conn.execute(text("SELECT lines FROM file_positions")).scalar()
+    assert lines == ["g one", "g three", "g two"]
+    assert counts == [("g", "organic", 3)]
+    assert activity == [(2, 5, len(log))]
+    assert read == 5
+    assert store.position("1:2") == read_to(log, len(log))
+
+
+def test_a_retry_of_other_content_at_the_same_offsets_is_not_taken_as_committed(
+    open_store: Callable[..., Store],
+) -> None:
+    """A commit in doubt that the store did not take, while the stored position is another read's
+    at the same offset: all of the retry is counted."""
+    store = open_store(clock=lambda: NOW)
+    log, other = b"g one\ng two\n", b"g uno\ng two\n"
+    store.commit(Batch(read_to(other, 6), [Hit(0, "g uno", ("g",), False, NOW)], 1, 6, since=0))
+    doubt = InDoubt(read_to(log, 6).mark, 1, 6)
+    hits = [Hit(0, "g one", ("g",), False, NOW), Hit(6, "g two", ("g",), False, NOW)]
+    store.commit(Batch(read_to(log, len(log)), hits, 2, len(log), since=0, in_doubt=(doubt,)))
     assert store.count_firings() == 3
