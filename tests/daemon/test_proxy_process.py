@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from canary.proxy.serving import BackgroundServer
 from canary.runs.inflight import ActiveRun
 from canary.runs.registry import Registry
 from canary.runs.values import new_nonce
+from tests.helpers_processes import PROXY_LINE, terminate
 
 CHAT = "/v1/chat/completions"
 BODY = b'{"model":"m","messages":[{"role":"user","content":"what is the minimum?"}]}'
@@ -53,22 +53,6 @@ def model() -> Iterator[BackgroundServer]:
         yield server
 
 
-def _stop_proxy(pid: int | None) -> None:
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_the_proxy_process_screens_by_the_daemons_live_nonces(tmp_path: Path, model: BackgroundServer) -> None:
     from canary.runs.proxylink import DetachedProxy
@@ -96,7 +80,7 @@ def test_the_proxy_process_screens_by_the_daemons_live_nonces(tmp_path: Path, mo
         assert counts.snapshot().requests["ok"] >= 1
     finally:
         detached.stop()
-        _stop_proxy(pid)
+        terminate(pid)
 
 
 @pytest.mark.slow
@@ -122,7 +106,7 @@ def test_a_call_that_names_the_runs_conversation_takes_the_full_path_through_the
         assert later.status_code == 200 and "SCRIPTED" in later.text
     finally:
         detached.stop()
-        _stop_proxy(pid)
+        terminate(pid)
 
 
 class Agent:
@@ -180,7 +164,7 @@ def test_no_agent_request_fails_while_the_daemon_is_killed_and_restarted(
     pid = None
     try:
         text = _wait_up(proc, err, 1)
-        found = re.search(r"model proxy serves on \S+ \(pid (\d+)\)", text)
+        found = PROXY_LINE.search(text)
         assert found, text
         pid = int(found.group(1))
         agent.thread.start()
@@ -197,7 +181,7 @@ def test_no_agent_request_fails_while_the_daemon_is_killed_and_restarted(
             agent.thread.join(30)
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-        _stop_proxy(pid)
+        terminate(pid)
     text = err.read_text(errors="replace")
     assert text.count("is already running; linking to it") == 3, text
     bad = [r for r in agent.results if r[1] != "ok"]
@@ -227,7 +211,7 @@ def test_a_daemon_whose_listen_changed_replaces_the_proxy_process(tmp_path: Path
         assert pids[0] is not None and pids[1] is not None and pids[0] != pids[1]
     finally:
         for pid in pids:
-            _stop_proxy(pid)
+            terminate(pid)
 
 
 @pytest.mark.slow
@@ -250,7 +234,7 @@ def test_a_session_links_to_the_proxy_process_left_running(tmp_path: Path, model
             session.stop()
     finally:
         store.close()
-        _stop_proxy(first.pid)
+        terminate(first.pid)
 
 
 @pytest.mark.slow
@@ -281,4 +265,4 @@ def test_a_daemon_whose_max_body_changed_sets_it_on_the_proxy_left_running(
         assert statuses == [200, 413, 200]
     finally:
         for pid in pids:
-            _stop_proxy(pid)
+            terminate(pid)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import secrets
 import signal
 import sqlite3
@@ -38,6 +37,7 @@ from canary.demo.live import free_port
 from canary.demo.model import create_model_server
 from canary.proxy.serving import BackgroundServer
 from tests.daemon.test_handover import lock_released, wait_for_text
+from tests.helpers_processes import stop_proxy_of, terminate
 
 pytestmark = pytest.mark.slow
 
@@ -192,25 +192,9 @@ def daemons() -> Iterator[list[Daemons]]:
         lock = daemon.err.parent / "canary.db.lock"
         holder = lock.read_text().strip() if lock.exists() else ""
         if holder.isdigit() and int(holder) != daemon.first.pid:
-            _terminate(int(holder))
+            terminate(int(holder))
             assert lock_released(lock)
-        found = re.search(r"model proxy serves on \S+ \(pid (\d+)\)", text)
-        if found:
-            _terminate(int(found.group(1)))
-
-
-def _terminate(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
+        stop_proxy_of(text)
 
 
 def start_daemon(world: Project, daemons: list[Daemons]) -> Daemons:

@@ -9,8 +9,6 @@ and ``canary run`` are real subprocesses.
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,6 +21,7 @@ import pytest
 
 from canary.demo.live import free_port
 from canary.proxy.serving import BackgroundServer
+from tests.helpers_processes import stop_proxy_of
 from tests.proxy.model_apis import ModelAPIs
 from tests.runs.claude_agent import FailingModel, serve_project
 from tests.runs.test_model_failures import FAILURES, definitions
@@ -67,23 +66,7 @@ def daemon(config: Path) -> Iterator[None]:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-        found = re.search(r"model proxy serves on \S+ \(pid (\d+)\)", err.read_text(errors="replace"))
-        if found:
-            _stop(int(found.group(1)))
-
-
-def _stop(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
+        stop_proxy_of(err.read_text(errors="replace"))
 
 
 def reason(out: str, run: str) -> str:
