@@ -296,8 +296,8 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
 @main.command(epilog=epilog(["canary daemon", "canary daemon --tick 5 --spread 10s"],
                             {0: "stopped by a signal", 2: None,
                              3: "a port is taken or the store is unavailable"}))
-@click.option("--tick", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
-              help="Seconds between status checks (at least 0.1).")
+@click.option("--tick", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds between status checks (more than 0).")
 @click.option(
     "--spread",
     default="60s",

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
 from canary.daemon.reload import fingerprint
-from canary.errors import UnavailableError
+from canary.errors import UnavailableError, UsageError
 from canary.runs.attribution import Attribution
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ class Daemon:
         self._requests_seen: list[tuple[float, int]] = []  # (monotonic, agent requests) over the last minute
         self.watch: StoreWatch | None = None
         self.reload_due = threading.Event()
+        self._steps = threading.Lock()  # a tick, or a reload asked for by a run, one at a time
         self.successor: Any = None  # the daemon a SIGUSR2 handed the sockets to
         self._predecessor: int | None = None
         self.managed = False  # sockets from a service manager (not from a daemon handing over)
@@ -156,7 +157,14 @@ class Daemon:
         """Run the selected canaries now (through the runner's per-guard locks)."""
         from canary.runs.runner import select_canaries
 
-        pairs = select_canaries(self.config, selection)
+        try:
+            pairs = select_canaries(self.config, selection)
+        except UsageError:
+            with self._steps:  # a definition file changed since the last tick: load it before refusing
+                reloaded = self.reload_step(self.clock())
+            if not reloaded:
+                raise
+            pairs = select_canaries(self.config, selection)
         session = self.session
         if session is None or session.runner is None:
             raise UnavailableError("the daemon is starting or stopping")
@@ -423,8 +431,9 @@ class Daemon:
                 self._alerts.start()
                 while not self.stop_event.is_set():
                     try:
-                        self.reload_step(self.clock())
-                        self.step()
+                        with self._steps:
+                            self.reload_step(self.clock())
+                            self.step()
                     except Exception:
                         log.exception("a daemon step failed; the next tick retries")
                     self.stop_event.wait(self.tick)

@@ -115,12 +115,12 @@ repeat = "6h"
         server.stop()
 
 
-def start_daemon(world: dict[str, Any], name: str = "daemon") -> subprocess.Popen[bytes]:
+def start_daemon(world: dict[str, Any], name: str = "daemon", tick: str = "0.5") -> subprocess.Popen[bytes]:
     err = world["root"] / f"{name}.err"
     with err.open("ab") as sink:
         return subprocess.Popen(
             [sys.executable, "-m", "canary.cli.main", "--config", str(world["config"]), "daemon",
-             "--tick", "0.5", "--spread", "1s"],
+             "--tick", tick, "--spread", "1s"],
             stdout=subprocess.DEVNULL, stderr=sink, env=os.environ.copy(),
         )
 
@@ -257,6 +257,27 @@ def test_canary_run_goes_through_the_daemon_and_control_refuses_strangers(world:
         runs = json.loads(result.stdout)["runs"]
         assert [r["verdict"] for r in runs] == ["leaked"]
         assert result.returncode == 1
+    finally:
+        assert stop(daemon) == 0
+
+
+def test_a_guard_defined_after_the_daemons_last_tick_runs_at_once(world: dict[str, Any]) -> None:
+    """``canary run NEW`` right after NEW's file is written: the daemon loads the definitions it has
+    not read yet, rather than saying there is no such guard until its next tick (a minute away)."""
+    daemon = start_daemon(world, tick="60")
+    try:
+        control = f"http://127.0.0.1:{world['control']}"
+        wait_for(lambda: _answers(f"{control}/health"), 30, "the control API")
+        defs = world["config"].parent / "defs"
+        text = (defs / "version.toml").read_text()
+        (defs / "version2.toml").write_text(text.replace('name = "version"', 'name = "version2"', 1))
+        result = subprocess.run(
+            [sys.executable, "-m", "canary.cli.main", "--config", str(world["config"]), "run", "version2", "--json"],
+            capture_output=True, timeout=120, check=False,
+        )
+        assert result.stdout, result.stderr.decode()[-3000:]
+        runs = json.loads(result.stdout)["runs"]
+        assert [(r["guard"], r["verdict"]) for r in runs] == [("version2", "leaked")]
     finally:
         assert stop(daemon) == 0
 
