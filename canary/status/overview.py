@@ -180,7 +180,8 @@ def status_for(config: Config, *, now: datetime) -> dict[str, Any]:
         problem = read_problem(local)  # the running daemon's word on it, kept in the project's folder
         if problem is None:
             raise
-        raise StoreError(f"{exc}; the daemon of project {config.project} runs and {problem.sentence()}, "
+        told = "" if problem.reason in str(exc) else f"{exc}; "  # the daemon's words say it already
+        raise StoreError(f"{told}the daemon of project {config.project} runs and {problem.sentence()}, "
                          "keeping its place in the logs to count them when the store is back",
                          url=config.store.url) from exc
     if store.absent:  # no daemon of the project ever ran on this machine: no rows to read
