@@ -1,11 +1,11 @@
 """Whether the daemon that wrote the heartbeat still collects: by its own tick, and, on its own
-machine, by its process and its control address.
+machine, by its process.
 
 The daemon keeps its tick and its host's name in ``meta`` under ``daemon.pace`` with each heartbeat
 (``pace_row``). A heartbeat is stale once ``MISSED_TICKS`` of those ticks and ``SLACK`` have passed
 (90 s for a heartbeat that names no tick: the default tick's). ``canary status`` on the daemon's
-own host also says it is gone as soon as its pid is (``os.kill(pid, 0)``) or its control address
-refuses a connection; ``--all-projects`` reads other machines, and goes by the heartbeat's age alone.
+own host also says it is gone as soon as its pid is (``os.kill(pid, 0)``); ``--all-projects`` reads
+other machines, and goes by the heartbeat's age alone.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import json
 import os
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from canary.records import frozen
 from canary.store.reads import Reader
@@ -29,8 +28,6 @@ DEFAULT_TICK = 10.0
 MISSED_TICKS = 3
 #: Time a tick may take beyond its wait: a step can wait out the store's busy timeout.
 SLACK = timedelta(seconds=60)
-#: Seconds ``canary status`` waits for the daemon's control address to take a connection.
-PROBE_TIMEOUT = 0.5
 
 
 @frozen
@@ -75,9 +72,9 @@ def parse(value: str | None) -> Pace:
     return Pace(float(tick) if ok else DEFAULT_TICK, host if isinstance(host, str) else None)
 
 
-def gone(pace: Pace, pid: int, control: str | None) -> str | None:
-    """Why the daemon of a heartbeat of this host no longer runs: its process is gone, or its control
-    address refuses; None when it may run, or it beat on another host."""
+def gone(pace: Pace, pid: int) -> str | None:
+    """Why the daemon of a heartbeat of this host no longer runs: its process is gone; None when it
+    may run, or it beat on another host."""
     if pace.host is None or pace.host != _host():
         return None
     try:
@@ -86,17 +83,6 @@ def gone(pace: Pace, pid: int, control: str | None) -> str | None:
         return f"its process, pid {pid}, is gone"
     except OSError:
         pass  # another user's process: it exists
-    address = _address(control)
-    if address is None:
-        return None
-    import socket
-
-    try:
-        socket.create_connection(address, timeout=PROBE_TIMEOUT).close()
-    except ConnectionRefusedError:
-        return f"its control address {address[0]}:{address[1]} refuses connections"
-    except OSError:
-        pass  # slow or unreachable: the heartbeat's age decides
     return None
 
 
@@ -108,16 +94,3 @@ def _host() -> str:
     import socket
 
     return socket.gethostname()
-
-
-def _address(url: str | None) -> tuple[str, int] | None:
-    if not url:
-        return None
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not host or port is None:
-        return None
-    return host, port

@@ -80,7 +80,7 @@ class DaemonInfo:
 
 def daemon_info(store: Store | Reader, *, now: datetime, problem_at: Path | None = None) -> DaemonInfo:
     """The heartbeat row read back: running if it beat within its own ticks (``canary.status.liveness``),
-    did not say it stopped and, on this machine, its process and control address are there.
+    did not say it stopped and, on this machine, its process is there.
 
     A daemon that holds the store's lock and reported a store problem (beside the store file
     ``problem_at``) is running, in error, whatever its (frozen) heartbeat says.
@@ -97,7 +97,7 @@ def daemon_info(store: Store | Reader, *, now: datetime, problem_at: Path | None
 
     pace = liveness.load(store)
     running = error is not None or (row.stopped is None and now - row.beat <= pace.stale)
-    gone = liveness.gone(pace, row.pid, row.control) if running and error is None else None
+    gone = liveness.gone(pace, row.pid) if running and error is None else None
     return DaemonInfo(
         running=running and gone is None, pid=row.pid, since=row.started, beat=row.beat, files=row.files,
         proxy=row.proxy, fixtures=row.fixtures, control=row.control, error=error, gone=gone,
