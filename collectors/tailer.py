@@ -114,6 +114,7 @@ class Tailer:
             self._reload = False
             self.reload_positions()
             self._held = False
+            self.refused.clear()  # those were the old store's refusals
             rescan = True
         names = self._rescan(now) if rescan else []
         names += [(path, True) for path in self._also]

@@ -227,7 +227,8 @@ class Daemon:
             return
         refused = self._refusals()
         if watch is not None and refused:
-            watch.failed(f"the collectors' commits fail: {refused[0]}", now)  # beside a heartbeat that works
+            # beside a heartbeat that works; a corrupt store is set aside by the tick's own failure
+            watch.failed(f"the collectors' commits fail: {refused[0]}", now, aside=False)
         elif watch is not None:
             watch.worked(now)
 

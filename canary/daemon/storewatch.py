@@ -98,12 +98,12 @@ class StoreWatch:
         self.reopen(now)
         self._until = now + self.sticky
 
-    def failed(self, reason: str, now: datetime) -> None:
+    def failed(self, reason: str, now: datetime, *, aside: bool = True) -> None:
         """A write failed, or the file went: record, log and alert it once; a corrupt store is
-        moved aside every time."""
+        moved aside every time (unless not ``aside``: the collectors' refusals only report)."""
         if self.problem is None or self.problem.reason != reason:
             self._record(StoreProblem(now, reason))
-        if "malformed" in reason or "not a database" in reason:
+        if aside and ("malformed" in reason or "not a database" in reason):
             self._set_aside(now)
 
     def _record(self, problem: StoreProblem) -> None:
