@@ -29,13 +29,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from canary.config.settings import Config
+from canary.daemon.answers import Answers
 from canary.daemon.reload import fingerprint
-from canary.errors import UnavailableError, UsageError
+from canary.daemon.storehooks import StoreHooks
 from canary.runs.attribution import Attribution
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from canary.runs.schedule import CanaryScheduler, Slot
     from canary.runs.session import Session
     from canary.store.engine import Store
-    from canary.store.health import StoreProblem
 
 # Only what the first accept needs is imported at the top: the store, collectors, scheduler and
 # status load once the proxy serves (see ``canary.daemon.first``).
@@ -62,24 +61,6 @@ CUT_WAIT = 10.0
 
 
 # -- the daemon ----------------------------------------------------------------
-
-
-@dataclass
-class _Handlers:
-    """What the control API calls."""
-
-    daemon: Daemon
-
-    def health(self) -> dict[str, object]:
-        return self.daemon.health()
-
-    def status(self) -> dict[str, object]:
-        from canary.status.overview import status_document
-
-        return status_document(self.daemon.store, self.daemon.config, now=self.daemon.clock())
-
-    def run_now(self, selection: list[str], wait: bool) -> dict[str, object]:
-        return self.daemon.run_now(selection, wait=wait)
 
 
 class Daemon:
@@ -117,7 +98,7 @@ class Daemon:
         self._requests_seen: list[tuple[float, int]] = []  # (monotonic, agent requests) over the last minute
         self.watch: StoreWatch | None = None
         self.reload_due = threading.Event()
-        self._steps = threading.Lock()  # a tick, or a reload asked for by a run, one at a time
+        self.steps = threading.Lock()  # a tick, or a reload asked for by a run, one at a time
         self.successor: Any = None  # the daemon a SIGUSR2 handed the sockets to
         self._predecessor: int | None = None
         self.managed = False  # sockets from a service manager (not from a daemon handing over)
@@ -126,7 +107,7 @@ class Daemon:
         from canary.status.warnings import Warnings
 
         self.warnings = Warnings(clock)
-        self._scrape: Any = None  # canary.daemon.scrape.Scrape, made at the first scrape
+        self.hooks = StoreHooks(self)
 
     @property
     def store(self) -> Store:
@@ -136,59 +117,6 @@ class Daemon:
 
             self._store = Store.of(self.config, attribution=self.attribution)
         return self._store
-
-    # control API ------------------------------------------------------------
-
-    def health(self) -> dict[str, object]:
-        """What /health answers."""
-        session = self.session
-        return {
-            "ok": True,
-            "pid": os.getpid(),
-            "since": self.started.isoformat(),
-            "heartbeat": self.clock().isoformat(),
-            "files": len(session.collection.files()) if session and session.collection else 0,
-            "proxy": session.proxy.url if session and session.proxy else None,
-            "fixtures": session.fixtures.url if session and session.fixtures else None,
-            "store_error": self.watch.problem.sentence() if self.watch and self.watch.problem else None,
-        }
-
-    def run_now(self, selection: list[str], *, wait: bool) -> dict[str, object]:
-        """Run the selected canaries now (through the runner's per-guard locks)."""
-        from canary.runs.runner import select_canaries
-
-        try:
-            pairs = select_canaries(self.config, selection)
-        except UsageError:
-            with self._steps:  # a definition file changed since the last tick: load it before refusing
-                reloaded = self.reload_step(self.clock())
-            if not reloaded:
-                raise
-            pairs = select_canaries(self.config, selection)
-        session = self.session
-        if session is None or session.runner is None:
-            raise UnavailableError("the daemon is starting or stopping")
-        if self.stop_event.is_set():
-            doing = "restarting" if self.successor is not None else "stopping"
-            raise UnavailableError(f"the daemon is {doing}: run it again in a moment")
-        runner = session.runner
-        if not wait:
-            threading.Thread(target=runner.run_many, args=(pairs,), daemon=True).start()
-            return {"queued": [f"{g.name}/{c.name}" for g, c in pairs]}
-        return {"runs": [r.to_json() for r in runner.run_many(pairs)]}
-
-    def _metrics(self) -> bytes:
-        if self._scrape is None:
-            from canary.daemon.scrape import Scrape
-
-            self._scrape = Scrape(self.clock)
-        lag = None
-        if self.session and self.session.collection:
-            lag = [(f.path, f.lag) for f in self.session.collection.files()]
-        proxy = self.session.counts.snapshot() if self.session else None
-        store_up = self.watch is None or self.watch.problem is None
-        text: bytes = self._scrape.render(self.store, self.config, lag=lag, store_up=store_up, proxy=proxy)
-        return text
 
     # lifecycle ----------------------------------------------------------------
 
@@ -225,38 +153,12 @@ class Daemon:
                 raise
             watch.failed(reason, now)
             return
-        refused = self._refusals()
+        refused = self.hooks.refusals()
         if watch is not None and refused:
             # beside a heartbeat that works; a corrupt store is set aside by the tick's own failure
             watch.failed(f"the collectors' commits fail: {refused[0]}", now, aside=False)
         elif watch is not None:
             watch.worked(now)
-
-    def _refusals(self) -> list[str]:
-        """Why the store refuses the collectors' commits now (none when it takes them)."""
-        collection = self.session.collection if self.session is not None else None
-        return collection.tailer.refusals() if collection is not None else []
-
-    # store watching ---------------------------------------------------------------
-
-    def _hold_commits(self) -> None:
-        if self.session is not None and self.session.collection is not None:
-            self.session.collection.tailer.hold()
-
-    def _store_reopened(self) -> None:
-        """The store was re-opened: the collectors re-read from the positions it holds."""
-        if self.session is not None and self.session.collection is not None:
-            self.session.collection.tailer.request_reload()
-
-    def _alert_store(self, problem: StoreProblem) -> None:
-        from canary.daemon.storewatch import alert_problem
-
-        alert_problem(self.config.alerts, problem)
-
-    def _store_recovered(self, problem: StoreProblem, ended: datetime) -> None:
-        from canary.daemon.storewatch import alert_problem
-
-        alert_problem(self.config.alerts, problem, ended)
 
     # definitions reload ---------------------------------------------------------
 
@@ -392,7 +294,6 @@ class Daemon:
         from canary.daemon.first import check_listeners
         from canary.daemon.session import DaemonSession
         from canary.daemon.steps import store_lock
-        from canary.daemon.storewatch import StoreWatch
         from canary.proxy.serving import DRAIN, BackgroundServer, split_listen
         from canary.runs.holders import naming_the_key
         from canary.runs.runlog import RunLog
@@ -412,15 +313,14 @@ class Daemon:
                 listeners=listeners, drain=DRAIN, detached_proxy=self.detached_proxy,
             ).start()
             first.started.clear()  # the session stops them now
-            self.watch = StoreWatch(self.store, on_reopen=self._store_reopened, alert=self._alert_store,
-                                    recovered=self._store_recovered,
-                                    on_hold=self._hold_commits)
+            self.watch = self.hooks.watch()
             try:
                 token = ensure_token(token_path(self.config.path, self.config.project))
                 host, port = split_listen(self.config.daemon.control)
                 with naming_the_key("[daemon] control", port, self.store.path):
+                    answers = Answers(self)
                     self.control = BackgroundServer(
-                        create_control_app(token, _Handlers(self), metrics=self._metrics), host, port,
+                        create_control_app(token, answers, metrics=answers.metrics), host, port,
                         name="control API",
                     ).start()
                 slots = self.schedule()
@@ -432,7 +332,7 @@ class Daemon:
                 self._alerts.start()
                 while not self.stop_event.is_set():
                     try:
-                        with self._steps:
+                        with self.steps:
                             self.reload_step(self.clock())
                             self.step()
                     except Exception:
