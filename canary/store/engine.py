@@ -12,14 +12,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, event, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import SQLModel, col, create_engine
@@ -27,24 +25,22 @@ from sqlmodel import SQLModel, col, create_engine
 from canary import locations
 from canary.config.urls import redact_url
 from canary.errors import StoreError
-from canary.store.attributing import Attributor, NoRunsInFlight, Sighting, StoredRun
+from canary.store.attributing import Attributor, NoRunsInFlight, StoredRun
+from canary.store.commits import commit, upsert
 from canary.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from canary.store.nonces import cut_line, nonce_candidates
-from canary.store.positions import committed_before, held_part, pack_head, pack_marks, past, state_of
+from canary.store.nonces import nonce_candidates
+from canary.store.positions import state_of
 from canary.store.runlines import recount
 from canary.store.sites import Site, claim_owner, claim_sqlite, quoted, register, search_site
 from canary.store.tables import (
     FilePosition,
     Firing,
-    HourlyActivity,
-    HourlyCount,
     Meta,
-    MinuteActivity,
     Run,
     RunTrace,
 )
 from canary.store.users import Users
-from canary.vocabulary import CORRELATE_RULE, as_utc, hour_floor
+from canary.vocabulary import as_utc
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
 
@@ -57,10 +53,6 @@ BUSY_TIMEOUT_S = 30.0
 STOP_WAIT_S = BUSY_TIMEOUT_S + 5.0
 #: How far back activity is kept per minute, unless the store is told: the default window and an hour.
 MINUTES_KEPT = timedelta(hours=25)
-
-
-def _minute(moment: datetime) -> datetime:
-    return as_utc(moment).replace(second=0, microsecond=0)
 
 
 def _private_database(path: Path) -> None:
@@ -143,7 +135,7 @@ class Store:
         #: For a server's store: the project's own file stem for the daemon's lock and its word on
         #: the store (``canary.store.health``), which a SQLite store keeps beside its file.
         self.local = local
-        self._clock = clock or (lambda: datetime.now(UTC))
+        self.clock = clock or (lambda: datetime.now(UTC))
         #: Which run each committed firing belongs to (``canary.store.attributing``).
         self.attribution: Attributor = attribution if attribution is not None else NoRunsInFlight()
         self.home: Path | None = None
@@ -152,7 +144,8 @@ class Store:
         self.site = site if site is not None else Site()
         #: How far back activity is kept per minute: where the longest window may begin.
         self.minutes_kept = minutes_kept
-        self._minutes_pruned: datetime | None = None
+        #: The hour the minutes kept were last pruned in (``canary.store.commits.add_minutes``).
+        self.minutes_pruned: datetime | None = None
         self.engine, self.users = self._open()
 
     @classmethod
@@ -221,7 +214,7 @@ class Store:
                         self.absent = True
                         return
                 else:
-                    register(conn, self.site, as_utc(self._clock()))  # the site's schema, under a lock
+                    register(conn, self.site, as_utc(self.clock()))  # the site's schema, under a lock
             Meta.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
             row = conn.execute(select(col(Meta.value)).where(col(Meta.key) == "schema_version")).first()
             current = int(row[0]) if row else 0
@@ -314,37 +307,6 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(FilePosition.__table__.delete().where(col(FilePosition.key) == key))  # type: ignore[attr-defined]
 
-    def firing_rows(
-        self, hits: Iterable[Hit], path: str, key: str, now: datetime, attribution: Attributor
-    ) -> tuple[list[dict[str, Any]], Counter[tuple[str, datetime, str]], Counter[datetime]]:
-        """The firing rows of some hits, their hourly counts, and activity per minute."""
-        firings: list[dict[str, Any]] = []
-        counts: Counter[tuple[str, datetime, str]] = Counter()
-        activity: Counter[datetime] = Counter()
-        for hit in hits:
-            ts = as_utc(hit.ts) if hit.ts is not None else now
-            if hit.activity:
-                activity[_minute(ts)] += 1
-            moment = hit.ts.timestamp() if hit.ts is not None else None
-            attribution.observe(hit.text, moment, activity=hit.activity)
-            guards = [g for g in hit.guards if g != CORRELATE_RULE]
-            stored = self.stored_run(hit.text) if guards else None
-            tied = [attribution.attribute(Sighting(g, hit.text, moment, hit.offset), stored) for g in guards]
-            # A line that belongs to a run belongs to it for every guard that matches it.
-            line_run = next((r for r in tied if r is not None), None)
-            for guard, own in zip(guards, tied, strict=True):
-                run_id = line_run if own is None else own
-                firings.append(
-                    {
-                        "guard": guard, "ts": ts, "ts_from_line": hit.ts is not None,
-                        "read_at": now, "path": path, "file_key": key, "offset": hit.offset,
-                        "line": cut_line(hit.text), "run_id": run_id,
-                    }
-                )
-                source = "organic" if run_id is None else "canary"
-                counts[(guard, hour_floor(ts), source)] += 1
-        return firings, counts, activity
-
     def stored_run(self, text: str) -> StoredRun | None:
         """The stored run (past or in flight) whose nonce ``text`` carries, or None."""
         candidates = nonce_candidates(text)
@@ -369,122 +331,23 @@ class Store:
         with self.engine.connect() as conn:
             return {str(t): StoredRun(int(i), bool(f)) for t, i, f in conn.execute(stmt)}
 
-    def add_counts(self, conn: Connection, counts: Counter[tuple[str, datetime, str]]) -> None:
-        """Add firings to the hourly counts of (guard, hour, source)."""
-        # In key order: two transactions moving the same rows lock them in the same order (no deadlock).
-        for (guard, hour, source), n in sorted(counts.items()):
-            self.upsert(
-                conn, HourlyCount,
-                [{"guard": guard, "hour": hour, "source": source, "count": n}],
-                keys=["guard", "hour", "source"],
-                set_={"count": HourlyCount.__table__.c["count"] + n},  # type: ignore[attr-defined]
-            )
-
-    def add_minutes(self, conn: Connection, activity: Counter[datetime], lines: int, now: datetime) -> None:
-        """Add activity per minute, and ``lines`` read at ``now``, to the minutes kept; once an hour,
-        drop the minutes older than that."""
-        kept = now - self.minutes_kept
-        read_minute = _minute(now)
-        minutes = Counter({m: n for m, n in activity.items() if m + timedelta(minutes=1) > kept})
-        minutes.setdefault(read_minute, 0)
-        table = MinuteActivity.__table__  # type: ignore[attr-defined]
-        for minute, n in sorted(minutes.items()):
-            scanned = lines if minute == read_minute else 0
-            if n or scanned:
-                self.upsert(
-                    conn, MinuteActivity, [{"minute": minute, "activity": n, "lines": scanned}],
-                    keys=["minute"],
-                    set_={"activity": table.c.activity + n, "lines": table.c.lines + scanned},
-                )
-        if self._minutes_pruned != hour_floor(now):
-            conn.execute(table.delete().where(table.c.minute < _minute(kept)))
-            self._minutes_pruned = hour_floor(now)
-
     def recount(self, guards: Sequence[str], since: datetime, hits: Iterable[tuple[str, str, Hit]]) -> int:
         """Replace the organic log firings of ``guards`` from the hour of ``since`` on by ``hits``
         (path, file key, hit) read again from the logs; return how many were stored
         (``canary.store.runlines.recount``)."""
-        return recount(self, guards, since, hits, now=as_utc(self._clock()))
+        return recount(self, guards, since, hits, now=as_utc(self.clock()))
 
     def commit(self, batch: Batch) -> None:
-        """Firings, hourly counts, activity and the new position, in one transaction."""
-        now = as_utc(self._clock())
-        held = None
-        if batch.in_doubt:  # a retry after failed commits: what one of them stored is not counted again
-            with self.engine.connect() as conn:
-                held = held_part(conn, batch)
-        whole, batch = batch, past(batch, held)
-        firings, counts, activity = self.firing_rows(batch.hits, batch.state.path, batch.state.key, now,
-                                               self.attribution)
-        state = batch.state
-        extra = {
-            "head": pack_head(state.head, state.lead), "tail_len": state.tail_len,
-            "tail_hash": state.tail_hash, "prior": pack_marks(state.prior, state.earlier),
-        }
-        with self.engine.begin() as conn:
-            if committed_before(conn, whole, held):
-                return
-            if firings:
-                conn.execute(insert(Firing), firings)
-            self.add_counts(conn, counts)
-            hourly: Counter[datetime] = Counter()
-            for minute, n in activity.items():
-                hourly[hour_floor(minute)] += n
-            read_hour = hour_floor(now)
-            hourly.setdefault(read_hour, 0)
-            for hour, n in sorted(hourly.items()):
-                scanned = (batch.lines, batch.bytes) if hour == read_hour else (0, 0)
-                table = HourlyActivity.__table__  # type: ignore[attr-defined]
-                self.upsert(
-                    conn, HourlyActivity,
-                    [{"hour": hour, "activity": n, "lines": scanned[0], "bytes": scanned[1]}],
-                    keys=["hour"],
-                    set_={
-                        "activity": table.c.activity + n,
-                        "lines": table.c.lines + scanned[0],
-                        "bytes": table.c.bytes + scanned[1],
-                    },
-                )
-            self.add_minutes(conn, activity, batch.lines, now)
-            self.upsert(
-                conn, FilePosition,
-                [{
-                    "key": state.key, "dev": state.dev, "ino": state.ino, "path": state.path,
-                    "offset": state.offset, "head_len": state.head_len,
-                    "head_hash": state.head_hash, "size": state.size, "lines": batch.lines,
-                    "updated_at": now, **extra,
-                }],
-                keys=["key"],
-                set_={
-                    "path": state.path, "offset": state.offset, "head_len": state.head_len,
-                    "head_hash": state.head_hash, "size": state.size, "updated_at": now, **extra,
-                    "lines": FilePosition.__table__.c.lines + batch.lines,  # type: ignore[attr-defined]
-                },
-            )
+        """Firings, hourly counts, activity and the new position, in one transaction
+        (``canary.store.commits``)."""
+        commit(self, batch)
 
     # -- helpers ------------------------------------------------------------
 
-    def upsert(
-        self,
-        conn: Connection,
-        model: type[SQLModel],
-        rows: Sequence[dict[str, Any]],
-        *,
-        keys: Iterable[str],
-        set_: dict[str, Any],
-    ) -> None:
-        table = model.__table__  # type: ignore[attr-defined]
-        backend = conn.dialect.name
-        if backend in ("sqlite", "postgresql"):
-            dialect_insert = sqlite.insert if backend == "sqlite" else postgresql.insert
-            stmt = dialect_insert(table).values(list(rows))
-            conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=set_))
-            return
-        for row in rows:
-            where = [table.c[k] == row[k] for k in keys]
-            result = conn.execute(update(table).where(*where).values(**set_))
-            if result.rowcount == 0:
-                conn.execute(insert(table).values(**row))
+    def upsert(self, conn: Connection, model: type[SQLModel], rows: Sequence[dict[str, Any]], *,
+               keys: Iterable[str], set_: dict[str, Any]) -> None:
+        """Insert ``rows``, or where ``keys`` are taken, update the row by ``set_``."""
+        upsert(conn, model, rows, keys=keys, set_=set_)
 
     def count_firings(self) -> int:
         """How many firing rows the store holds."""

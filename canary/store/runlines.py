@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, insert, select
 
 from canary.store.attributing import NoRunsInFlight
+from canary.store.commits import add_counts, firing_rows
 from canary.store.signals import SIGNAL_PATH, signal_counts
 from canary.store.tables import Firing, HourlyCount
 from canary.vocabulary import as_utc, hour_floor
@@ -55,7 +56,7 @@ def recount(store: Store, guards: Sequence[str], since: datetime, hits: Iterable
             continue
         one = Hit(hit.offset, hit.text, kept, False, hit.ts)
         # Lines read again are offered to no run in flight: only what the store holds ties them.
-        for row in store.firing_rows([one], path, key, now, NoRunsInFlight())[0]:
+        for row in firing_rows(store, [one], path, key, now=now, attribution=NoRunsInFlight())[0]:
             line = (row["offset"], row["line"])
             row["run_id"] = row["run_id"] or lines.get(line)
             if row["run_id"] is not None and (row["guard"], line) in stored:
@@ -74,5 +75,5 @@ def recount(store: Store, guards: Sequence[str], since: datetime, hits: Iterable
             conn.execute(t.delete().where(t.c.guard.in_(wanted), column >= start, organic))
         if rows:
             conn.execute(insert(Firing), rows)
-        store.add_counts(conn, counts)
+        add_counts(conn, counts)
     return len(rows)

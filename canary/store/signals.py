@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, insert, select
 
 from canary.store.attributing import Sighting
+from canary.store.commits import add_counts
 from canary.store.nonces import SIGNAL_PATH
 from canary.store.tables import Firing
 from canary.vocabulary import as_utc, hour_floor
@@ -91,7 +92,7 @@ def commit_signals(store: Store, hits: Sequence[SignalHit], *, now: datetime | N
         if rows:
             with store.engine.begin() as conn:
                 conn.execute(insert(Firing), rows)
-                store.add_counts(conn, counts)
+                add_counts(conn, counts)
     return len(rows)
 
 
