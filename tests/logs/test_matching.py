@@ -8,7 +8,7 @@ import pytest
 
 from canary.config.settings import load_config
 from canary.logs.matching import build_matcher
-from canary.store.engine import CORRELATE_RULE
+from canary.vocabulary import CORRELATE_RULE
 from tests.config.test_config import write_config
 
 TEXT = (b"2026-11-29T10:00:00Z task=ab12 fetched http://127.0.0.1/r/k3v9\n"

@@ -10,10 +10,10 @@ from sqlalchemy import select
 
 from canary.runs.record import RunRecord
 from canary.runs.runlog import RunLog
-from canary.store.engine import CORRELATE_RULE, Store
+from canary.store.engine import Store
 from canary.store.queries import window_counts
 from canary.store.tables import Firing, Run
-from canary.vocabulary import Stage, Verdict
+from canary.vocabulary import CORRELATE_RULE, Stage, Verdict
 from collectors.scan import Hit
 from collectors.tailer import Batch, FileState
 
