@@ -12,7 +12,8 @@ leads elsewhere is drained on every poll until it has been quiet for
 deleted. Idle files are closed too and reopened by position, so descriptors
 go to files that grow. What a file rotated and compressed while nothing followed
 it left unread is read from its compressed sibling (``collectors.backlog``). How
-files are let go of and forgotten is ``collectors.lettinggo``, a part the tailer holds.
+files are let go of and forgotten is ``collectors.lettinggo``, and how what was read
+is committed ``collectors.commits``, parts the tailer holds.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from collectors.backfill import window_start
 from collectors.backlog import Catchup
+from collectors.commits import Commits
 from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
@@ -34,11 +36,10 @@ from collectors.followed import (
     sources_for,
     still_read,
     tail_before,
-    truncation_told,
 )
-from collectors.identity import HEAD, Decision, Kind, Mark, classify, copied_lead, lead_offsets, tail_offsets
+from collectors.identity import HEAD, Decision, Kind, classify, copied_lead, lead_offsets, tail_offsets
 from collectors.lettinggo import LettingGo
-from collectors.positions import Batch, FileState, FileStatus, InDoubt, PositionStore, file_key
+from collectors.positions import Batch, FileState, FileStatus, PositionStore, file_key
 from collectors.scan import Hit, LineScanner, Matcher, ScanWarning
 from collectors.siblings import adoptable, leads_to, live_path, matched, unread_between
 
@@ -76,7 +77,6 @@ class Tailer:
     ) -> None:
         self.patterns = list(patterns)
         self.matcher = matcher
-        self.store = store
         self.rotate_wait = rotate_wait
         self.start_at_end = start_at_end
         self.idle_close = idle_close
@@ -87,9 +87,10 @@ class Tailer:
         self._stored: dict[str, FileState] | None = None
         self._first_scan = True
         self._also: list[str] = []  # plain siblings to follow, found while deciding another file
-        self._reload = self._held = False
+        self._reload = False
         self._errors = Reporter(on_error, on_resolved)  # told when an error told no longer holds
-        self.refused: dict[str, str] = {}  # path -> why the store refused its last commit, until one works
+        self._commits = Commits(store, self._errors, self._positions, self._scanner, self._start_at)
+        self._commit = self._commits.commit
         self._fds = Descriptors(self._files, self._errors.report, max_open)
         self._letting = LettingGo(
             store=store, files=self._files, fds=self._fds, errors=self._errors, positions=self._positions,
@@ -100,7 +101,6 @@ class Tailer:
         self._catchup = Catchup(self._commit, self._trusted, self._scanner, self._batch_bytes, self._errors)
         self.backfill = backfill
         self._known_lives: set[str] = set()  # live logs with a position stored when the tailer started
-        self.lines_total = self.truncations = 0
 
     # -- public -------------------------------------------------------------
 
@@ -113,8 +113,8 @@ class Tailer:
         if self._reload:
             self._reload = False
             self.reload_positions()
-            self._held = False
-            self.refused.clear()  # those were the old store's refusals
+            self._commits.held = False
+            self._commits.refused.clear()  # those were the old store's refusals
             rescan = True
         names = self._rescan(now) if rescan else []
         names += [(path, True) for path in self._also]
@@ -135,6 +135,30 @@ class Tailer:
         self._letting.close_quiet(now)
         return consumed
 
+    @property
+    def store(self) -> PositionStore:
+        """Where what is read is committed, and positions are read from."""
+        return self._commits.store
+
+    @store.setter
+    def store(self, store: PositionStore) -> None:
+        self._commits.store = store
+
+    @property
+    def lines_total(self) -> int:
+        """Lines committed since the tailer started."""
+        return self._commits.lines_total
+
+    @property
+    def truncations(self) -> int:
+        """Truncations found since the tailer started."""
+        return self._commits.truncations
+
+    @property
+    def refused(self) -> dict[str, str]:
+        """Path -> why the store refused its last commit, until one works."""
+        return self._commits.refused
+
     def files(self) -> list[FileStatus]:
         """The files followed now, live and rotated, open or idle."""
         return [
@@ -145,7 +169,7 @@ class Tailer:
     def refusals(self) -> list[str]:
         """Why the store refused the last commit of each file followed whose last commit it refused."""
         followed = {f.path for f in list(self._files.values())}
-        return [reason for path, reason in list(self.refused.items()) if path in followed]
+        return [reason for path, reason in list(self._commits.refused.items()) if path in followed]
 
     def close(self) -> None:
         """Close every file descriptor; committed positions stay in the store."""
@@ -163,7 +187,7 @@ class Tailer:
 
     def hold(self) -> None:
         """Commit nothing until the next reload (the store is being replaced)."""
-        self._held = True
+        self._commits.held = True
 
     def request_reload(self) -> None:
         """Reload the positions at the start of the next poll (safe from another thread)."""
@@ -354,14 +378,14 @@ class Tailer:
         if reopened and not f.fresh and not self._still_holds(f):
             # Closed while idle, its inode number may since have gone to another file (a
             # copytruncate copy): decided again, as a file first seen is.
-            if self._read_to(f) is None:
+            if self._commits.read_to(f) is None:
                 return False
             f.restart_at(self._scanner(f.path, 0), b"", b"")
             f.base, f.fresh = 0, True
         if f.fresh and not self._decide(f, now):
             return False
         if st.st_size < f.scanner.read_pos or not still_read(f, ended=ended):
-            return self._truncated_now(f, now)
+            return self._commits.truncated_now(f, now)
         return True
 
     def _drain(self, f: Followed, now: float) -> int:
@@ -387,7 +411,7 @@ class Tailer:
                     return consumed
                 consumed += pending
                 hits, lines, pending = [], 0, 0
-                if not self._truncated_now(f, now):
+                if not self._commits.truncated_now(f, now):
                     break
                 continue
             data = _up_to_a_hole(data)
@@ -423,70 +447,3 @@ class Tailer:
                        f"{bad.ts.isoformat() if bad.ts else '?'}, more than {self._skew:g} s ahead "
                        "of this clock (clock skew?); such lines count at the time they are read")
         return out
-
-    def _read_to(self, f: Followed) -> Mark | None:
-        """The mark of what the store holds read of ``f``: its own, or that of one of its commits
-        in doubt the store took after all. None while the store cannot say (an error is told)."""
-        if not f.in_doubt:
-            return f.mark()
-        try:
-            stored = self.store.position(f.key)
-        except Exception as exc:  # the store's own errors vary by backend
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-            self._errors.report(f.path, f"cannot read the position of {f.path} from the store (it is read "
-                                        f"again once the store answers): {reason}")
-            return None
-        sent, f.in_doubt = f.in_doubt, ()
-        for doubt in sent:
-            if stored is not None and stored.mark == doubt.mark:
-                self._positions()[f.key] = stored
-                return doubt.mark
-        return f.mark()
-
-    def _truncated_now(self, f: Followed, now: float) -> bool:
-        """The file is shorter than what was read, or has another head: read it again from 0;
-        False while the store cannot say how far it was read."""
-        read_to = self._read_to(f)
-        if read_to is None:
-            return False
-        f.truncations += 1
-        self.truncations += 1
-        if read_to.offset:
-            f.push_prior(read_to, now)
-        f.prior_at = now
-        assert f.fd is not None
-        self._errors.warn(f.path, truncation_told(f.fd, f.path, f.size, read_to.offset))
-        f.restart_at(self._scanner(f.path, 0), b"", b"")
-        f.base = 0
-        self._commit(f, [], 0, 0)
-        return True
-
-    def _commit(self, f: Followed, hits: list[Hit], lines: int, size: int) -> bool:
-        if self._held:
-            return False  # the store is being replaced: read again from the new one's positions
-        f.size = max(f.size, f.scanner.read_pos)
-        state = f.state()
-        try:
-            self.store.commit(Batch(state, hits, lines, size, since=f.base, in_doubt=f.in_doubt))
-        except Exception as exc:  # the store's own errors vary by backend
-            # Maybe nothing was committed: forget what was read so it is read again.
-            f.unsaved = True
-            if state.offset != f.base and all(d.mark != state.mark for d in f.in_doubt):
-                f.in_doubt = (*f.in_doubt, InDoubt(state.mark, lines, size))
-            if f.fd is not None:
-                self._start_at(f, f.base)
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the SQL and its lines
-            self.refused[f.path] = reason
-            self._errors.report(f.path, f"cannot commit what was read from {f.path} (it is read again "
-                                        f"once the store takes it): {reason}")
-            return False
-        if f.unsaved:  # the store took what it refused: the refusal no longer holds
-            self.refused.pop(f.path, None)
-            self._errors.resolved(f.path)
-        f.unsaved = False
-        f.in_doubt = ()
-        f.base = f.scanner.offset
-        self._positions()[f.key] = state
-        f.lines += lines
-        self.lines_total += lines
-        return True
