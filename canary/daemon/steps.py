@@ -125,14 +125,19 @@ def decide_statuses(
 
 
 def prune(store: Store, *, older_than: timedelta, now: datetime) -> int:
-    """Delete raw firing rows older than the retention; hourly counts stay."""
-    from sqlalchemy import delete
+    """Delete raw firing rows older than the retention, and the trace ids of runs started before
+    it (a span of such a trace counts organic); hourly counts and runs stay. Return the firing
+    rows deleted."""
+    from sqlalchemy import delete, select
     from sqlmodel import col
 
-    from canary.store.tables import Firing
+    from canary.store.tables import Firing, Run, RunTrace
 
+    cutoff = as_utc(now - older_than)
+    old_runs = select(col(Run.id)).where(col(Run.started) < cutoff)
     with store.engine.begin() as conn:
-        result = conn.execute(delete(Firing).where(col(Firing.ts) < as_utc(now - older_than)))
+        result = conn.execute(delete(Firing).where(col(Firing.ts) < cutoff))
+        conn.execute(delete(RunTrace).where(col(RunTrace.run_id).in_(old_runs)))
         return int(result.rowcount or 0)
 
 

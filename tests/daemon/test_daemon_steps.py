@@ -15,6 +15,7 @@ from canary.daemon.health import upstream_step
 from canary.daemon.steps import beat, decide_statuses, prune, store_lock
 from canary.errors import UnavailableError
 from canary.proxy.health import ProxyCounts
+from canary.runs.runlog import RunLog
 from canary.status.overview import daemon_info
 from canary.store.engine import Store
 from collectors.scan import Hit
@@ -43,6 +44,22 @@ def test_prune_drops_old_rows_and_keeps_hourly_counts(tmp_path: Path) -> None:
     assert lines == ["recent"]
     assert total == 2
     assert prune(store, older_than=timedelta(days=30), now=NOW) == 0
+
+
+def test_prune_drops_the_trace_ids_of_runs_older_than_the_retention(tmp_path: Path) -> None:
+    store = seeded(tmp_path)
+    log = RunLog(store)
+    old = log.start(guard="g", canary="c", variant=0, expect="reject", nonce="n-old", injected_text="x", leak_text=None,
+                    started=NOW - timedelta(days=40))
+    new = log.start(guard="g", canary="c", variant=0, expect="reject", nonce="n-new", injected_text="x", leak_text=None,
+                    started=NOW - timedelta(days=2))
+    log.traced(old, ["a" * 32, "b" * 32])
+    log.traced(new, ["c" * 32])
+    prune(store, older_than=timedelta(days=30), now=NOW)
+    with store.engine.connect() as conn:
+        kept = sorted((r[0], r[1]) for r in conn.execute(text("SELECT trace_id, run_id FROM run_traces")))
+    assert kept == [("c" * 32, new)]
+    assert store.traced_runs(["a" * 32, "c" * 32]).keys() == {"c" * 32}
 
 
 def test_heartbeat_says_running_then_stopped(tmp_path: Path) -> None:
