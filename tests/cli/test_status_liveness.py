@@ -95,7 +95,9 @@ def test_a_daemon_whose_process_is_gone_is_said_gone_at_once(tmp_path: Path) -> 
     assert done.exit_code == 1, done.output
     first = done.stdout.splitlines()[0]
     assert "no daemon is collecting" in first and f"pid {pid}" in first, done.output
-    assert json.loads(status(config, "--json").stdout)["daemon"]["running"] is False
+    daemon = json.loads(status(config, "--json").stdout)["daemon"]
+    assert daemon["running"] is False
+    assert daemon["gone"] == f"its process, pid {pid}, is gone"
     team = status(config, "--all-projects", "--json")  # another machine's view: the heartbeat's age
     assert json.loads(team.stdout)["projects"][0]["daemon"]["stale"] is False
 
