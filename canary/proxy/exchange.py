@@ -22,7 +22,8 @@ from canary.proxy.upstream import Connection, Failure, Origin
 from canary.proxy.upstreamside import UpstreamSide
 
 if TYPE_CHECKING:
-    from canary.proxy.front import Front, FrontProtocol
+    from canary.proxy.front import Front
+    from canary.proxy.frontconn import FrontProtocol
 
 __all__ = ["Exchange", "Failure"]
 

@@ -23,7 +23,8 @@ from canary.proxy.upstream import Connection, Failure, Origin, certificate_refus
 
 if TYPE_CHECKING:
     from canary.proxy.exchange import Exchange
-    from canary.proxy.front import Front, FrontProtocol
+    from canary.proxy.front import Front
+    from canary.proxy.frontconn import FrontProtocol
 
 _NO_BODY_STATUS = frozenset({204, 304})
 #: Bytes of a streamed body held while the upstream connection is made, before the client is paused.
