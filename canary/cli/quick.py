@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from canary.errors import CanaryError, ConfigError
+from canary.errors import CanaryError, ConfigError, StoreError
 from canary.status.families import holes_line, last_verdict
 from canary.terminal import safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE
@@ -26,7 +26,8 @@ from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE
 if TYPE_CHECKING:
     from canary.config.settings import Config
 
-__all__ = ["echo", "guarded", "paint", "report_lines", "run", "status_command", "status_table"]
+__all__ = ["echo", "guarded", "paint", "report_lines", "run", "status_command", "status_table",
+           "unreadable_document"]
 
 _COLORS = {"red": 31, "yellow": 33}
 _STYLE = r"\x1b\[[0-9;]*m"  # compiled by ``re`` when styled text meets a stream that shows none
@@ -107,14 +108,36 @@ def status_document(config: Config, *, now: datetime) -> dict[str, Any]:
     return doc
 
 
+def unreadable_document(config: Config, exc: StoreError) -> dict[str, Any]:
+    """The ``canary status --json`` document when the store cannot be opened: the project, config
+    and store as ever, the reason on one line (password hidden, control characters shown) as
+    ``error`` and as a ``store_unavailable`` problem, and null for what only the store knows."""
+    from canary.config.urls import redact_url
+    from canary.status.problems import DEFINITIONS
+
+    reason = safe(redact_url(" ".join(line.strip() for line in str(exc).splitlines() if line.strip())))
+    return {"project": config.project, "daemon": None, "guards": None, "model": None,
+            "config": str(config.path), "store": redact_url(config.store.url), "error": reason,
+            "problems": [{"kind": "store_unavailable", "message": reason},
+                         *({"kind": DEFINITIONS, "message": p.render()} for p in config.broken)]}
+
+
 def status_command(config: Config, *, as_json: bool) -> int:
-    """Print the status of ``config``'s project (its JSON document, or the text); return the exit code."""
+    """Print the status of ``config``'s project (its JSON document, or the text); return the exit code.
+
+    A store that cannot be opened raises ``StoreError`` (exit 3, its reason on stderr), after
+    ``--json`` printed ``unreadable_document``."""
+    import json
+
     from canary.status.problems import exit_code
 
-    doc = status_document(config, now=datetime.now(UTC))
+    try:
+        doc = status_document(config, now=datetime.now(UTC))
+    except StoreError as exc:
+        if as_json:
+            echo(json.dumps(unreadable_document(config, exc), indent=2))
+        raise
     if as_json:
-        import json
-
         echo(json.dumps(doc, indent=2))
     else:
         _print_text(doc)

@@ -70,13 +70,19 @@ def console(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def assert_refused(config: Path, reason: str) -> None:
-    """Text and JSON, through the quick way and through click: exit 3, the reason, no guard."""
+    """Text and JSON, through the quick way and through click: exit 3, the reason, no guard (the
+    text prints nothing on stdout, ``--json`` a document that carries the reason)."""
     for args in ((), ("--json",)):
         quick = console(config, *args)
-        assert quick.returncode == 3, quick.stdout + quick.stderr
-        assert reason in quick.stderr and quick.stdout == "", quick.stdout + quick.stderr
         done = CliRunner().invoke(main, ["status", "--config", str(config), *args])
-        assert done.exit_code == 3 and reason in done.stderr and done.stdout == "", done.output
+        for code, stdout, stderr in ((quick.returncode, quick.stdout, quick.stderr),
+                                     (done.exit_code, done.stdout, done.stderr)):
+            assert code == 3 and reason in stderr, stdout + stderr
+            if args:
+                doc = json.loads(stdout)
+                assert doc["error"] == reason and doc["guards"] is None, stdout
+            else:
+                assert stdout == "", stdout
 
 
 def digest(path: Path) -> str:
