@@ -1,4 +1,4 @@
-"""What a guard regex means to the scanning engines: a native prefilter, and catastrophic shapes.
+"""What a guard regex means to the scanning engines: a native prefilter.
 
 Python's ``re`` decides every match, line by line. The native engine only has to
 find the lines worth asking: ``prefilter`` turns a pattern into a Hyperscan
@@ -34,8 +34,6 @@ _ASCII = [chr(i) for i in range(128) if i != 10]
 #: The non-ASCII characters that case-fold to an ASCII letter in ``re`` (İ ı ſ K); a test
 #: checks the list against every code point.
 FOLDS_TO_ASCII = "\u0130\u0131\u017f\u212a"
-#: Repeats nested below another unbounded repeat from this size on count as catastrophic.
-_BIG = 16
 
 
 class Prefilter:
@@ -278,7 +276,7 @@ def _char_uncached(op: Any, av: Any, flags: int) -> bytes:
 
 
 def _char_compiled(op: Any, av: Any, flags: int) -> bytes:
-    source, beyond = _char_source(op, av, flags)
+    source, beyond = char_source(op, av, flags)
     if op is _c.LITERAL and av > 127 and not flags & re.IGNORECASE:
         return b"".join(b"\\x%02x" % byte for byte in chr(av).encode("utf-8"))
     compiled = re.compile(source, flags & re.IGNORECASE | (flags & re.ASCII))
@@ -334,7 +332,7 @@ def _ranges(codes: list[int]) -> bytes:
     return b"".join(out)
 
 
-def _char_source(op: Any, av: Any, flags: int) -> tuple[str, bool]:
+def char_source(op: Any, av: Any, flags: int) -> tuple[str, bool]:
     """Python source for one character node, and whether it may match non-ASCII text that is
     not an ASCII letter's case fold (any non-ASCII byte run stands for it then)."""
     if op is _c.ANY:
@@ -363,88 +361,3 @@ def _char_source(op: Any, av: Any, flags: int) -> tuple[str, bool]:
             raise ValueError(f"unsupported character class item {kind}")
     source = "[" + ("^" if negate else "") + "".join(parts) + "]"
     return source, non_ascii or negate
-
-
-# -- catastrophic shapes --------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1024)
-def catastrophic(pattern: str, flags: int = 0) -> str | None:
-    """Why ``pattern`` can take exponential time in a backtracking engine, or None.
-
-    Two shapes: an unbounded repeat around another repeat (``(a+)+``, ``(\\w+\\s?)*``), and
-    an unbounded repeat around alternatives that can match the same text (``(a|a)*``,
-    ``(a|ab)+``).
-    """
-    try:
-        parsed = _sre.parse(pattern, flags)
-    except re.error:
-        return None
-    return _walk(list(parsed.data), outer=None)
-
-
-def _walk(items: list[tuple[Any, Any]], outer: str | None) -> str | None:
-    for op, av in items:
-        found = _walk_one(op, av, outer)
-        if found:
-            return found
-    return None
-
-
-def _walk_one(op: Any, av: Any, outer: str | None) -> str | None:
-    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
-        low, high, sub = av
-        unbounded = high is _c.MAXREPEAT or high >= _BIG
-        if outer is not None and low != high and op is not _c.POSSESSIVE_REPEAT:
-            return f"a repeat nested inside the unbounded repeat {outer}: backtracking can " \
-                   "take exponential time on a line that almost matches; repeat once"
-        here = "'" + _render(op, av) + "'" if unbounded and op is not _c.POSSESSIVE_REPEAT else outer
-        return _walk(list(sub.data), here)
-    if op is _c.BRANCH:
-        alternatives = [list(alt.data) for alt in av[1]]
-        if outer is not None and _overlap(alternatives):
-            return f"alternatives that can match the same text inside the unbounded repeat " \
-                   f"{outer}: backtracking can take exponential time; make them exclusive"
-        for alt in alternatives:
-            found = _walk(alt, outer)
-            if found:
-                return found
-        return None
-    if op in (_c.SUBPATTERN, _c.ATOMIC_GROUP):
-        sub = av[-1] if op is _c.SUBPATTERN else av
-        return _walk(list(sub.data), outer if op is _c.SUBPATTERN else None)
-    if op in (_c.ASSERT, _c.ASSERT_NOT):
-        return _walk(list(av[1].data), None)
-    return None
-
-
-def _render(op: Any, av: Any) -> str:
-    low, high, _sub = av
-    if high is _c.MAXREPEAT:
-        return "*" if low == 0 else "+" if low == 1 else f"{{{low},}}"
-    return f"{{{low},{high}}}"
-
-
-def _overlap(alternatives: list[list[tuple[Any, Any]]]) -> bool:
-    """Whether two alternatives are the same, one starts with the other, or both are one
-    character from overlapping sets."""
-    for i, first in enumerate(alternatives):
-        for second in alternatives[i + 1 :]:
-            short, long = sorted((first, second), key=len)
-            if long[: len(short)] == short:
-                return True
-            if len(first) == len(second) == 1 and _chars_overlap(first[0], second[0]):
-                return True
-    return False
-
-
-def _chars_overlap(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
-    kinds = (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN)
-    if a[0] not in kinds or b[0] not in kinds:
-        return False
-    try:
-        left = re.compile(_char_source(a[0], a[1], 0)[0])
-        right = re.compile(_char_source(b[0], b[1], 0)[0])
-    except (re.error, ValueError):
-        return False
-    return any(left.fullmatch(ch) and right.fullmatch(ch) for ch in map(chr, range(0x250)))

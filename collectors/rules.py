@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.patterns import catastrophic, prefilter
-from collectors.shapes import polynomial
+from collectors.patterns import prefilter
+from collectors.shapes import catastrophic, polynomial
 
 _sre: Any = importlib.import_module("re._parser")
 _LITERAL = _sre.LITERAL

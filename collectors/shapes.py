@@ -1,4 +1,5 @@
-"""Regex shapes whose backtracking cost grows as a power (3 or more) of the text's length.
+"""Regex shapes whose backtracking cost grows as a power (3 or more) of the text's length
+(``polynomial``), or exponentially (``catastrophic``).
 
 ``re`` backtracks: ``.*x.*y.*z`` tries every split of a line between its three repeats
 before it gives up. A guard's ``match`` of such a shape is searched under the per-line
@@ -8,11 +9,14 @@ refuses it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import unicodedata
 from collections.abc import Callable
 from typing import Any
+
+from collectors.patterns import char_source
 
 _sre: Any = importlib.import_module("re._parser")
 _c: Any = importlib.import_module("re._constants")
@@ -21,6 +25,8 @@ _c: Any = importlib.import_module("re._constants")
 POLYNOMIAL_DEGREE = 3
 #: A bounded repeat is unrolled at most this many times when its cost is counted.
 _UNROLL = 8
+#: Repeats nested below another unbounded repeat from this size on count as catastrophic.
+_BIG = 16
 
 
 def polynomial(pattern: str, flags: int = 0) -> str | None:
@@ -146,3 +152,88 @@ def _render(node: Any) -> str:
     if op is _c.LITERAL:
         return f"'{re.escape(chr(av))}*'"
     return "'[...]*'" if op is _c.IN else "'[^...]*'"
+
+
+# -- catastrophic shapes --------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def catastrophic(pattern: str, flags: int = 0) -> str | None:
+    """Why ``pattern`` can take exponential time in a backtracking engine, or None.
+
+    Two shapes: an unbounded repeat around another repeat (``(a+)+``, ``(\\w+\\s?)*``), and
+    an unbounded repeat around alternatives that can match the same text (``(a|a)*``,
+    ``(a|ab)+``).
+    """
+    try:
+        parsed = _sre.parse(pattern, flags)
+    except re.error:
+        return None
+    return _walk(list(parsed.data), outer=None)
+
+
+def _walk(items: list[tuple[Any, Any]], outer: str | None) -> str | None:
+    for op, av in items:
+        found = _walk_one(op, av, outer)
+        if found:
+            return found
+    return None
+
+
+def _walk_one(op: Any, av: Any, outer: str | None) -> str | None:
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+        low, high, sub = av
+        unbounded = high is _c.MAXREPEAT or high >= _BIG
+        if outer is not None and low != high and op is not _c.POSSESSIVE_REPEAT:
+            return f"a repeat nested inside the unbounded repeat {outer}: backtracking can " \
+                   "take exponential time on a line that almost matches; repeat once"
+        here = "'" + _repeat_text(op, av) + "'" if unbounded and op is not _c.POSSESSIVE_REPEAT else outer
+        return _walk(list(sub.data), here)
+    if op is _c.BRANCH:
+        alternatives = [list(alt.data) for alt in av[1]]
+        if outer is not None and _alternatives_overlap(alternatives):
+            return f"alternatives that can match the same text inside the unbounded repeat " \
+                   f"{outer}: backtracking can take exponential time; make them exclusive"
+        for alt in alternatives:
+            found = _walk(alt, outer)
+            if found:
+                return found
+        return None
+    if op in (_c.SUBPATTERN, _c.ATOMIC_GROUP):
+        sub = av[-1] if op is _c.SUBPATTERN else av
+        return _walk(list(sub.data), outer if op is _c.SUBPATTERN else None)
+    if op in (_c.ASSERT, _c.ASSERT_NOT):
+        return _walk(list(av[1].data), None)
+    return None
+
+
+def _repeat_text(op: Any, av: Any) -> str:
+    low, high, _sub = av
+    if high is _c.MAXREPEAT:
+        return "*" if low == 0 else "+" if low == 1 else f"{{{low},}}"
+    return f"{{{low},{high}}}"
+
+
+def _alternatives_overlap(alternatives: list[list[tuple[Any, Any]]]) -> bool:
+    """Whether two alternatives are the same, one starts with the other, or both are one
+    character from overlapping sets."""
+    for i, first in enumerate(alternatives):
+        for second in alternatives[i + 1 :]:
+            short, long = sorted((first, second), key=len)
+            if long[: len(short)] == short:
+                return True
+            if len(first) == len(second) == 1 and _chars_alternatives_overlap(first[0], second[0]):
+                return True
+    return False
+
+
+def _chars_alternatives_overlap(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    kinds = (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN)
+    if a[0] not in kinds or b[0] not in kinds:
+        return False
+    try:
+        left = re.compile(char_source(a[0], a[1], 0)[0])
+        right = re.compile(char_source(b[0], b[1], 0)[0])
+    except (re.error, ValueError):
+        return False
+    return any(left.fullmatch(ch) and right.fullmatch(ch) for ch in map(chr, range(0x250)))

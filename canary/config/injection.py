@@ -17,8 +17,7 @@ from canary.config.placeholders import PLACEHOLDERS, placeholders_in
 from canary.config.sections import TURN
 from canary.config.tomlcheck import KeyPath, Sink, Table, check_placeholders, compile_regex, type_name
 from canary.records import frozen
-from collectors.patterns import catastrophic
-from collectors.shapes import polynomial
+from collectors.shapes import catastrophic, polynomial
 
 __all__ = [
     "INJECTION_KEYS",

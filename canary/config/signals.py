@@ -13,7 +13,7 @@ from typing import Protocol
 
 from canary.config.tomlcheck import KeyPath, Sink, compile_regex, type_name
 from canary.records import frozen
-from collectors.patterns import catastrophic
+from collectors.shapes import catastrophic
 
 __all__ = ["MATCH_KEEP", "SignalMatch", "parse_signal_match"]
 

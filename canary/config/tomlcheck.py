@@ -21,8 +21,8 @@ from canary.config.placeholders import scan
 from canary.config.positions import KeyPath, locate
 from canary.config.urls import redact_url
 from canary.errors import Problem
-from collectors.patterns import catastrophic, prefilter
-from collectors.shapes import polynomial
+from collectors.patterns import prefilter
+from collectors.shapes import catastrophic, polynomial
 
 __all__ = [
     "KeyPath",

@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from collectors import engine as native
-from collectors.patterns import FOLDS_TO_ASCII, catastrophic, prefilter
+from collectors.patterns import FOLDS_TO_ASCII, prefilter
 from collectors.rules import Rule
 from collectors.scan import LineScanner, Matcher
+from collectors.shapes import catastrophic
 from collectors.timestamps import TimestampParser
 from tests.profiles import examples
 
