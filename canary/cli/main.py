@@ -63,7 +63,7 @@ def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.alerts.trial import alert_problems, channels_summary
     from canary.cli.probes import store_warning, upstream_warning
-    from canary.config.settings import summarize, unmatched_globs
+    from canary.config.summary import summarize, unmatched_globs
     from canary.errors import ConfigError
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself

@@ -21,8 +21,8 @@ from canary.config.settings import (
     StoreConfig,
     find_config,
     load_config,
-    summarize,
 )
+from canary.config.summary import summarize
 from canary.errors import ConfigError, Problem
 
 DEFS = Path(__file__).parents[1] / "data" / "defs"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from canary.config.settings import ModelConfig, load_config, summarize
+from canary.config.settings import ModelConfig, load_config
+from canary.config.summary import summarize
 from canary.config.urls import redact_url
 from tests.config.test_config import problems_of, write_config
 

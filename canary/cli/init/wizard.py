@@ -180,7 +180,8 @@ def _show_scan(scan: LogScan, found: Sequence[str]) -> list[str]:
 
 def _checked(config_path: Path) -> Config | None:
     """``canary check`` of the project written, shown; its config, or None (told) if broken."""
-    from canary.config.settings import load_config, summarize
+    from canary.config.settings import load_config
+    from canary.config.summary import summarize
     from canary.errors import ConfigError
 
     check = command_line("canary check", config_path)
