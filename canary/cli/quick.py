@@ -154,8 +154,8 @@ def _print_text(doc: Mapping[str, Any]) -> None:
     broken = sum(p["kind"] == "definitions" for p in doc["problems"])
     if broken:
         echo(f"{broken} problem{'s' if broken != 1 else ''} in the definitions: their guards show the "
-             "store's last record; a running daemon keeps the definitions it loaded until they are fixed.",
-             err=True)
+             "status the store last recorded and its firings now; a running daemon keeps the definitions "
+             "it loaded until they are fixed.", err=True)
     echo(safe(f"config {doc['config']} · store {doc['store']}"), err=True)
     if doc["daemon"].get("error"):
         echo(safe(f"daemon error: {doc['daemon']['error']}"), err=True)

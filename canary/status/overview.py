@@ -133,7 +133,7 @@ def status_document(
     if config.broken:  # guards the daemon still runs on the definitions it loaded
         from canary.status.problems import broken_guards, broken_rows
 
-        guards += broken_rows(store, broken_guards(config))
+        guards += broken_rows(store, broken_guards(config), now=now)
     from canary.status import upstream
 
     health = upstream.load(store) if info.running and config.model.upstream else None

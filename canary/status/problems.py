@@ -3,14 +3,16 @@ collecting, a model server that does not answer, definition files with errors.
 
 ``problems`` lists them for the ``problems`` field of ``canary status --json`` (the text output
 prints each first, the first on its first line), and ``exit_code`` turns them and the guards into
-the command's exit code. A guard whose definition file is broken is shown by what the store last
-recorded of it (``broken_rows``): the running daemon goes on with the definition it loaded.
+the command's exit code. A guard whose definition file is broken is shown by the status the store
+last recorded of it (``broken_rows``): the running daemon goes on with the definition it loaded.
+Its firing counts are the store's now, over the window its file names (or the default one, when
+it names none), never the figures of that record; none when the window cannot be told.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,33 +90,63 @@ def exit_code(doc: Mapping[str, Any]) -> int:
     return EXIT_OK
 
 
-def broken_guards(config: Config) -> list[str]:
-    """The names of guards whose definition file has an error, as far as the file can be read."""
+def broken_guards(config: Config) -> list[tuple[str, timedelta | None]]:
+    """The name of each guard whose definition file has an error, as far as the file can be read,
+    and the window its firings are counted over (None when the file does not tell it)."""
     import tomllib
 
     known = {g.name for g in config.guards}
-    names: list[str] = []
+    found: dict[str, timedelta | None] = {}
     for path in dict.fromkeys(p.path for p in config.broken if p.path is not None):
         try:
             guard = tomllib.loads(path.read_text(encoding="utf-8")).get("guard")
         except (OSError, ValueError):
             continue
         name = guard.get("name") if isinstance(guard, dict) else None
-        if isinstance(name, str) and name not in known and name not in names:
-            names.append(name)
-    return names
+        if isinstance(name, str) and name not in known and name not in found:
+            assert isinstance(guard, dict)
+            found[name] = _window(guard, [p.key for p in config.broken if p.path == path])
+    return list(found.items())
 
 
-def broken_rows(reader: Reader, names: Sequence[str]) -> list[dict[str, Any]]:
-    """A status row per broken guard: its latest stored status, said to be the daemon's last word."""
+def _window(guard: Mapping[str, Any], keys: Sequence[str]) -> timedelta | None:
+    """``[guard] window`` as a duration; the default when the table has none and no unknown key of
+    it may be the window meant (``windw``); else None."""
+    from canary.config.durations import DurationError, parse_duration
+    from canary.config.sections import GUARD
+
+    if "window" not in guard:
+        default: timedelta = GUARD.key("window").value
+        unknown = [k for k in keys if k.startswith("guard.") and k.split(".")[1] not in GUARD.names]
+        return None if unknown else default
+    try:
+        return parse_duration(guard["window"])
+    except DurationError:
+        return None
+
+
+def broken_rows(reader: Reader, guards: Sequence[tuple[str, timedelta | None]], *,
+                now: datetime) -> list[dict[str, Any]]:
+    """A status row per broken guard: its latest stored status, said to be the daemon's last word,
+    and its firings in the store now over its window (none when the window is not known)."""
+    from canary.config.durations import format_duration
+    from canary.status.reasons import clock_time
+
     rows: list[dict[str, Any]] = []
-    for name in names:
+    for name, window in guards:
         latest = reads.latest_transition(reader, name)
-        status, said, at = latest if latest is not None else (Status.NEW.value, "nothing recorded yet", None)
+        status, at = (latest[0], latest[2]) if latest is not None else (Status.NEW.value, None)
+        said = f"{status} at {clock_time(at, now)}" if at is not None else "nothing yet"
+        organic = canary = None
+        if window is None:
+            counted = "no firing count, as its window cannot be read from the file"
+        else:
+            organic, canary = reads.window_firings(reader, name, now - window)
+            counted = f"firings counted over the last {format_duration(window)}"
         rows.append({
             "guard": name, "status": status,
-            "reason": f"its definition file has an error (above); last recorded: {said}",
-            "organic_firings": None, "canary_firings": None, "kill_rate": None, "last_verdict": None,
+            "reason": f"its definition file has an error (above); last recorded: {said}; {counted}",
+            "organic_firings": organic, "canary_firings": canary, "kill_rate": None, "last_verdict": None,
             "last_run": None, "muted_until": None, "families": [], "since": iso(at),
         })
     return rows
