@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from canary.cli.quick import echo, guarded, warn
 from canary.errors import UsageError
 from canary.terminal import safe_lines
-from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY
+from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_USAGE
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -59,8 +59,12 @@ def audit_command(config: Config, *, since: datetime | None, now: datetime, as_j
     from canary.logs.audit import audit
 
     report = audit(config, since=since, now=now, otlp=otlp)
+    exports = {str(path) for path in otlp}
+    bad_exports = [f for f in report.files if f.error and f.path in exports]
     for f in report.files:
-        if f.error:
+        if f in bad_exports:
+            echo(f"error: {safe_lines(f'{f.path}: {f.error}')}", err=True)
+        elif f.error:
             warn(f"could not read {f.path}: {f.error}")
         for message in f.warnings:
             warn(message)
@@ -77,6 +81,8 @@ def audit_command(config: Config, *, since: datetime | None, now: datetime, as_j
         from canary.cli.printers import audit_table
 
         echo(audit_table(report))
+    if bad_exports:
+        return EXIT_USAGE  # an --otlp file that is no export, or cannot be read: bad input
     if not [f for f in report.files if f.error is None]:
         return EXIT_UNAVAILABLE
     return EXIT_UNHEALTHY if report.asleep else EXIT_OK

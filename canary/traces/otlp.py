@@ -5,7 +5,8 @@ A request body is decoded with the OpenTelemetry project's own messages: the pro
 for ``application/json`` (they read trace and span ids as hex, as the OTLP spec says, where
 protobuf's generic JSON parser reads them as base64). Both have the same fields, so one walk
 reads them. Trace and span ids come out as lowercase hex, the form a W3C ``traceparent`` carries.
-Anything a body cannot be read as is an ``OtlpError``; nothing of it is kept.
+Anything a body cannot be read as is an ``OtlpError`` that says what is wrong and where
+(``canary.traces.faults``), never what the body held; nothing of it is kept.
 """
 
 from __future__ import annotations
@@ -21,19 +22,16 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto_json.collector.logs.v1 import logs_service as logs_json
 from opentelemetry.proto_json.collector.trace.v1 import trace_service as trace_json
 
-__all__ = ["Batch", "OtlpError", "Signal", "Signals", "decode", "signals"]
+from canary.traces.faults import DECODE_ERRORS, OtlpError, Signals, json_type, load_json, misfit
 
-Signals = Literal["traces", "logs"]
+__all__ = ["Batch", "OtlpError", "Signal", "Signals", "decode", "decode_json", "signals"]
+
 Encoding = Literal["protobuf", "json"]
 #: How deep a list or table attribute is read; deeper levels read as "..." (a hostile payload may nest).
 _DEPTH = 8
 #: Characters kept of one attribute's value.
 VALUE_KEEP = 65536
 _ZERO_IDS = {"0" * 32, "0" * 16}
-
-
-class OtlpError(ValueError):
-    """A body that is not an OTLP export request of its kind and encoding."""
 
 
 class Signal:
@@ -87,24 +85,30 @@ class Batch:
 
 
 def decode(body: bytes, kind: Signals, encoding: Encoding) -> Any:
-    """The export request message of ``kind`` in ``body``; an ``OtlpError`` when it is not one."""
+    """The export request message of ``kind`` in ``body``; an ``OtlpError`` saying what is wrong (and
+    where) when it is not one."""
+    if encoding == "json":
+        return decode_json(load_json(body), kind)
     try:
-        if encoding == "protobuf":
-            message: Any = (trace_service_pb2.ExportTraceServiceRequest if kind == "traces"
-                            else logs_service_pb2.ExportLogsServiceRequest)()
-            message.ParseFromString(body)
-            return message
-        data = json.loads(body)
-        if not isinstance(data, dict):
-            raise OtlpError(f"expected a JSON object, got {type(data).__name__}")
+        message: Any = (trace_service_pb2.ExportTraceServiceRequest if kind == "traces"
+                        else logs_service_pb2.ExportLogsServiceRequest)()
+        message.ParseFromString(body)
+        return message
+    except (DecodeError, ValueError, TypeError, RecursionError):
+        raise OtlpError(f"not a protobuf export request of {kind}: its bytes do not parse as one") from None
+
+
+def decode_json(data: Any, kind: Signals) -> Any:
+    """The export request message of ``kind`` in a JSON value; an ``OtlpError`` naming the part of
+    it that is wrong (``resourceSpans[0].scopeSpans[0].spans[2].name: expected a string, got a number``)."""
+    if not isinstance(data, dict):
+        raise OtlpError(f"expected a JSON object, got {json_type(data)}")
+    try:
         if kind == "traces":
             return trace_json.ExportTraceServiceRequest.from_dict(data)
         return logs_json.ExportLogsServiceRequest.from_dict(data)
-    except OtlpError:
-        raise
-    except (DecodeError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-        what = "protobuf" if encoding == "protobuf" else "OTLP JSON"
-        raise OtlpError(f"not a {what} export request of {kind}: {type(exc).__name__}") from None
+    except DECODE_ERRORS:
+        raise OtlpError(f"not an OTLP JSON export request of {kind}", fault=misfit(data, kind)) from None
 
 
 def _hex(raw: bytes | None, size: int) -> str | bool | None:
