@@ -131,9 +131,9 @@ def status_document(
             }
         )
     if config.broken:  # guards the daemon still runs on the definitions it loaded
-        from canary.status.problems import broken_guards, broken_rows
+        from canary.status.problems import broken_rows, broken_windows
 
-        guards += broken_rows(store, broken_guards(config), now=now)
+        guards += broken_rows(store, broken_windows(config), now=now)
     from canary.status import upstream
 
     health = upstream.load(store) if info.running and config.model.upstream else None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from canary.config.settings import Config
     from canary.store.reads import Reader
 
-__all__ = ["FAULTS", "WARNINGS", "broken_guards", "broken_rows", "exit_code", "problems"]
+__all__ = ["FAULTS", "WARNINGS", "broken_guards", "broken_rows", "broken_windows", "exit_code", "problems"]
 
 #: Kinds that make ``canary status`` exit 1 even when every guard reads healthy.
 FAULTS = ("no_daemon", "model_unreachable")
@@ -90,7 +90,12 @@ def exit_code(doc: Mapping[str, Any]) -> int:
     return EXIT_OK
 
 
-def broken_guards(config: Config) -> list[tuple[str, timedelta | None]]:
+def broken_guards(config: Config) -> list[str]:
+    """The names of guards whose definition file has an error, as far as the file can be read."""
+    return [name for name, _window in broken_windows(config)]
+
+
+def broken_windows(config: Config) -> list[tuple[str, timedelta | None]]:
     """The name of each guard whose definition file has an error, as far as the file can be read,
     and the window its firings are counted over (None when the file does not tell it)."""
     import tomllib
