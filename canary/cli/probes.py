@@ -1,9 +1,10 @@
 """What ``canary check`` learns by knocking: whether a daemon answers, whether the model server
-does, whether a PostgreSQL store takes a connection.
+does, whether a PostgreSQL store takes a connection; and whether ``[model] ca_file`` can be used.
 
 The first two are a short TCP connect, for an https model server followed by a TLS handshake with
 the proxy's trust (no HTTP client is loaded for ``check``), the store a login with its driver;
 what is found is a warning, never a problem: the files are valid, and a server may come up later.
+A ``ca_file`` beside a plain-HTTP upstream (or none) is a warning too: the proxy ignores it.
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ def upstream_warning(config: Config) -> str | None:
                 "there, or upstream names the address it does run at")
     return (f"warning: [model] upstream = {shown!r}: the model server there {refusal.predicate}; until "
             "then every model call through the proxy fails")
+
+
+def ca_file_warning(config: Config) -> str | None:
+    """A warning naming ``[model] ca_file`` and ``[model] upstream`` when the file is set but the
+    upstream is not https: the proxy reads the file only to verify an https model server."""
+    ca_file, upstream = config.model.ca_file, config.model.upstream
+    if ca_file is None or (upstream and upstream.lower().startswith("https://")):
+        return None
+    shown = f"= {redact_url(upstream)!r} is plain HTTP" if upstream else "is not set"
+    return (f"warning: [model] ca_file = {ca_file!r} is never used: [model] upstream {shown}, and the "
+            "file is only read to verify an https upstream; remove [model] ca_file, or write upstream "
+            "with https:// if the model server speaks TLS")
 
 
 #: How long the store's login may take.
