@@ -55,9 +55,14 @@ def parse_since(since: str | None, window: str | None, now: datetime) -> datetim
 
 def audit_command(config: Config, *, since: datetime | None, now: datetime, as_json: bool,
                   otlp: Sequence[Path]) -> int:
-    """Audit ``config``'s logs (and ``otlp`` files) from ``since``, print the report; the exit code."""
+    """Audit ``config``'s logs (and ``otlp`` files, or the files of a glob among them) from ``since``,
+    print the report; the exit code."""
     from canary.logs.audit import audit
 
+    if otlp:
+        from canary.traces.files import export_paths
+
+        otlp = export_paths([str(path) for path in otlp])
     report = audit(config, since=since, now=now, otlp=otlp)
     exports = {str(path) for path in otlp}
     bad_exports = [f for f in report.files if f.error and f.path in exports]

@@ -31,11 +31,34 @@ def status_args(args: Sequence[str]) -> tuple[str | None, bool] | None:
     return explicit, as_json
 
 
+def spread_otlp(args: Sequence[str]) -> list[str]:
+    """``canary audit``'s arguments with ``--otlp a.json b.json`` (a list, as a shell expands a glob)
+    written ``--otlp a.json --otlp b.json``: the arguments after an ``--otlp`` value, up to the next
+    option, are files of it too."""
+    out: list[str] = []
+    taking = False  # an --otlp value came last
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if taking and not arg.startswith("-"):
+            out += ["--otlp", arg]
+            continue
+        taking = arg.startswith("--otlp=") or (arg == "--otlp" and bool(rest))
+        out.append(arg)
+        if arg == "--otlp" and rest:
+            out.append(rest.pop(0))
+    return out
+
+
 def audit_args(args: Sequence[str]) -> dict[str, Any] | None:
     """``canary audit``'s options (``explicit``, ``since``, ``window``, ``as_json``, ``otlp``) when
-    ``args`` are ``audit`` with only those options, each given whole, else None."""
+    ``args`` are ``audit`` with only those options, each given whole, else None. The files after an
+    ``--otlp`` value are its files too (``spread_otlp``)."""
     found: dict[str, list[str]] = {"--config": [], "--since": [], "--window": [], "--otlp": []}
     as_json, commands = False, list[str]()
+    if "audit" in args:
+        at = list(args).index("audit") + 1
+        args = [*args[:at], *spread_otlp(args[at:])]
     rest = list(args)
     while rest:
         arg = rest.pop(0)

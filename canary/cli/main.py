@@ -103,9 +103,21 @@ def _relay_warning(config: Config) -> str | None:
             f"installed: an agent pointed at the proxy fails until one does. {POINT_AT_THE_PROXY}")
 
 
-@main.command(epilog=epilog(["canary audit", "canary audit --window 7d --json"],
-                            {0: "every guard fired", 1: "a guard had zero firings", 2: None,
-                             3: "no log file could be read"}))
+class ListOtlp(click.Command):
+    """A command whose ``--otlp`` takes a list: the files after its value, up to the next option (a
+    shell's glob expanded), are its values too (``canary.cli.entry.spread_otlp``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse ``args`` with every file of an ``--otlp`` list given its own ``--otlp``."""
+        from canary.cli.entry import spread_otlp
+
+        return super().parse_args(ctx, spread_otlp(args))
+
+
+@main.command(cls=ListOtlp, epilog=epilog(["canary audit --window 7d --json",
+                                           "canary audit --otlp exports/*.json"],
+                                          {0: "every guard fired", 1: "a guard had zero firings", 2: None,
+                                           3: "no log file could be read"}))
 @click.option(
     "--since",
     default=None,
@@ -113,9 +125,10 @@ def _relay_warning(config: Config) -> str | None:
 )
 @click.option("--window", default=None, help="Only lines of the last D (e.g. 24h); same as --since D.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of a table.")
-@click.option("--otlp", "otlp", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
-              help="Also count the spans and log records of an OTLP JSON export file (the OpenTelemetry "
-                   "Collector's file exporter); repeatable.")
+@click.option("--otlp", "otlp", multiple=True, type=click.Path(path_type=Path), metavar="FILE ...",
+              help="Also count the spans and log records of OTLP JSON export files (the OpenTelemetry "
+                   "Collector's file exporter): one or more files, or a quoted glob ('exports/*.json'); "
+                   "repeatable.")
 @config_option
 @click.pass_context
 def audit(ctx: click.Context, since: str | None, window: str | None, as_json: bool,

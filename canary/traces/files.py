@@ -14,17 +14,20 @@ text, and the rest of the file is read. A file none of whose lines is one, or th
 from __future__ import annotations
 
 import lzma
+import os
+import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from canary.errors import UsageError
 from canary.traces.faults import json_type, load_json
 from canary.traces.otlp import Batch, OtlpError, Signal, Signals, decode, decode_json, signals
-from collectors.files import open_log
+from collectors.files import expand, open_log
 
-__all__ = ["OtlpFile", "read_export_file"]
+__all__ = ["OtlpFile", "export_paths", "read_export_file"]
 
 #: The longest line read; a longer one is told and skipped (the Collector writes one batch per line).
 LINE_LIMIT = 64 << 20
@@ -48,6 +51,34 @@ class OtlpFile:
     error: str | None = None  # why the file is no export, or what stopped its read
     requests: int = 0  # lines (or the one document) read as export requests, metrics included
     bad_lines: int = 0
+
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+def export_paths(values: Sequence[str]) -> list[Path]:
+    """The files ``--otlp`` names, in the order given, each once: a value that is no file but a glob
+    (``'exports/*.json'``, quoted from the shell) is every file it matches, sorted.
+
+    A ``UsageError`` for a glob that matches nothing, and for a folder (its files are to be named)."""
+    out: list[Path] = []
+    seen: set[str] = set()
+    for value in values:
+        path = Path(value)
+        if path.is_dir():
+            raise UsageError(f"--otlp {value}: a folder: name its export files, e.g. --otlp "
+                             f"'{path / '*.json'}'", option="--otlp")
+        found = [path]
+        if not path.exists() and _GLOB.search(value):
+            found = expand([value])
+            if not found:
+                raise UsageError(f"--otlp {value}: no file matches", option="--otlp")
+        for one in found:
+            key = os.path.realpath(one)
+            if key not in seen:
+                seen.add(key)
+                out.append(one)
+    return out
 
 
 def _kind(line: bytes) -> Signals | bool | None:

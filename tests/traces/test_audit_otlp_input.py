@@ -137,7 +137,7 @@ def test_an_empty_file_is_said_to_hold_nothing(tmp_path: Path) -> None:
     ("export.json.xz", b"not xz at all", "not xz data"),
     ("export.json.zst", b"zstd", ".zst files cannot be read"),
     ("missing.json", None, "no such file"),
-    ("folder", "dir", "a directory"),
+    ("folder", "dir", "a folder: name its export files"),
 ], ids=["not-gzip", "corrupt-gzip", "not-xz", "zstd", "missing", "directory"])
 def test_a_file_that_cannot_be_read_is_told_without_a_traceback(
     tmp_path: Path, name: str, content: bytes | str | None, expected: str,
