@@ -50,8 +50,9 @@ class Followed:
     in_doubt: tuple[InDoubt, ...] = ()  # failed commits of what is read from ``base``: the store may hold one
     errors: set[str] = field(default_factory=set)
 
-    def feed(self, data: bytes) -> FeedResult:
-        """Feed the scanner, keeping the head and the tail from the very bytes it consumed."""
+    def feed(self, data: bytes, *, joined: bool = False) -> FeedResult:
+        """Feed the scanner (``joined``: ``LineScanner.feed``), keeping the head and the tail from
+        the very bytes it consumed."""
         pos = self.scanner.read_pos
         if pos < HEAD and len(self.head) == pos:
             self.head += data[: HEAD - pos]
@@ -61,7 +62,7 @@ class Followed:
                 self.hole, self.nuls = pos + len(data) - len(rest), None
             else:
                 self.nuls = pos + len(data)
-        result = self.scanner.feed(data)
+        result = self.scanner.feed(data, joined=joined)
         combined = self.recent + data
         end = pos + len(data)
         offset = self.scanner.offset
@@ -199,6 +200,21 @@ def still_read(f: Followed, *, ended: bool = False) -> bool:
     if ended and f.tail and not f.tail.strip(b"\0") and f.scanner.read_pos == offset:
         return pread_upto(f.fd, 1, offset) != b"\0"
     return True
+
+
+def joins(f: Followed, data: bytes) -> bool:
+    """Whether ``data``, read at ``f``'s read position, goes on with the partial line read last:
+    it starts with NULs, and that line is still in the file, so they were written after it. Once
+    a truncation has made it a hole it is not, and the bytes before the read position, kept to
+    tell the tail, are taken again from the file as it is now."""
+    assert f.fd is not None
+    held = min(len(f.recent), f.scanner.read_pos - f.scanner.offset)
+    if data[:1] != b"\0" or not held:
+        return False
+    if pread_upto(f.fd, held, f.scanner.read_pos - held) == f.recent[-held:]:
+        return True
+    f.recent = tail_before(f.fd, f.scanner.read_pos)
+    return False
 
 
 def sources_for(key: str, files: Mapping[str, Followed], stored: Mapping[str, FileState]) -> list[Source]:

@@ -24,7 +24,7 @@ __all__ = [
 MAX_LINE = 1 << 20
 #: Warnings one scanner keeps; later ones are only counted.
 MAX_WARNINGS = 100
-#: A hole a writer without O_APPEND left in a truncated file: never a line.
+#: A run of NULs: at a line's start, the hole a writer without O_APPEND left in a truncated file.
 _NULS = re.compile(rb"\0+")
 
 
@@ -90,13 +90,17 @@ class LineScanner:
         """Where the next byte of the file is to be read from."""
         return self.offset + len(self._pending) + self._skipped
 
-    def feed(self, data: bytes, *, count_activity: bool = False) -> FeedResult:
+    def feed(self, data: bytes, *, count_activity: bool = False, joined: bool = False) -> FeedResult:
         """Consume the next bytes of the file; return the hits of the lines they completed.
 
         With ``count_activity``, lines that are only activity are counted, not returned. A run
-        of NUL bytes is never read as a line: it is the hole a writer without O_APPEND leaves
-        when its file is truncated under it (copytruncate) and it writes on at its own offset.
-        The run is consumed, and the partial line before it, cut by the truncation, is dropped.
+        of NUL bytes at a line's start is never read as a line: it is the hole a writer without
+        O_APPEND leaves when its file is truncated under it (copytruncate) and it writes on past
+        the file's end, at its own offset; the run is consumed. NULs after a line's first byte
+        were written with that line, and are its bytes. A run at the start of ``data`` after a
+        partial line fed before is a hole too, and the partial line, cut by the truncation, is
+        dropped; unless ``joined``: the reader knows ``data`` follows that partial line in the
+        file as it was written (it read on from it, or found it still there).
         """
         if b"\0" not in data:
             return self._feed(data, count_activity)
@@ -105,10 +109,15 @@ class LineScanner:
         before = self.offset
         pos = 0
         for hole in _NULS.finditer(data):
-            part = self._feed(data[pos : hole.start()], count_activity)
+            start = hole.start()
+            if data[start - 1 : start] not in (b"", b"\n") or (
+                not start and joined and (self._pending or self._skipped)
+            ):
+                continue  # inside a line: the line's own bytes
+            part = self._feed(data[pos:start], count_activity)
             hits += part.hits
             lines, activity = lines + part.lines, activity + part.activity
-            self.offset = self.read_pos + hole.end() - hole.start()
+            self.offset = self.read_pos + hole.end() - start
             self._pending, self._skipped = b"", 0
             pos = hole.end()
         part = self._feed(data[pos:], count_activity)

@@ -29,6 +29,7 @@ from collectors.descriptors import Descriptors, Reporter
 from collectors.followed import (
     CHUNK,
     Followed,
+    joins,
     last_line_end,
     observe,
     pread_upto,
@@ -415,7 +416,7 @@ class Tailer:
                     break
                 continue
             data = _up_to_a_hole(data)
-            result = f.feed(data)
+            result = f.feed(data, joined=joins(f, data))
             hits.extend(self._trusted(f, result.hits))
             lines += result.lines
             pending += result.consumed

@@ -183,7 +183,8 @@ def _scan(stream: BinaryIO, scanner: LineScanner, read: FileRead, tally: Tally, 
         if not data:
             return
         read.bytes += len(data)
-        result = scanner.feed(data, count_activity=count_activity)
+        # each read goes on from the last one: NULs it starts with inside a line are the line's
+        result = scanner.feed(data, count_activity=count_activity, joined=True)
         read.lines += result.lines
         read.activity += result.activity
         if result.hits:

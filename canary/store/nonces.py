@@ -51,7 +51,9 @@ class RunMarks(NamedTuple):
 
 
 def cut_line(text: str) -> str:
-    """The text kept with a firing: its first ``LINE_KEEP`` bytes of UTF-8."""
+    """The text kept with a firing: its first ``LINE_KEEP`` bytes of UTF-8, a NUL (which no text
+    of PostgreSQL holds) kept as U+FFFD, as bytes that are not UTF-8 are."""
+    text = text.replace("\0", "\ufffd")
     raw = text.encode("utf-8")
     if len(raw) <= LINE_KEEP:
         return text
