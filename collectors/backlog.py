@@ -174,7 +174,7 @@ def read_lost(
 
     def feed(f: Followed, data: bytes) -> bool:
         nonlocal ok, lines, size
-        result = f.feed(data)
+        result = f.feed(data, joined=True)  # a stream read in turn: each read follows the last
         batch.extend(trusted(f, result.hits))
         lines += result.lines
         size += result.consumed

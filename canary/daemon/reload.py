@@ -98,7 +98,7 @@ def _hits_before(config: Config, positions: list[FileState]) -> Iterator[tuple[s
                     if not data:
                         break
                     left -= len(data)
-                    for hit in scanner.feed(data).hits:
+                    for hit in scanner.feed(data, joined=True).hits:  # read in turn
                         yield state.path, state.key, hit
         except (OSError, ValueError) as exc:
             log.warning("cannot re-read %s for the reloaded guards: %s", state.path, exc)

@@ -170,3 +170,30 @@ def test_two_lost_files_whose_chains_overlap_read_each_sibling_once(tmp_path: Pa
     append(log, lines(40, 10))
     run(store, log)
     expect(store, 50)
+
+
+def test_a_nul_inside_a_line_of_a_compressed_sibling_is_part_of_its_line(tmp_path: Path, store: Store) -> None:
+    """The unread tail read from a .gz in reads of 1 MiB of its stream: a line whose NUL falls on
+    a read's first byte keeps its start (a hole starts at a line's start only)."""
+    from collectors.backlog import BLOCK
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "app.log"
+    append(log, lines(0, 10))
+    run(store, logs / "app.log*")
+    read = log.stat().st_size
+    line = b"a HIT seq=10 \0 written with its line\n"
+    head = line.index(b"\0")
+    filler = BLOCK - read - head
+    pad = b"".join(b"noise %08d\n" % i for i in range(filler // 15)) + b"x" * (filler % 15 - 1) + b"\n"
+    assert len(pad) == filler
+    append(log, pad + line)  # left unread when the daemon stops; its NUL at ``BLOCK`` in the stream
+    rotate(log, delay=False)
+    errors: list[str] = []
+    run(store, logs / "app.log*", errors)
+    assert errors == []
+    seen = counted(store)
+    assert seen["a HIT seq=10 \ufffd written with its line"] == 1, sorted(seen)[-3:]
+    assert sum(seen.values()) == 11
+    assert read + len(pad) + head == BLOCK
