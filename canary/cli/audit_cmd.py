@@ -19,6 +19,7 @@ from canary.vocabulary import EXIT_OK, EXIT_UNAVAILABLE, EXIT_UNHEALTHY, EXIT_US
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
+    from canary.logs.audit import AuditReport
 
 __all__ = ["audit_command", "parse_since", "run"]
 
@@ -64,15 +65,7 @@ def audit_command(config: Config, *, since: datetime | None, now: datetime, as_j
 
         otlp = export_paths([str(path) for path in otlp])
     report = audit(config, since=since, now=now, otlp=otlp)
-    exports = {str(path) for path in otlp}
-    bad_exports = [f for f in report.files if f.error and f.path in exports]
-    for f in report.files:
-        if f in bad_exports:
-            echo(f"error: {safe_lines(f'{f.path}: {f.error}')}", err=True)
-        elif f.error:
-            warn(f"could not read {f.path}: {f.error}")
-        for message in f.warnings:
-            warn(message)
+    bad_exports = _tell_files(report, {str(path) for path in otlp})
     if report.store_problem:
         warn(f"the store's runs could not be read ({report.store_problem}): "
              "lines carrying a run's nonce are counted organic")
@@ -90,7 +83,22 @@ def audit_command(config: Config, *, since: datetime | None, now: datetime, as_j
         return EXIT_USAGE  # an --otlp file that is no export, or cannot be read: bad input
     if not [f for f in report.files if f.error is None]:
         return EXIT_UNAVAILABLE
-    return EXIT_UNHEALTHY if report.asleep else EXIT_OK
+    return EXIT_UNHEALTHY if report.asleep or report.unread else EXIT_OK  # unread: inconclusive
+
+
+def _tell_files(report: AuditReport, exports: set[str]) -> bool:
+    """Say what went wrong with each file read; whether an ``--otlp`` file is no export or could not
+    be read (an error: bad input), where a log file that could not be read is a warning."""
+    bad = False
+    for f in report.files:
+        if f.error and f.path in exports:
+            echo(f"error: {safe_lines(f'{f.path}: {f.error}')}", err=True)
+            bad = True
+        elif f.error:
+            warn(f"could not read {f.path}: {f.error}")
+        for message in f.warnings:
+            warn(message)
+    return bad
 
 
 def run(explicit: str | None, *, since: str | None, window: str | None, as_json: bool,

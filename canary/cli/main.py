@@ -116,7 +116,11 @@ class ListOtlp(click.Command):
 
 @main.command(cls=ListOtlp, epilog=epilog(["canary audit --window 7d --json",
                                            "canary audit --otlp exports/*.json"],
-                                          {0: "every guard fired", 1: "a guard had zero firings", 2: None,
+                                          {0: "every guard fired",
+                                           1: "a guard had zero firings, or nothing it fires through "
+                                              "was read",
+                                           2: "bad usage, config or definitions, or an --otlp file "
+                                              "that is no OTLP JSON export",
                                            3: "no log file could be read"}))
 @click.option(
     "--since",

@@ -30,7 +30,7 @@ def audit_table(report: AuditReport) -> str:
     """The ``canary audit`` table and its summary lines."""
     rows = [("guard", "firings", "organic", "canary", "first", "last", "")]
     for g in report.guards:
-        flag = "ASLEEP" if g.flag == "asleep" else "spans not read: --otlp FILE" if g.flag == "unread" else ""
+        flag = "ASLEEP" if g.flag == "asleep" else f"unread: {g.unread}" if g.flag == "unread" else ""
         count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
         rows.append((safe(g.guard), count, str(g.organic), str(g.canary), stamp(g.first), stamp(g.last),
                      flag))
@@ -54,6 +54,12 @@ def audit_table(report: AuditReport) -> str:
         summary += f"; agent activity: {report.activity}"
     lines.append("")
     lines.append(summary)
+    return "\n".join(lines + _audit_findings(report))
+
+
+def _audit_findings(report: AuditReport) -> list[str]:
+    """What the audit's zeros mean: the guards asleep, and those whose zero proves nothing."""
+    lines = []
     if report.asleep:
         if report.activity_configured and report.activity == 0:
             lines.append(
@@ -65,7 +71,12 @@ def audit_table(report: AuditReport) -> str:
                 f"ASLEEP: {names}: zero firings. Run their canaries to tell a well-behaved "
                 "model from a guard that never runs."
             )
-    return "\n".join(lines)
+    if report.unread:
+        one = len(report.unread) == 1
+        lines.append(f"Inconclusive: {safe(', '.join(report.unread))}: nothing "
+                     f"{'it fires' if one else 'they fire'} through was read, so "
+                     f"{'its' if one else 'their'} zero proves nothing either way.")
+    return lines
 
 
 def tied_by(r: RunView) -> str:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from canary.config.definitions import GuardDef
 from canary.config.settings import Config
 from canary.logs.matching import build_matcher
 from canary.logs.parts import read_file
@@ -45,7 +46,9 @@ class GuardAudit:
     last: datetime | None = None
     untimed: int = 0
     canary: int = 0  # of ``firings``: lines of a stored run (its nonce, or a line stored with it)
-    unread: bool = False  # it fires only through spans, and no span or log record was read
+    #: When nothing it fires through was read (no log line for a ``match``, no span for a ``span``, no
+    #: span or log record for an ``event``): what was not, and what would read it. Its zero proves nothing.
+    unread: str | None = None
 
     def merge(self, other: GuardAudit) -> None:
         """Add the firings ``other`` counted (in another part of the logs) to these."""
@@ -65,7 +68,8 @@ class GuardAudit:
     @property
     def flag(self) -> str | None:
         """``asleep`` when the guard never fired in the window; ``unread`` when nothing it fires
-        through was read (a span-only guard with no ``--otlp`` file): its zero proves nothing."""
+        through was read (a span-only guard with no ``--otlp`` file, a log-line guard with export
+        files only): its zero proves nothing."""
         if self.unread and self.firings == 0:
             return "unread"
         return "asleep" if self.firings == 0 and self.untimed == 0 else None
@@ -104,6 +108,11 @@ class AuditReport:
         """Guards flagged asleep."""
         return [g.guard for g in self.guards if g.flag == "asleep"]
 
+    @property
+    def unread(self) -> list[str]:
+        """Guards flagged unread: inconclusive."""
+        return [g.guard for g in self.guards if g.flag == "unread"]
+
     def to_json(self) -> dict[str, Any]:
         """The contract's ``canary audit --json`` document."""
         return {
@@ -121,6 +130,7 @@ class AuditReport:
                     "last": iso(g.last),
                     "flag": g.flag,
                     "untimed": g.untimed,
+                    "unread": g.unread if g.flag == "unread" else None,
                 }
                 for g in self.guards
             ],
@@ -171,7 +181,7 @@ def audit(
     report = AuditReport(
         since=since,
         until=end,
-        guards=[GuardAudit(g.name, unread=g.match is None) for g in config.guards],
+        guards=[GuardAudit(g.name) for g in config.guards],
         activity_configured=config.logs.activity is not None,
     )
     marks, report.store_problem = _stored_marks(config)
@@ -185,7 +195,10 @@ def audit(
         warnings = read.warnings + ([f"{path}: {read.dropped} more warnings"] if read.dropped else [])
         report.files.append(FileAudit(str(path), lines=read.lines, bytes=read.bytes, error=read.error,
                                       warnings=warnings))
-    _audit_exports(config, report, otlp, Tally(window, names))
+    log_lines = report.lines  # the export files are not yet among the files
+    spans, records = _audit_exports(config, report, otlp, Tally(window, names))
+    for guard, entry in zip(config.guards, report.guards, strict=True):
+        entry.unread = unread(guard, logs=log_lines > 0, spans=spans > 0, records=records > 0)
     return report
 
 
@@ -261,15 +274,18 @@ class Tally:
                     entry.last = ts
 
 
-def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], tally: Tally) -> None:
-    """Count the firings in OTLP JSON export files; a span in two files is counted once."""
+def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path],
+                   tally: Tally) -> tuple[int, int]:
+    """Count the firings in OTLP JSON export files; a span in two files is counted once. The spans and
+    the log records read."""
     if not paths:
-        return
+        return 0, 0
     from canary.traces.files import OtlpFile, read_export_file
     from canary.traces.matching import SignalRules
 
     rules = SignalRules(config.guards)
     seen: set[tuple[str, str]] = set()
+    spans = records = 0
     for path in paths:
         read = OtlpFile(str(path))
         file_audit = FileAudit(str(path))
@@ -277,9 +293,7 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], t
         firings = rules.firings(read_export_file(path, read))  # what came before a cut counts
         file_audit.lines, file_audit.bytes, file_audit.warnings = read.lines, read.bytes, read.warnings
         file_audit.error = read.error
-        if read.spans + read.log_records:
-            for entry in report.guards:
-                entry.unread = False  # something was read that a span guard would have fired on
+        spans, records = spans + read.spans, records + read.log_records
         for firing in firings:
             if (firing.guard, firing.key) in seen:
                 continue
@@ -290,6 +304,29 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path], t
             # a span in a trace of a run's model calls is the run's; ahead past the skew: counted now
             tally.add([Hit(-1, text, (firing.guard,), False, ts)], canary=traced)
     tally.into(report)
+    return spans, records
+
+
+def unread(guard: GuardDef, *, logs: bool, spans: bool, records: bool) -> str | None:
+    """What would make a zero of ``guard`` conclusive when none of its ways to fire was read (``logs``:
+    a log line was read; ``spans``, ``records``: a span, a log record of an export file); None when
+    one was. A span read is read with its events."""
+    missing: list[tuple[str, str]] = []
+    for way, read, what, how in (
+        (guard.match, logs, "log line", "[logs] paths that match the agent's logs"),
+        (guard.span, spans, "span", "--otlp FILE with the agent's traces"),
+        (guard.event, spans or records, "span event or log record",
+         "--otlp FILE with the agent's traces or logs"),
+    ):
+        if way is None:
+            continue
+        if read:
+            return None
+        missing.append((what, how))
+    if not missing:
+        return None
+    hows = list(dict.fromkeys(how for _, how in missing))
+    return f"no {' or '.join(what for what, _ in missing)} was read: give {', or '.join(hows)}"
 
 
 def _stored_marks(config: Config) -> tuple[RunMarks, str | None]:
