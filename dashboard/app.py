@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
@@ -35,13 +36,16 @@ from canary.config.settings import Config
 from canary.errors import CanaryError, UnavailableError
 from canary.store.changes import StoreChanges
 from canary.store.engine import Store
+from canary.store.sites import Site
 from canary.terminal import safe
 from canary.vocabulary import EXIT_UNAVAILABLE
+from dashboard.jobs import InFlight
 from dashboard.messages import GuardMuted, OverviewLoaded, RunsQueued
 from dashboard.model import WINDOWS, Overview, WindowSpec, load_overview, window_named
 from dashboard.screens.alerts import AlertsScreen
 from dashboard.screens.mute import MuteChoice, MuteScreen
 from dashboard.screens.overview import OverviewScreen
+from dashboard.stores import open_store, project_rows, reopened
 
 __all__ = ["DashboardApp", "run_dashboard"]
 
@@ -60,10 +64,19 @@ def read_only_action(start: str) -> str:
     return ("Read-only: the daemon is not running, so canaries cannot be run and guards cannot be muted "
             f"from here. Start it with `{start}`.")
 
+
+def no_site_to_mute(site: Site, start: str) -> str:
+    """The notice for a mute asked of a shared store that holds no rows of the project yet."""
+    return (f"Cannot mute: no daemon of project {safe(site.project)} on machine {safe(site.machine)} has "
+            "written to this shared store yet, so it holds none of the project's rows to keep a mute in "
+            f"(only the daemon creates them). Start one with `{start}`.")
+
 #: Seconds after which the overview is read again though the store did not change (ages move on).
 IDLE_REFRESH = 30.0
 #: A store written to all the time is read again every this many looks (6 s by default).
 BUSY_LOOKS = 3
+#: Seconds quitting waits for the jobs in flight (a store read) to end before the store closes.
+QUIT_WAIT = 2.0
 
 
 def utc_now() -> datetime:
@@ -103,13 +116,15 @@ class DashboardApp(App[int]):
         self.config = config
         #: The command that starts this config's daemon, ``--config`` in it when it is not the default.
         self.start_daemon = command_line("canary daemon", config.path)
-        self.store = store if store is not None else Store.of(config)
+        #: The store opened; a shared store whose site is absent until the project's daemon makes it.
+        self.store = store if store is not None else open_store(config)
         self.clock = clock
         self.refresh_every = refresh_every
         self.token_file = token_file
         self.readable = readable
         self.set_reactive(DashboardApp.window, window_named(window))
         self._busy: set[str] = set()
+        self._jobs = InFlight()
         self._queued: dict[str, tuple[Callable[[], Message | None], MessagePump | None]] = {}
         self._baseline: dict[str, datetime | None] = {}
         self._last_error: str | None = None
@@ -139,7 +154,8 @@ class DashboardApp(App[int]):
         receiver = target if target is not None else self
 
         def work() -> None:
-            message = job()
+            with self._jobs.running():
+                message = job()
             if message is not None:
                 receiver.post_message(message)
 
@@ -188,19 +204,22 @@ class DashboardApp(App[int]):
 
     def refresh_overview(self, *, again: bool = False, changed_only: bool = False) -> None:
         """Read every guard's status and window figures from the store, in a thread."""
-        store, config, window, readable = self.store, self.config, self.window, self.readable
+        config, window, readable = self.config, self.window, self.readable
         now = self.clock()
 
         def job() -> Message | None:
             # The counter is read before the overview, so a write during the read is seen next time.
             self._unread = self._changes.changed() or self._unread
             if self._changes.take_replaced():
-                store.close()  # the daemon set the file aside: read the new one, not the old
+                self.store.close()  # the daemon set the file aside: read the new one, not the old
             started = time.monotonic()
             if changed_only and not self._due(started):
                 return None
             self._read_at, self._unread = started, False
-            return OverviewLoaded(load_overview(store, config, now=now, window=window, readable=readable))
+            self.store = store = reopened(self.store)  # a shared store's site, once its daemon made it
+            with project_rows(store) as rows:
+                overview = load_overview(rows, config, now=now, window=window, readable=readable)
+            return OverviewLoaded(replace(overview, missing_site=store.site) if store.absent else overview)
 
         self.read("refresh", job, again=again)
 
@@ -277,6 +296,10 @@ class DashboardApp(App[int]):
         overview = self.overview
         if overview is None:
             return
+        if overview.missing_site is not None:
+            self.notify(no_site_to_mute(overview.missing_site, self.start_daemon), severity="warning",
+                        timeout=8, markup=False)
+            return
         if overview.read_only:
             self.notify(read_only_action(self.start_daemon), severity="warning", timeout=8, markup=False)
             return
@@ -338,13 +361,14 @@ class DashboardApp(App[int]):
 
     def on_unmount(self) -> None:
         self._changes.close()
+        self._jobs.wait(QUIT_WAIT)  # a read in flight gives its connections back before they are closed
         self.store.close()
 
 
 def run_dashboard(config: Config, *, store_url: str | None = None) -> int:
     """Open the dashboard on the config's store (or ``store_url``); return the exit code."""
     try:
-        store = Store(store_url) if store_url else Store.of(config)
+        store = Store(store_url) if store_url else open_store(config)
     except CanaryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

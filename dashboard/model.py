@@ -25,6 +25,7 @@ from canary.status.families import Family, families
 from canary.status.mutes import is_muted
 from canary.status.overview import DaemonInfo, daemon_info, evaluate_all
 from canary.store.engine import Store
+from canary.store.sites import Site
 from canary.terminal import safe
 from canary.vocabulary import Status, as_utc, hour_floor
 from dashboard.queries import (
@@ -137,6 +138,8 @@ class Overview:
     runs: tuple[RunRow, ...] = ()  # the latest canary runs of every guard, newest first
     model: str | None = None  # "model server unreachable since 10:02: 37 agent requests failed", while so
     warning: str | None = None  # the running daemon's latest collector warning, and how many more
+    #: The project and machine whose rows the shared store does not hold yet (no daemon of theirs wrote).
+    missing_site: Site | None = None
 
     @property
     def read_only(self) -> bool:

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static
 from dashboard.messages import AlertsLoaded
 from dashboard.model import Overview, load_alerts
 from dashboard.screens._owner import dashboard_app
+from dashboard.stores import project_rows
 from dashboard.widgets import AlertsTable
 
 
@@ -36,7 +37,8 @@ class AlertsScreen(Screen[None]):
         store, now = app.store, app.clock()
 
         def job() -> Message:
-            return AlertsLoaded(load_alerts(store, now=now))
+            with project_rows(store) as rows:
+                return AlertsLoaded(load_alerts(rows, now=now))
 
         app.read("alerts", job, self, again=True)
 

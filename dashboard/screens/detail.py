@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer
 from dashboard.messages import DetailLoaded
 from dashboard.model import Detail, Overview, load_detail
 from dashboard.screens._owner import dashboard_app
+from dashboard.stores import project_rows
 from dashboard.widgets import DetailHead, FiringsTable, RunPanel, RunsTable, TransitionsTable
 
 
@@ -62,7 +63,8 @@ class DetailScreen(Screen[None]):
         store, config, guard, now = app.store, app.config, self.guard, app.clock()
 
         def job() -> Message:
-            return DetailLoaded(load_detail(store, config, guard, now=now))
+            with project_rows(store) as rows:
+                return DetailLoaded(load_detail(rows, config, guard, now=now))
 
         app.read("detail", job, self, again=True)
 

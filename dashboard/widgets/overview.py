@@ -71,7 +71,16 @@ class DaemonBar(Static):
             first = Text.assemble((" DAEMON ERROR ", "bold white on red3"), "  ", info.error)
             return Group(first, Text.assemble("statuses may be stale · ", window, " · ", summary))
         if overview.read_only:
-            if info.beat is None:
+            if overview.missing_site is not None:
+                site = overview.missing_site
+                first = Text.assemble(
+                    (" READ-ONLY ", "bold white on red3"),
+                    f"  no daemon has written the rows of project {safe(site.project)} on machine "
+                    f"{safe(site.machine)} to this shared store yet: nothing is being checked, and canaries "
+                    "cannot be run",
+                )
+                second = f"start one with `{self.start}`; its rows show here once it has written them"
+            elif info.beat is None:
                 first = Text.assemble(
                     (" READ-ONLY ", "bold white on red3"),
                     "  no daemon has run on this store: nothing is being checked, and canaries cannot be run",
