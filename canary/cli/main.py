@@ -350,7 +350,7 @@ def dashboard(ctx: click.Context) -> None:
     """The terminal dashboard: which guards are awake, since when, and why."""
     from dashboard.app import run_dashboard
 
-    config = load(ctx)
+    config = load(ctx, keep_going=True)  # a broken definition file is shown beside the other guards
     sys.exit(run_dashboard(config))
 
 

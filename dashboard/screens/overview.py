@@ -10,10 +10,11 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
+from canary.status.problems import broken_guards
 from dashboard.model import Overview
 from dashboard.screens._owner import dashboard_app
 from dashboard.screens.detail import DetailScreen
-from dashboard.widgets import DaemonBar, GuardsTable, GuardSummary, RecentRuns
+from dashboard.widgets import DaemonBar, DefinitionProblems, GuardsTable, GuardSummary, RecentRuns
 
 
 class OverviewScreen(Screen[None]):
@@ -32,6 +33,7 @@ class OverviewScreen(Screen[None]):
         bar = DaemonBar(id="daemon")
         bar.start = dashboard_app(self).start_daemon
         yield bar
+        yield DefinitionProblems(id="definitions")
         yield GuardsTable(id="guards").data_bind(filter_text=OverviewScreen.filter_text)
         yield GuardSummary(id="summary")
         yield RecentRuns(id="recent")
@@ -41,6 +43,8 @@ class OverviewScreen(Screen[None]):
 
     def on_mount(self) -> None:
         app = dashboard_app(self)
+        broken = app.config.broken
+        self.query_one(DefinitionProblems).show(broken, broken_guards(app.config) if broken else [])
         self.watch(app, "overview", self._show)
         self.watch(app, "pending", self._pending)
         self.query_one(RecentRuns).border_title = "latest canary runs, every guard"

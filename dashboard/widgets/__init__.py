@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dashboard.widgets.definitions import DefinitionProblems
 from dashboard.widgets.history import (
     AlertsTable,
     DetailHead,
@@ -15,6 +16,7 @@ from dashboard.widgets.overview import DaemonBar, GuardsTable, GuardSummary, Rec
 __all__ = [
     "AlertsTable",
     "DaemonBar",
+    "DefinitionProblems",
     "DetailHead",
     "FiringsTable",
     "GuardSummary",

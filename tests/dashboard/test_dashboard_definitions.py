@@ -1,0 +1,100 @@
+"""A broken definition file: the dashboard opens all the same, shows the other guards, and shows each
+broken file's error (file, key, problem) with its control characters drawn, never sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from dashboard.app import DashboardApp
+from dashboard.widgets import DefinitionProblems
+from tests.dashboard.test_dashboard import keys, settle, until
+from tests.dashboard.test_dashboard_site import dashboard_command
+from tests.dashboard.test_dashboard_terminal import control_sequences, terminal_bytes
+
+GOOD = "[guard]\nname = 'cite'\nmatch = 'CitationGuard: rejected'\n"
+#: A key whose name carries a terminal title escape: the error names it.
+BAD_KEY = "[guard]\nname = 'quote'\nmatch = 'QuoteGuard'\n\"\\u001b]0;PWNED\\u0007\" = 1\n"
+BAD_TOML = "[guard\nname = 'number'\n"
+
+
+def project(folder: Path) -> Path:
+    """A config of three definition files: one good, one with an unknown key, one that is not TOML."""
+    (folder / "defs").mkdir(parents=True)
+    for name, body in (("cite", GOOD), ("quote", BAD_KEY), ("number", BAD_TOML)):
+        (folder / "defs" / f"{name}.toml").write_text(body, encoding="utf-8")
+    (folder / "agent.log").write_text("", encoding="utf-8")
+    path = folder / "canary.toml"
+    path.write_text(
+        f"defs = ['defs/*.toml']\n[logs]\npaths = [{str(folder / 'agent.log')!r}]\n[alerts]\ndesktop = false\n"
+        f"[store]\nurl = {'sqlite:///' + str(folder / 'canary.db')!r}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_a_broken_definition_file_is_shown_beside_the_other_guards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = project(tmp_path / "agent")
+    seen: list[tuple[list[str], str, set[str]]] = []
+
+    async def look(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, DashboardApp)
+        await settle(pilot)
+        await until(pilot, lambda: keys(app) != [])
+        panel = app.screen.query_one(DefinitionProblems)
+        assert panel.display
+        seen.append((keys(app), panel.render().plain, control_sequences(terminal_bytes(app))))
+        app.exit()
+
+    result = dashboard_command(monkeypatch, config, look)
+    assert result.exit_code == 0, result.output
+    assert seen, f"the dashboard never showed: {result.output}"
+    guards, shown, escapes = seen[0]
+    assert guards == ["cite"]
+    defs = tmp_path / "agent" / "defs"
+    assert shown.splitlines() == [
+        "2 problems in the definitions: the guard quote is left out below (a running daemon keeps the "
+        "definitions it loaded until they are fixed)",
+        f"{defs / 'number.toml'}:1: invalid TOML: Expected ']' at the end of a table declaration (column 7)",
+        f"{defs / 'quote.toml'}:1: guard.\\x1b]0;PWNED\\x07: unknown key; known keys here: name, description, "
+        "match, span, event, window, grace",
+    ]
+    assert escapes == set()  # the escape in the key is drawn as text, never sent
+
+
+def test_without_broken_definitions_no_panel_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = project(tmp_path / "agent")
+    for name in ("quote", "number"):
+        (tmp_path / "agent" / "defs" / f"{name}.toml").unlink()
+    seen: list[bool] = []
+
+    async def look(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        seen.append(pilot.app.screen.query_one(DefinitionProblems).display)
+        pilot.app.exit()
+
+    result = dashboard_command(monkeypatch, config, look)
+    assert result.exit_code == 0, result.output
+    assert seen == [False]
+
+
+def test_an_error_in_canary_toml_itself_still_stops_the_dashboard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = project(tmp_path / "agent")
+    config.write_text(config.read_text(encoding="utf-8") + "colour = 'red'\n", encoding="utf-8")
+    opened: list[bool] = []
+
+    async def look(pilot: Pilot[Any]) -> None:
+        opened.append(True)
+        pilot.app.exit()
+
+    result = dashboard_command(monkeypatch, config, look)
+    assert result.exit_code == 2 and opened == []
+    assert f"{config}:" in result.stderr and "colour" in result.stderr
