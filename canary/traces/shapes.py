@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from canary.config.definitions import GuardDef
+from canary.config.signals import SignalMatch
 from canary.traces.otlp import Signal
 
-__all__ = ["Proposal", "ShapeBook", "propose"]
+__all__ = ["Proposal", "ShapeBook", "fires_on", "propose"]
 
 #: Shapes kept at most; values kept per attribute; characters kept of a value.
 MAX_SHAPES, MAX_VALUES, VALUE_KEEP = 200, 8, 80
@@ -103,6 +105,12 @@ class Proposal:
     count: int
     convention: str
     strong: bool  # a rejecting verdict was seen, not only assumed
+    #: The span's (or event's) name, and the attribute values a rejecting one carries: those seen
+    #: (its verdict: the rejecting ones seen, else one its convention rejects with) and those its
+    #: convention implies. What tells whether a guard of the project fires on it already.
+    signal: str = ""
+    sample: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    covered_by: str | None = None  # the project's guard that fires on it already: not proposed
 
 
 def _slug(text: str) -> str:
@@ -113,52 +121,83 @@ def _exact(value: str) -> str:
     return "^" + re.escape(value) + "$"
 
 
+def _rejecting(values: list[str], rejects: str, example: str) -> tuple[str, ...]:
+    """The verdicts seen that reject, or, when none was seen, one its convention rejects with."""
+    return tuple(v for v in values if re.search(rejects, v)) or (example,)
+
+
 def _proposal(shape: dict[str, Any]) -> Proposal | None:
     convention, name, values = shape.get("convention"), str(shape.get("name", "")), shape.get("values") or {}
     count = int(shape.get("count", 0))
+    seen = {key: tuple(str(v) for v in found) for key, found in values.items() if found}
     if convention == "openinference":
         verdicts = [v for v in values.get("output.value", []) if REJECTING.search(v)]
         matcher = {"name": _exact(name), "attributes": {"openinference.span.kind": "^GUARDRAIL$",
                                                         "output.value": REJECTING.pattern}}
-        return Proposal(_slug(name), "span", matcher, count, convention, bool(verdicts))
+        sample = {"openinference.span.kind": ("GUARDRAIL",),
+                  "output.value": _rejecting(values.get("output.value", []), REJECTING.pattern, "BLOCKED")}
+        return Proposal(_slug(name), "span", matcher, count, convention, bool(verdicts), name, sample)
     if convention == "security":
         matcher = {"name": _exact(name), "attributes": {"gen_ai.security.decision.type": "^deny$"}}
         return Proposal(_slug(name), "span", matcher, count, convention,
-                        "deny" in values.get("gen_ai.security.decision.type", []))
+                        "deny" in values.get("gen_ai.security.decision.type", []), name,
+                        {"gen_ai.security.decision.type": ("deny",)})
     if convention == "langfuse":
         matcher = {"name": _exact(name), "attributes": {"langfuse.observation.type": "^guardrail$",
                                                         "langfuse.observation.output": REJECTING.pattern}}
         verdicts = [v for v in values.get("langfuse.observation.output", []) if REJECTING.search(v)]
-        return Proposal(_slug(name), "span", matcher, count, convention, bool(verdicts))
+        sample = {"langfuse.observation.type": ("guardrail",), "langfuse.observation.output": _rejecting(
+            values.get("langfuse.observation.output", []), REJECTING.pattern, "BLOCKED")}
+        return Proposal(_slug(name), "span", matcher, count, convention, bool(verdicts), name, sample)
     if convention == "nemo":
         rails = values.get("rail.name", [])
         attributes = {"rail.stop": "^true$", **({"rail.name": _exact(rails[0])} if len(rails) == 1 else {})}
         return Proposal(_slug(rails[0] if len(rails) == 1 else "nemo-rail"), "span",
                         {"name": _exact(name), "attributes": attributes}, count, convention,
-                        "true" in values.get("rail.stop", []))
+                        "true" in values.get("rail.stop", []), name, {**seen, "rail.stop": ("true",)})
     if convention == "evaluation":
         names = values.get("gen_ai.evaluation.name", [])
         attributes = {"gen_ai.evaluation.score.label": FAILING_LABEL,
                       **({"gen_ai.evaluation.name": _exact(names[0])} if len(names) == 1 else {})}
         labels = values.get("gen_ai.evaluation.score.label", [])
+        sample = {**seen, "gen_ai.evaluation.score.label": _rejecting(labels, FAILING_LABEL, "fail")}
         return Proposal(_slug(names[0] if len(names) == 1 else "evaluation"), "event",
                         {"name": _exact(name), "attributes": attributes}, count, convention,
-                        any(re.match(FAILING_LABEL, v) for v in labels))
+                        any(re.match(FAILING_LABEL, v) for v in labels), name, sample)
     return None
 
 
-def propose(shapes: Iterable[dict[str, Any]]) -> list[Proposal]:
-    """A guard per guard-shaped span or event name, with distinct names, most frequent first."""
+def fires_on(rule: SignalMatch, proposal: Proposal) -> bool:
+    """Whether a guard's ``span`` (or ``event``) matcher fires on every rejecting span (or event) the
+    proposal was made from: its name regex matches the span's name, and each of its attribute regexes
+    matches every value that attribute was seen with (an attribute never seen: it cannot tell, so no)."""
+    if rule.name is not None and rule.name.search(proposal.signal) is None:
+        return False
+    for key, pattern in rule.attributes:
+        values = proposal.sample.get(key)
+        if not values or any(pattern.search(value) is None for value in values):
+            return False
+    return True
+
+
+def propose(shapes: Iterable[dict[str, Any]], guards: Sequence[GuardDef] = ()) -> list[Proposal]:
+    """A guard per guard-shaped span or event name, most frequent first. One that a guard of
+    ``guards`` fires on already is ``covered_by`` it; the others get names distinct from each other
+    and from ``guards``."""
     out: list[Proposal] = []
-    names: set[str] = set()
+    names = {g.name for g in guards}
     for shape in shapes:
         proposal = _proposal(shape)
         if proposal is None:
+            continue
+        owner = next((g for g in guards if (rule := g.span if proposal.key == "span" else g.event) is not None
+                      and fires_on(rule, proposal)), None)
+        if owner is not None:
+            out.append(replace(proposal, covered_by=owner.name))
             continue
         name, n = proposal.name, 2
         while name in names:
             name, n = f"{proposal.name}-{n}", n + 1
         names.add(name)
-        out.append(Proposal(name, proposal.key, proposal.matcher, proposal.count, proposal.convention,
-                            proposal.strong))
+        out.append(replace(proposal, name=name))
     return out

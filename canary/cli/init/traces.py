@@ -3,12 +3,15 @@
 The daemon's receiver keeps the guard-shaped spans it received (``canary.traces.shapes``): an
 OpenInference GUARDRAIL span, an ``apply_guardrail`` span, a NeMo Guardrails rail, a Langfuse
 guardrail observation, a ``gen_ai.evaluation.result`` event. Each becomes a definition file with
-a ``span`` (or ``event``) matcher and a fabricated-source canary, never written over a file.
+a ``span`` (or ``event``) matcher and a fabricated-source canary, never written over a file. A
+shape a guard of the project fires on already (``canary.traces.shapes.fires_on``) is not proposed
+again, and a proposed guard never takes the name of one of the project's.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +22,9 @@ from canary.errors import UsageError
 from canary.terminal import safe
 from canary.traces.shapes import Proposal, propose
 from canary.vocabulary import EXIT_OK, EXIT_UNHEALTHY
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
 
 __all__ = ["render_signal_definition", "run_init_traces"]
 
@@ -55,12 +61,10 @@ def render_signal_definition(proposal: Proposal) -> str:
     ])
 
 
-def _shapes(config_path: Path) -> list[dict[str, object]]:
-    from canary.config.settings import load_config
+def _shapes(config: Config, config_path: Path) -> list[dict[str, object]]:
     from canary.status import receiver
     from canary.store import reads
 
-    config = load_config(path=config_path)
     if config.traces is None:
         raise UsageError(f"{config_path} has no [traces] table: add [traces] with listen = "
                          "\"127.0.0.1:4318\", run the daemon, point the agent's OTLP exporter at it, "
@@ -92,7 +96,10 @@ def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.tom
     if not config_path.is_file():
         raise UsageError(f"no {config_name} in {root}: run `{command_line('canary init', config_path)}` "
                          "first", option="--traces")
-    proposals = propose(_shapes(config_path))
+    from canary.config.settings import load_config
+
+    project = load_config(path=config_path)
+    proposals = propose(_shapes(project, config_path), project.guards)
     if not proposals:
         again = command_line("canary init --traces", config_path)
         click.echo(safe("The trace receiver has seen no guard-shaped span yet (an OpenInference GUARDRAIL "
@@ -100,10 +107,19 @@ def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.tom
                         "gen_ai.evaluation.result event). Point the agent's exporter at [traces] listen "
                         f"(docs/traces.md), let it work, and run `{again}` again."))
         return EXIT_UNHEALTHY
+    for proposal in proposals:
+        if proposal.covered_by is not None:
+            click.echo(safe(f"  {proposal.name:<20} {proposal.count:>6} {proposal.key}s   already matched by "
+                            f"guard {proposal.covered_by!r}: not proposed"))
+    new = [p for p in proposals if p.covered_by is None]
+    if not new:
+        click.echo("Nothing new to propose: a guard of the project fires on every guard-shaped span and "
+                   "event the trace receiver got.")
+        return EXIT_OK
     folder = root / "canaries_defs"
     folder.mkdir(exist_ok=True)
     written: list[Path] = []
-    for proposal in proposals:
+    for proposal in new:
         path = folder / f"{proposal.name}.toml"
         flag = "" if proposal.strong else "   (weak: no rejecting verdict seen yet)"
         click.echo(safe(f"  {proposal.name:<20} {proposal.count:>6} {proposal.key}s   "
