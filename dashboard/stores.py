@@ -13,21 +13,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
 from canary.config.settings import Config
 from canary.store.engine import Store
-from canary.store.sites import Site
 
 __all__ = ["open_store", "project_rows", "reopened"]
 
 
 def open_store(config: Config) -> Store:
     """The config's store: a SQLite file as the daemon opens it, a shared store as a reader."""
-    if make_url(config.store.url).get_backend_name() == "sqlite":
-        return Store.of(config)
-    return Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
-                          local=config.state_folder / "store", owner=config.path)
+    return Store.joining(config)
 
 
 def reopened(store: Store) -> Store:

@@ -21,7 +21,7 @@ from canary import __version__
 from canary.cli import printers as fmt
 from canary.cli.boundary import CanaryGroup, config_option, epilog, load, warn
 from canary.config.urls import redact_url
-from canary.errors import UsageError
+from canary.errors import StoreError, UsageError
 from canary.sentences import POINT_AT_THE_PROXY
 from canary.terminal import colour_wanted, safe, safe_lines
 from canary.vocabulary import EXIT_OK, EXIT_UNHEALTHY, hour_floor
@@ -282,12 +282,23 @@ def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | No
         span = parse_duration(duration)
     except DurationError as exc:
         raise UsageError(f"--for: {exc}", option="--for") from exc
-    store = Store.of(config)
+    store = Store.joining(config)
     try:
+        if store.absent:
+            raise StoreError(_no_site(store, config))
         until = mute(store, guard, span, now=datetime.now(UTC), reason=reason)
     finally:
         store.close()
     click.echo(f"{guard}: alerts muted until {until.astimezone().strftime('%Y-%m-%d %H:%M %Z')}")
+
+
+def _no_site(store: Store, config: Config) -> str:
+    """Why a mute cannot be kept in a shared store that holds no rows of the project yet."""
+    from canary.config.commandline import command_line
+
+    return (f"no daemon of project {store.site.project} on machine {store.site.machine} has written to "
+            "this shared store yet, so it holds none of the project's rows to keep a mute in (only the "
+            f"daemon creates them); start one with `{command_line('canary daemon', config.path)}`, then mute")
 
 
 @main.command(name="unmute", epilog=epilog(["canary unmute citation"],
@@ -303,9 +314,9 @@ def unmute_command(ctx: click.Context, guard: str) -> None:
 
     config = load(ctx)
     _known_guard(config, guard)
-    store = Store.of(config)
+    store = Store.joining(config)
     try:
-        lifted = unmute(store, guard)
+        lifted = not store.absent and unmute(store, guard)  # no site yet: nothing was muted
     finally:
         store.close()
     click.echo(f"{guard}: " + ("mute lifted" if lifted else "was not muted"))

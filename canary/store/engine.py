@@ -258,6 +258,16 @@ class Store:
         self.engine, self.users = self._open()  # only once migrated: other threads use it at once
 
     @classmethod
+    def joining(cls, config: Config) -> Store:
+        """The configured store for a command that writes beside the daemon (a mute, the dashboard):
+        a SQLite file as the daemon opens it, a shared store as a reader that never makes the
+        project's site (``absent`` until its daemon has made it)."""
+        if make_url(config.store.url).get_backend_name() == "sqlite":
+            return cls.of(config)
+        return cls.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
+                            local=config.state_folder / "store", owner=config.path)
+
+    @classmethod
     def existing(cls, url: str, *, site: Site | None = None, local: Path | None = None,
                  owner: Path | None = None) -> Store:
         """The store at ``url``, never created nor claimed, and refused when it is another project's
