@@ -11,20 +11,19 @@ read. Only the decision lives here; the tailer reads and commits.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from collectors.descriptors import Reporter
-from collectors.files import is_compressed, live_name, open_log, rotated_siblings
+from collectors.files import is_compressed, live_name, open_log, read_errors, rotated_siblings
 from collectors.followed import Followed
 from collectors.identity import HEAD, TAIL, Mark, digest
 from collectors.positions import FileState
 from collectors.scan import Hit, LineScanner
 
 __all__ = [
-    "CannotRead", "Catchup", "Step", "Unreadable", "chain", "finish_lost", "read_compressed", "read_lost",
+    "CannotRead", "Catchup", "Step", "chain", "finish_lost", "read_compressed", "read_lost",
     "stream",
 ]
 
@@ -32,7 +31,6 @@ __all__ = [
 BLOCK = 1 << 20
 
 #: What a corrupt or cut-short compressed file raises while it is read.
-Unreadable = (OSError, EOFError, ValueError, zlib.error)
 
 
 class CannotRead(Exception):
@@ -57,7 +55,7 @@ class Step:
 def stream(path: str, offset: int = 0) -> Iterator[bytes]:
     """The decompressed bytes of ``path`` from ``offset`` on, in blocks.
 
-    Raises one of ``Unreadable`` for a corrupt, cut-short or unsupported file.
+    Raises one of ``collectors.files.read_errors()`` for a corrupt, cut-short or unsupported file.
     """
     with open_log(Path(path)) as f:
         skip = offset
@@ -121,7 +119,7 @@ def chain(live: str, lost: Sequence[Mark], known: Sequence[Mark]) -> list[Step]:
             if not steps and not marks:
                 continue  # older than every lost file
             marks += _held(path, known)
-        except Unreadable as exc:
+        except read_errors() as exc:
             raise CannotRead(path, str(exc) or type(exc).__name__) from exc
         best = max(marks, key=lambda m: m.offset, default=None)
         steps.append(Step(path, best.offset if best else 0, best))
@@ -135,7 +133,7 @@ def read_compressed(
 ) -> None:
     """Read the compressed ``step`` into ``into`` (a followed file without a descriptor): the
     bytes before ``step.offset`` only set its head and tail, the rest goes to ``feed``, which
-    says False to stop. Raises one of ``Unreadable``."""
+    says False to stop. Raises one of ``collectors.files.read_errors()``."""
     head = tail = b""
     pos = 0
     for block in stream(step.path):
@@ -186,7 +184,7 @@ def read_lost(
 
     try:
         read_compressed(step, into, feed)
-    except Unreadable as exc:
+    except read_errors() as exc:
         errors.report(step.path, f"cannot read {step.path}: {exc or type(exc).__name__}")
         return False
     if ok and (batch or size or step.offset != state.offset):

@@ -19,6 +19,7 @@ __all__ = [
     "is_compressed",
     "live_name",
     "open_log",
+    "read_errors",
     "rotated_siblings",
     "same_head",
 ]
@@ -166,6 +167,17 @@ def open_log(path: Path) -> BinaryIO:
     if suffix in COMPRESSED_SUFFIXES:
         raise ValueError(f"{path}: {suffix} files cannot be read without an extra library")
     return cast(BinaryIO, open(path, "rb", buffering=0))
+
+
+@functools.cache
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a log from ``open_log`` raises when the file is gone, cut short, corrupt or of a
+    format not read here: the decompressors' own errors besides ``OSError`` (loaded on first use,
+    as in ``except read_errors()``, evaluated only once an exception is raised)."""
+    import lzma
+    import zlib
+
+    return (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError)
 
 
 def head_fingerprint(

@@ -77,7 +77,7 @@ def changed_guards(old: Config, new: Config) -> list[str]:
 def _hits_before(config: Config, positions: list[FileState]) -> Iterator[tuple[str, str, Hit]]:
     """Every hit of the new rules in what the collectors had read of each file still there."""
     from canary.logs.matching import build_matcher
-    from collectors.files import open_log
+    from collectors.files import open_log, read_errors
     from collectors.positions import file_key
     from collectors.scan import LineScanner
 
@@ -100,7 +100,7 @@ def _hits_before(config: Config, positions: list[FileState]) -> Iterator[tuple[s
                     left -= len(data)
                     for hit in scanner.feed(data, joined=True).hits:  # read in turn
                         yield state.path, state.key, hit
-        except (OSError, ValueError) as exc:
+        except read_errors() as exc:
             log.warning("cannot re-read %s for the reloaded guards: %s", state.path, exc)
 
 

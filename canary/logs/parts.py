@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from collectors.files import COMPRESSED_SUFFIXES, open_log
+from collectors.files import COMPRESSED_SUFFIXES, open_log, read_errors
 from collectors.scan import MAX_WARNINGS, Hit, LineScanner, Matcher
 
 READ = 1 << 20  # 1 MiB: the passes over a read stay in cache (faster than 8 MiB in bench_audit)
@@ -168,7 +168,7 @@ def _read_part(path: Path, matcher: Matcher, tally: T, count_activity: bool, *,
             if start:
                 stream.seek(start)
             _scan(stream, scanner, read, tally, count_activity=count_activity, end=end)
-    except (OSError, EOFError, ValueError) as exc:
+    except read_errors() as exc:
         read.error = f"{type(exc).__name__}: {exc}"
     read.warnings = [w.message for w in scanner.warnings]
     read.dropped = scanner.warnings_dropped

@@ -120,25 +120,41 @@ def test_rotated_and_compressed_while_stopped_is_finished_once(
     assert errors == []
 
 
+def _flipped(data: bytes, at: int) -> bytes:
+    out = bytearray(data)
+    out[at] ^= 0xFF
+    out[at + 1] ^= 0x5A
+    return bytes(out)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".xz"])
+@pytest.mark.parametrize("damage", ["cut short", "corrupt"])
 def test_a_compressed_file_that_cannot_be_read_is_told_and_its_position_kept(
-    tmp_path: Path, store: Store
+    tmp_path: Path, store: Store, suffix: str, damage: str
 ) -> None:
+    import lzma
+
     logs = tmp_path / "logs"
     logs.mkdir()
     log = logs / "app.log"
     append(log, lines(0, 10))
     run(store, log)
-    append(log, lines(10, 10))
+    append(log, lines(10, 200))
     rotate(log, delay=False)
-    good = (logs / "app.log.1.gz").read_bytes()
-    (logs / "app.log.1.gz").write_bytes(good[: len(good) // 2])  # cut short
+    packed = logs / f"app.log.1{suffix}"
+    if suffix == ".xz":
+        gz = logs / "app.log.1.gz"
+        packed.write_bytes(lzma.compress(gzip.decompress(gz.read_bytes())))
+        gz.unlink()
+    good = packed.read_bytes()
+    packed.write_bytes(good[: len(good) // 2] if damage == "cut short" else _flipped(good, len(good) // 3))
     errors: list[str] = []
     run(store, log, errors)
-    assert any("app.log.1.gz" in e for e in errors), errors
+    assert any(packed.name in e for e in errors), errors
     assert len(store.positions()) == 2  # the rotated file's position is not forgotten
-    (logs / "app.log.1.gz").write_bytes(good)
+    packed.write_bytes(good)
     run(store, log)
-    expect(store, 20)
+    expect(store, 210)
 
 
 def test_two_lost_files_whose_chains_overlap_read_each_sibling_once(tmp_path: Path, store: Store) -> None:

@@ -24,7 +24,7 @@ from canary.cli.init.model import (
     Proposal,
     Template,
 )
-from collectors.files import open_log
+from collectors.files import open_log, read_errors
 from collectors.rules import parse_json_line
 from collectors.scan import MAX_LINE
 
@@ -137,8 +137,8 @@ def _capped(pending: bytes, part: bytes) -> tuple[bytes, bool]:
 
 def _lines(path: Path, cut: list[int] | None = None) -> Iterator[str]:
     """The complete lines of a log file, decoded as the collectors decode them, and like theirs
-    cut to their first ``MAX_LINE`` bytes (each line cut adds one to ``cut[0]``) and never
-    holding a run of NULs."""
+    cut to their first ``MAX_LINE`` bytes (each line cut adds one to ``cut[0]``), without the run of
+    NULs a line may start with, and with each NUL inside a line as U+FFFD."""
     with open_log(path) as stream:
         pending, over = b"", False
         first = True
@@ -152,8 +152,10 @@ def _lines(path: Path, cut: list[int] | None = None) -> Iterator[str]:
                 if (over or dropped) and cut is not None:
                     cut[0] += 1
                 pending, over = b"", False
-                # after a hole of NULs (a writer without O_APPEND, truncated), as the collectors read it
-                yield raw.rpartition(b"\0")[2].removesuffix(b"\r").decode("utf-8", "replace")
+                # as the collectors read it: a hole of NULs at a line's start is no part of it (a writer
+                # without O_APPEND, truncated); a NUL inside a line is kept, as U+FFFD
+                text = raw.lstrip(b"\0").removesuffix(b"\r").decode("utf-8", "replace")
+                yield text.replace("\0", "\ufffd")
             pending, dropped = _capped(pending, rest)
             over = over or dropped
 
@@ -168,7 +170,7 @@ def _sniff_format(files: Sequence[Path]) -> LogFormat:
                 if line.strip():
                     seen += 1
                     objects += parse_json_line(line) is not None
-        except (OSError, EOFError, ValueError):
+        except read_errors():
             continue
     return "jsonl" if seen and objects >= 0.8 * seen else "text"
 
@@ -235,7 +237,7 @@ def scan_logs(patterns: Sequence[str], base: Path, *, log_format: LogFormat | No
                     entry = templates[text] = Template(text, fields)
                     _classify(entry)
                 entry.add(line)
-        except (OSError, EOFError, ValueError) as exc:
+        except read_errors() as exc:
             unreadable.append((path, f"{type(exc).__name__}: {exc}"))
     readable = [p for p in files if p not in {u for u, _ in unreadable}]
     all_templates = list(templates.values())
