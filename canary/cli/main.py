@@ -231,17 +231,22 @@ def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
 
 def _team_status(config: Config, *, as_json: bool) -> None:
     """``canary status --all-projects``: exit 1 when a guard alerts or a daemon is stale."""
+    from canary.cli.quick import unreadable_team
     from canary.status.team import team_document, team_view
     from canary.store.engine import Store
     from canary.store.sites import Site
 
-    store = Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
-                           local=config.state_folder / "store")
     try:
-        now = datetime.now(UTC)
-        doc = team_document(team_view(store), now=now)
-    finally:
-        store.close()
+        store = Store.existing(config.store.url, site=Site(config.project, config.store.machine or ""),
+                               local=config.state_folder / "store")
+        try:
+            doc = team_document(team_view(store), now=datetime.now(UTC))
+        finally:
+            store.close()
+    except StoreError as exc:
+        if as_json:  # a document still, saying why: nothing is known of the projects
+            click.echo(json.dumps(unreadable_team(config, exc), indent=2))
+        raise
     doc["store"] = _shown_url(config.store.url)
     click.echo(json.dumps(doc, indent=2) if as_json else fmt.team_table(doc))
     bad = any(s["daemon"]["stale"] or any(g["alerting"] for g in s["guards"]) for s in doc["projects"])

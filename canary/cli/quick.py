@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from canary.config.settings import Config
 
 __all__ = ["echo", "guarded", "paint", "report_lines", "run", "status_command", "status_table",
-           "unreadable_document"]
+           "unreadable_document", "unreadable_team"]
 
 _COLORS = {"red": 31, "yellow": 33}
 _STYLE = r"\x1b\[[0-9;]*m"  # compiled by ``re`` when styled text meets a stream that shows none
@@ -120,6 +120,13 @@ def unreadable_document(config: Config, exc: StoreError) -> dict[str, Any]:
             "config": str(config.path), "store": redact_url(config.store.url), "error": reason,
             "problems": [{"kind": "store_unavailable", "message": reason},
                          *({"kind": DEFINITIONS, "message": p.render()} for p in config.broken)]}
+
+
+def unreadable_team(config: Config, exc: StoreError) -> dict[str, Any]:
+    """The ``canary status --all-projects --json`` document when the store cannot be opened: the
+    store, the reason as ``error`` and a ``store_unavailable`` problem, and null projects."""
+    doc = unreadable_document(config, exc)
+    return {"projects": None, "store": doc["store"], "error": doc["error"], "problems": doc["problems"][:1]}
 
 
 def status_command(config: Config, *, as_json: bool) -> int:

@@ -110,3 +110,19 @@ def test_a_broken_definition_is_listed_after_the_store(tmp_path: Path) -> None:
         problems = json.loads(stdout)["problems"]
         assert [p["kind"] for p in problems] == ["store_unavailable", "definitions"], problems
         assert "windw" in problems[1]["message"]
+
+
+def test_all_projects_of_an_unreachable_store_is_a_json_document_with_exit_3(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://canary:hunter2secret@127.0.0.1:{free_port()}/canary"
+    config = write_config(tmp_path / "agent", url)
+
+    for code, stdout, stderr in outputs(config, "--all-projects", "--json"):
+        assert code == 3, stdout + stderr
+        assert "hunter2secret" not in stdout + stderr and "Traceback" not in stdout + stderr
+        doc = json.loads(stdout)
+        assert doc["store"] == url.replace("canary:hunter2secret@", "***@")
+        assert doc["projects"] is None  # nothing is known of them, never "no project alerts"
+        assert "could not be used" in doc["error"] and "\n" not in doc["error"], doc["error"]
+        assert doc["problems"] == [{"kind": "store_unavailable", "message": doc["error"]}]
+    plain = CliRunner().invoke(main, ["status", "--config", str(config), "--all-projects"])
+    assert plain.exit_code == 3 and plain.stdout == "", plain.output
