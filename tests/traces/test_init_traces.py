@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -72,6 +73,8 @@ def test_a_guard_is_proposed_per_guard_shaped_span_and_fires_on_them(served: Ser
     config = received(served, tmp_path)
     result = CliRunner().invoke(main, ["init", "--traces", "--yes", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
+    assert "     1 event   event " in result.output, result.output
+    assert not re.search(r"\b1 (spans|events)\b", result.output)
     proposed = {g.name for g in load_config(path=config).guards} - {"citation"}
     assert proposed == {"source-check", "apply-guardrail-grounding", "self-check-facts", "groundedness"}
     # each proposed guard fires on the blocking span (or event) it came from, never on the passing one

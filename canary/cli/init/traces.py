@@ -21,7 +21,7 @@ from canary.config.schema import toml_value
 from canary.errors import UsageError
 from canary.terminal import safe
 from canary.traces.shapes import Proposal, propose
-from canary.vocabulary import EXIT_OK, EXIT_UNHEALTHY
+from canary.vocabulary import EXIT_OK, EXIT_UNHEALTHY, counted
 
 if TYPE_CHECKING:
     from canary.config.settings import Config
@@ -109,7 +109,8 @@ def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.tom
         return EXIT_UNHEALTHY
     for proposal in proposals:
         if proposal.covered_by is not None:
-            click.echo(safe(f"  {proposal.name:<20} {proposal.count:>6} {proposal.key}s   already matched by "
+            seen = counted(proposal.count, proposal.key)
+            click.echo(safe(f"  {proposal.name:<20} {seen:>12}   already matched by "
                             f"guard {proposal.covered_by!r}: not proposed"))
     new = [p for p in proposals if p.covered_by is None]
     if not new:
@@ -122,7 +123,7 @@ def run_init_traces(directory: str, *, yes: bool, config_name: str = "canary.tom
     for proposal in new:
         path = folder / f"{proposal.name}.toml"
         flag = "" if proposal.strong else "   (weak: no rejecting verdict seen yet)"
-        click.echo(safe(f"  {proposal.name:<20} {proposal.count:>6} {proposal.key}s   "
+        click.echo(safe(f"  {proposal.name:<20} {counted(proposal.count, proposal.key):>12}   "
                         f"{proposal.key} {toml_value(proposal.matcher)}{flag}"))
         if path.exists():
             click.echo(f"kept      {path}")
