@@ -58,7 +58,8 @@ def audit_table(report: AuditReport) -> str:
 
 
 def _audit_findings(report: AuditReport) -> list[str]:
-    """What the audit's zeros mean: the guards asleep, and those whose zero proves nothing."""
+    """What the audit's zeros mean: the guards asleep, and those whose zero proves nothing (not all
+    they fire through was read)."""
     lines = []
     if report.asleep:
         if report.activity_configured and report.activity == 0:
@@ -73,7 +74,7 @@ def _audit_findings(report: AuditReport) -> list[str]:
             )
     if report.unread:
         one = len(report.unread) == 1
-        lines.append(f"Inconclusive: {safe(', '.join(report.unread))}: nothing "
+        lines.append(f"Inconclusive: {safe(', '.join(report.unread))}: not all "
                      f"{'it fires' if one else 'they fire'} through was read, so "
                      f"{'its' if one else 'their'} zero proves nothing either way.")
     return lines

@@ -46,8 +46,9 @@ class GuardAudit:
     last: datetime | None = None
     untimed: int = 0
     canary: int = 0  # of ``firings``: lines of a stored run (its nonce, or a line stored with it)
-    #: When nothing it fires through was read (no log line for a ``match``, no span for a ``span``, no
-    #: span or log record for an ``event``): what was not, and what would read it. Its zero proves nothing.
+    #: When something it fires through was not read (no log line for a ``match``, no span for a
+    #: ``span``, no span or no log record for an ``event``): what was not, and what would read it. Its
+    #: zero then proves nothing.
     unread: str | None = None
 
     def merge(self, other: GuardAudit) -> None:
@@ -67,12 +68,13 @@ class GuardAudit:
 
     @property
     def flag(self) -> str | None:
-        """``asleep`` when the guard never fired in the window; ``unread`` when nothing it fires
-        through was read (a span-only guard with no ``--otlp`` file, a log-line guard with export
-        files only): its zero proves nothing."""
-        if self.unread and self.firings == 0:
-            return "unread"
-        return "asleep" if self.firings == 0 and self.untimed == 0 else None
+        """``asleep`` when the guard never fired in the window and everything it fires through was
+        read; ``unread`` when it never fired and something it fires through was not read (a guard of
+        log lines and spans with no ``--otlp`` file, an ``event`` guard with spans but no log record):
+        its zero proves nothing. None when it fired, in any of them."""
+        if self.firings or self.untimed:
+            return None
+        return "unread" if self.unread else "asleep"
 
 
 @dataclass
@@ -308,25 +310,25 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path],
 
 
 def unread(guard: GuardDef, *, logs: bool, spans: bool, records: bool) -> str | None:
-    """What would make a zero of ``guard`` conclusive when none of its ways to fire was read (``logs``:
-    a log line was read; ``spans``, ``records``: a span, a log record of an export file); None when
-    one was. A span read is read with its events."""
-    missing: list[tuple[str, str]] = []
-    for way, read, what, how in (
-        (guard.match, logs, "log line", "[logs] paths that match the agent's logs"),
-        (guard.span, spans, "span", "--otlp FILE with the agent's traces"),
-        (guard.event, spans or records, "span event or log record",
-         "--otlp FILE with the agent's traces or logs"),
-    ):
-        if way is None:
-            continue
-        if read:
-            return None
-        missing.append((what, how))
+    """What would make a zero of ``guard`` conclusive when a way it fires was not read (``logs``: a
+    log line was read; ``spans``, ``records``: a span, a log record of an export file); None when
+    every one was. A span read is read with its events; an ``event`` fires on span events and on log
+    records, so it needs both."""
+    missing: list[str] = []
+    otlp: list[str] = []
+    if guard.match is not None and not logs:
+        missing.append("log line")
+    if (guard.span is not None or guard.event is not None) and not spans:
+        missing.append("span" if guard.span is not None else "span event")
+        otlp.append("traces")
+    if guard.event is not None and not records:
+        missing.append("log record")
+        otlp.append("logs")
     if not missing:
         return None
-    hows = list(dict.fromkeys(how for _, how in missing))
-    return f"no {' or '.join(what for what, _ in missing)} was read: give {', or '.join(hows)}"
+    hows = (["[logs] paths that match the agent's logs"] if "log line" in missing else []) + (
+        [f"--otlp FILE with the agent's {' and '.join(otlp)}"] if otlp else [])
+    return f"no {' or '.join(missing)} was read: give {', and '.join(hows)}"
 
 
 def _stored_marks(config: Config) -> tuple[RunMarks, str | None]:

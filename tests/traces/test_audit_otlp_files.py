@@ -68,7 +68,8 @@ def test_repeated_otlp_and_lists_mix(tmp_path: Path) -> None:
 def test_a_quoted_glob_is_expanded_and_one_that_matches_nothing_is_an_error(tmp_path: Path) -> None:
     exports(tmp_path)
     code, doc, stderr = audit(tmp_path, "--otlp", str(tmp_path / "exports" / "traces-*.json"))
-    assert code == 1, stderr  # the evaluation guard read nothing that fired it: asleep
+    assert code == 1, stderr  # the evaluation guard: unread, no log record was read
+    assert {g["guard"]: g["flag"] for g in doc["guards"]}["evaluation"] == "unread"
     assert firings(doc)["grounding"] == 6
     assert read(doc) == ["traces-1.json", "traces-2.json", "traces-3.json"]
     code, _, stderr = audit(tmp_path, "--otlp", str(tmp_path / "exports" / "*.jsonl"))

@@ -113,8 +113,9 @@ def test_the_line_and_record_of_a_bad_line_among_good_ones_are_told_and_the_rest
     path = tmp_path / "export.json"
     path.write_text("\n".join([good[0], bad_name, "", "\x1b]52;c;aGk=\x07 not json", good[1]]) + "\n")
     done = audit(tmp_path, "--otlp", str(path), "--json")
-    assert done.code == 1, done.stderr  # the evaluation guard: asleep over what was read
+    assert done.code == 1, done.stderr  # the evaluation guard: unread, no log record was read
     doc = json.loads(done.stdout)
+    assert {g["guard"]: g["flag"] for g in doc["guards"]}["evaluation"] == "unread"
     assert {g["guard"]: g["firings"] for g in doc["guards"]}["grounding"] == 2
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert any(f"{path}: line 2: {SPAN.format(i=guard_index())}.name: expected a string, got an array" in w
