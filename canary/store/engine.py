@@ -39,7 +39,7 @@ from canary.store.tables import (
     Run,
     RunTrace,
 )
-from canary.store.users import Users
+from canary.store.users import Users, counted_pool
 from canary.vocabulary import as_utc
 from collectors.positions import Batch, FileState
 from collectors.scan import Hit
@@ -182,14 +182,15 @@ class Store:
     def _create_engine(url: str, site: Site) -> Engine:
         parsed = make_url(url)
         if parsed.get_backend_name() != "sqlite":
-            engine = create_engine(url, pool_pre_ping=True)
+            engine = create_engine(url, pool_pre_ping=True, poolclass=counted_pool(parsed))
             if engine.dialect.name == "postgresql":
                 search_site(engine, site)
             return engine
         database = parsed.database
         if database and database != ":memory:" and not database.startswith("file:"):
             _private_database(Path(database).expanduser())
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S})
+        engine = create_engine(url, poolclass=counted_pool(parsed),
+                               connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -5,44 +5,77 @@ used again, it opens the new store's ``-wal`` and ``-shm`` as if they were its o
 truncates the shared memory under the connections mapping it, which kills the process with
 SIGBUS); closed last, it deletes them. So before a store's file is moved or replaced, every
 connection is taken back and closed: ``Users.stop`` hands out no more and waits for those in use.
+
+A connection counts as in use until its engine's pool has taken it back, not merely until
+SQLAlchemy's ``checkin`` event, which fires just before: a pool disposed of in between misses the
+connection and leaves it open. So the engine is made with ``poolclass=counted_pool(url)``, whose
+pool tells the ``Users`` once it has taken a connection back.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Engine, event
+from sqlalchemy import URL, Engine, event
+from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
 from canary.errors import StoreError
 
-__all__ = ["Users"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine.default import DefaultDialect
 
-#: ``ConnectionRecord.info`` key: this checkout was counted.
+__all__ = ["Users", "counted_pool"]
+
+#: ``ConnectionRecord.info`` key: the ``Users`` that counted this checkout.
 _COUNTED = "canary_counted"
+
+
+class _ToldOnReturn(Pool):
+    """A pool that tells the ``Users`` who counted a connection once it has taken it back."""
+
+    def _do_return_conn(self, record: ConnectionPoolEntry) -> None:
+        users = record.info.pop(_COUNTED, None)
+        try:
+            super()._do_return_conn(record)
+        finally:
+            if isinstance(users, Users):
+                users.returned()
+
+
+#: Each pool class a dialect picks, as a ``_ToldOnReturn``.
+_TOLD: dict[type[Pool], type[Pool]] = {}
+
+
+def counted_pool(url: URL) -> type[Pool]:
+    """The pool class an engine of ``url`` would have, telling its ``Users`` once a connection is back."""
+    dialect = cast("type[DefaultDialect]", url.get_dialect())
+    plain = dialect.get_pool_class(url)
+    if plain not in _TOLD:
+        _TOLD[plain] = type(f"Counted{plain.__name__}", (_ToldOnReturn, plain), {})
+    return _TOLD[plain]
 
 
 class Users:
     """Counts the connections of one engine in use; once stopped, hands out no more."""
 
     def __init__(self, engine: Engine, url: str) -> None:
+        """Count the checkouts of ``engine``, made with ``poolclass=counted_pool(url)``."""
         self.url = url
         self._cond = threading.Condition()
         self._out = 0
         self._stopped = False
         event.listen(engine, "checkout", self._checkout)
-        event.listen(engine, "checkin", self._checkin)
 
     def _checkout(self, _dbapi: Any, record: Any, _proxy: Any) -> None:
         with self._cond:
             if self._stopped:
                 raise StoreError(f"the store at {self.url} is being re-opened; try again", url=self.url)
             self._out += 1
-            record.info[_COUNTED] = True
+            record.info[_COUNTED] = self
 
-    def _checkin(self, _dbapi: Any, record: Any) -> None:
-        if record is None or not record.info.pop(_COUNTED, False):
-            return
+    def returned(self) -> None:
+        """A connection this counted was taken back by its pool."""
         with self._cond:
             self._out -= 1
             self._cond.notify_all()

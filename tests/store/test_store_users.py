@@ -7,17 +7,23 @@ other threads while the store is set aside.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.pool import NullPool
 
 from canary.daemon import storewatch
 from canary.daemon.storewatch import StoreWatch
 from canary.errors import StoreError
 from canary.store.engine import Store
+from tests.store.conftest import PG_URL
 
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 CORRUPT = "the store at sqlite:///x could not be used: database disk image is malformed"
@@ -98,3 +104,81 @@ def test_stopping_waits_for_a_connection_in_use_and_says_when_it_did_not_come_ba
         store.reopen(0.1)
     holder.join()
     store.close()
+
+
+def files_open(path: Path) -> list[str]:
+    """This process's open files that are the SQLite store ``path`` or its -wal and -shm."""
+    name = str(path.resolve())
+    found = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed since it was listed
+        if target.startswith(name):
+            found.append(target)
+    return found
+
+
+def backends_alive(pid: int) -> int:
+    """How many server processes ``pid`` names in ``pg_stat_activity``, once a backend whose client
+    closed it has had up to 5s to exit."""
+    engine = create_engine(PG_URL, poolclass=NullPool)
+    try:
+        deadline = time.monotonic() + 5.0
+        while True:
+            with engine.connect() as conn:
+                alive = int(conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"),
+                                         {"p": pid}).scalar_one())
+            if alive == 0 or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.05)
+    finally:
+        engine.dispose()
+
+
+def test_stopping_closes_a_connection_that_was_on_its_way_back_to_the_pool(
+    backend: str, open_store: Callable[..., Store]
+) -> None:
+    store = open_store()
+    entered, gate = threading.Event(), threading.Event()
+    pids: list[int] = []
+
+    # Runs on the return path after the store's own accounting, before the connection is back in
+    # the pool: a thread descheduled at that point, made to last here.
+    def slow_return(_dbapi: Any, _record: Any) -> None:
+        if threading.current_thread() is holder:
+            entered.set()
+            gate.wait(10)
+
+    event.listen(store.engine, "checkin", slow_return)
+
+    def use() -> None:
+        with store.engine.connect() as conn:
+            if backend == "postgresql":
+                pids.append(int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()))
+            else:
+                conn.exec_driver_sql("SELECT count(*) FROM firings").scalar()
+
+    holder = threading.Thread(target=use)
+    holder.start()
+    assert entered.wait(10)
+    # The pool the connection goes back to, kept here so that the garbage collector cannot close
+    # a connection left in it before it is looked for.
+    pool = store.engine.pool
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(store.stop(10.0)))
+    stopper.start()
+    stopper.join(1.0)  # a stop that does not wait for the connection disposes of the pool by now
+    gate.set()
+    holder.join(10)
+    stopper.join(10)
+    assert stopped == [True]
+    if backend == "postgresql":
+        assert backends_alive(pids[0]) == 0
+    else:
+        assert store.path is not None
+        assert files_open(store.path) == []
+    del pool
+    store.reopen()
+    assert store.count_firings() == 0
