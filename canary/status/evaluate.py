@@ -69,9 +69,10 @@ class GuardFacts:
     watched_since: datetime | None = None  # since when the logs have been followed
     daemon_since: datetime | None = None  # since when the daemon that runs the canaries is up
     logs_readable: bool = True
-    #: For a guard that fires only through spans or events: whether the trace receiver has taken in
-    #: any span or log record; None for a guard read from the logs.
-    signals_seen: bool | None = None
+    #: What the guard may fire in that the trace receiver has taken in none of: ``spans`` (a ``span``
+    #: guard) and ``span events`` (an ``event`` one) while no span came, ``log records`` (an ``event``
+    #: one) while no log record came. While any is, its silence proves nothing.
+    unread: tuple[str, ...] = ()
     last_firing: datetime | None = None
     last_organic_line: str | None = None  # the line of the latest organic firing
     muted_until: datetime | None = None
@@ -181,12 +182,13 @@ def canaries_failed(v: View) -> Decision | None:
 
 
 def silent(v: View) -> Decision | None:
-    """Zero firings over a whole window of agent activity, and no canary caught in it."""
+    """Zero firings over a whole window of agent activity, and no canary caught in it, with all the
+    guard fires through read (its logs readable, and what it fires in taken in by the receiver)."""
     f = v.facts
     whole_window = f.watched_since is not None and f.watched_since <= v.window_start
     active = (f.activity if f.activity is not None else f.lines) > 0
     caught = any(r.verdict == Verdict.CAUGHT and r.at >= v.window_start for c in f.canaries for r in c.runs)
-    heard = f.signals_seen is not False  # a span guard's silence means nothing before any span came
+    heard = f.logs_readable and not f.unread  # it may fire only in what was not read
     if f.organic + f.canary_firings == 0 and whole_window and active and heard and not caught:
         return Decision(Status.ASLEEP, "silent")
     return None
@@ -265,9 +267,10 @@ def fired(v: View) -> Decision | None:
 
 
 def no_signals(v: View) -> Decision | None:
-    """It fires only through spans or events, none reached the receiver, and nothing else proves it."""
+    """It may fire in spans or log records none of which reached the receiver, it did not fire, and
+    nothing else proves it."""
     f = v.facts
-    if f.signals_seen is False and f.organic + f.canary_firings == 0:
+    if f.unread and f.organic + f.canary_firings == 0:
         return Decision(Status.INCONCLUSIVE, "no_signals")
     return None
 

@@ -49,14 +49,32 @@ def logs_readable(config: Config) -> bool:
     return all(os.access(p, os.R_OK) for p in paths)
 
 
-def _signals_seen(reader: Reader, config: Config) -> bool:
-    """Whether a daemon's trace receiver has taken in any span or log record (its stored counts)."""
+def _received(reader: Reader, config: Config) -> tuple[bool, bool]:
+    """Whether a daemon's trace receiver has taken in a span, and a log record (its stored counts)."""
     if config.traces is None:
-        return False
+        return False, False
     from canary.status import receiver
 
     counts = receiver.load(reader) or {}
-    return any(isinstance(counts.get(k), int) and counts[k] > 0 for k in ("spans", "log_records"))
+
+    def took(key: str) -> bool:
+        return isinstance(counts.get(key), int) and counts[key] > 0
+
+    return took("spans"), took("log_records")
+
+
+def unread(guard: GuardDef, *, spans: bool, records: bool) -> tuple[str, ...]:
+    """What ``guard`` may fire in that the receiver has taken in none of (``spans``, ``records``: it
+    took in a span, a log record). A span is taken in with its events; an ``event`` fires on span
+    events and on log records, so it needs both."""
+    missing: list[str] = []
+    if guard.span is not None and not spans:
+        missing.append("spans")
+    if guard.event is not None and not spans:
+        missing.append("span events")
+    if guard.event is not None and not records:
+        missing.append("log records")
+    return tuple(missing)
 
 
 def gather(
@@ -69,7 +87,7 @@ def gather(
     window's runs.
     """
     readable = logs_readable(config) if readable is None else readable
-    signals = _signals_seen(reader, config)
+    spans, records = _received(reader, config)
     mutes = reads.active_mutes(reader, now)
     since_watched = reads.watched_since(reader)
     beat = reads.heartbeat(reader)
@@ -97,7 +115,7 @@ def gather(
                 daemon_since=daemon_since,
                 # a guard that fires only through spans or events reads no log
                 logs_readable=readable if guard.match is not None else True,
-                signals_seen=None if guard.match is not None else signals,
+                unread=unread(guard, spans=spans, records=records),
                 last_firing=reads.last_firing(reader, guard.name),
                 last_organic_line=reads.last_organic_line(reader, guard.name),
                 muted_until=until,

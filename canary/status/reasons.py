@@ -79,8 +79,14 @@ def _logs_unreadable(d: Decision, v: View) -> str:
 
 
 def _no_signals(d: Decision, v: View) -> str:
-    return ("it fires only through spans or events, and no span or log record has reached the trace "
-            "receiver ([traces] listen), so a silence proves nothing: point the agent's OTLP exporter at it")
+    unread = v.facts.unread
+    spans = "spans" in unread or "span events" in unread
+    missing = [what for what, yes in (("span", spans), ("log record", "log records" in unread)) if yes]
+    exports = [what for what, yes in (("traces", spans), ("logs", "log records" in unread)) if yes]
+    kinds = ", ".join(unread[:-1]) + " or " + unread[-1] if len(unread) > 1 else unread[0]
+    return (f"no {' or '.join(missing)} has reached the trace receiver ([traces] listen), and the guard "
+            f"may fire only in {kinds}, so a silence proves nothing: point the agent's OTLP exporter for "
+            f"{' and '.join(exports)} at it")
 
 
 def _no_conclusive(d: Decision, v: View) -> str:

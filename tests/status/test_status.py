@@ -88,10 +88,16 @@ CASES = [
     ("logs-unreadable", facts(run("caught", H), logs_readable=False), Status.INCONCLUSIVE),
     # a guard that fires only through spans: the receiver has taken in nothing, so the logs' activity
     # proves nothing of it
-    ("span-guard-no-signals", facts(canaries=(), organic=0, signals_seen=False), Status.INCONCLUSIVE),
-    ("span-guard-silent", facts(canaries=(), organic=0, signals_seen=True), Status.ASLEEP),
-    ("span-guard-fired", facts(canaries=(), organic=2, signals_seen=False), Status.ALIVE),
-    ("span-guard-caught", facts(run("caught", H), organic=0, signals_seen=False), Status.QUIET),
+    ("span-guard-no-signals", facts(canaries=(), organic=0, unread=("spans",)), Status.INCONCLUSIVE),
+    ("span-guard-silent", facts(canaries=(), organic=0, unread=()), Status.ASLEEP),
+    ("span-guard-fired", facts(canaries=(), organic=2, unread=("spans",)), Status.ALIVE),
+    ("span-guard-caught", facts(run("caught", H), organic=0, unread=("spans",)), Status.QUIET),
+    # its canary failed: that decides, whatever was not read
+    ("span-guard-leaked", facts(run("leaked", H), organic=0, unread=("spans",)), Status.ASLEEP),
+    # an event guard with spans taken in but no log record: it may fire only in log records
+    ("event-guard-no-log-record", facts(canaries=(), organic=0, unread=("log records",)), Status.INCONCLUSIVE),
+    # a log-line guard whose logs cannot be read now: the window's silence proves nothing
+    ("logs-unreadable-silent", facts(canaries=(), organic=0, logs_readable=False), Status.INCONCLUSIVE),
     # has canaries that never ran in a month of watched logs, only organic firings: no proof, and it alerts
     ("canaries-never-ran", facts(), Status.INCONCLUSIVE),
     # the same with nothing at all in the logs
