@@ -50,17 +50,18 @@ def logs_readable(config: Config) -> bool:
 
 
 def _received(reader: Reader, config: Config) -> tuple[bool, bool]:
-    """Whether a daemon's trace receiver has taken in a span, and a log record (its stored counts)."""
+    """Whether a daemon's trace receiver has taken in a span, and a log record (its stored counts; what
+    one before a restart took in counts too)."""
     if config.traces is None:
         return False, False
     from canary.status import receiver
 
     counts = receiver.load(reader) or {}
 
-    def took(key: str) -> bool:
-        return isinstance(counts.get(key), int) and counts[key] > 0
+    def took(key: str, seen: str) -> bool:  # by this daemon's receiver, or one before it
+        return (isinstance(counts.get(key), int) and counts[key] > 0) or isinstance(counts.get(seen), float)
 
-    return took("spans"), took("log_records")
+    return took("spans", "span_seen_at"), took("log_records", "record_seen_at")
 
 
 def unread(guard: GuardDef, *, spans: bool, records: bool) -> tuple[str, ...]:

@@ -19,16 +19,29 @@ TRACES_KEY = "traces.receiver"
 SHAPES_KEY = "traces.shapes"
 
 
+#: When a receiver last took in a span, a log record: the latest of every daemon's, kept across restarts.
+SEEN_KEYS = ("span_seen_at", "record_seen_at")
+
+
 def record(store: Store, counts: dict[str, Any], shapes: list[dict[str, Any]] | None = None) -> None:
-    """Store the receiver's counts (``ReceiverCounts.to_json``) and the shapes it saw."""
+    """Store the receiver's counts (``ReceiverCounts.to_json``) and the shapes it saw; when a span and
+    a log record were last taken in is the latest of these counts' and the stored ones' (a restarted
+    daemon's receiver counts from zero)."""
     from canary.store.tables import Meta
 
-    rows = [{"key": TRACES_KEY, "value": json.dumps(counts)}]
-    if shapes:
-        rows.append({"key": SHAPES_KEY, "value": json.dumps(shapes)})
     with store.engine.begin() as conn:
+        before = load(Reader.over(conn)) or {}
+        counts = {**counts, **{key: _latest(counts.get(key), before.get(key)) for key in SEEN_KEYS}}
+        rows = [{"key": TRACES_KEY, "value": json.dumps(counts)}]
+        if shapes:
+            rows.append({"key": SHAPES_KEY, "value": json.dumps(shapes)})
         for row in rows:
             store.upsert(conn, Meta, [row], keys=["key"], set_={"value": row["value"]})
+
+
+def _latest(*moments: object) -> float | None:
+    seen = [m for m in moments if isinstance(m, (int, float)) and not isinstance(m, bool)]
+    return max(seen) if seen else None
 
 
 def _json(reader: Reader, key: str) -> Any:

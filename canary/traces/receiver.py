@@ -70,15 +70,21 @@ class ReceiverCounts:
     refused: int = 0  # requests answered 4xx or 5xx
     last_error: str | None = None
     last_error_at: float | None = None
+    #: When it last took in a span, a log record (``time.time()``); kept across restarts in the store.
+    span_seen_at: float | None = None
+    record_seen_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def took(self, kind: Signals, items: int, rejected: int) -> None:
         """One request accepted."""
         with self._lock:
+            taken = items - rejected
             if kind == "traces":
-                self.spans += items - rejected
+                self.spans += taken
+                self.span_seen_at = time.time() if taken else self.span_seen_at
             else:
-                self.log_records += items - rejected
+                self.log_records += taken
+                self.record_seen_at = time.time() if taken else self.record_seen_at
             self.rejected += rejected
 
     def stored(self, firings: int) -> None:
@@ -104,7 +110,8 @@ class ReceiverCounts:
         with self._lock:
             return {"listen": self.listen, "spans": self.spans, "log_records": self.log_records,
                     "rejected": self.rejected, "firings": self.firings, "refused": self.refused,
-                    "last_error": self.last_error}
+                    "last_error": self.last_error, "span_seen_at": self.span_seen_at,
+                    "record_seen_at": self.record_seen_at}
 
 
 class _Refused(Exception):

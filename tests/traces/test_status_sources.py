@@ -175,3 +175,23 @@ def test_a_log_line_guard_whose_logs_cannot_be_read_now_is_inconclusive_not_asle
     status, reason = statuses(served, now)["citation"]
     assert status == "inconclusive", reason
     assert reason == "its logs cannot be read, so a silence proves nothing"
+
+
+def test_what_the_receiver_took_in_before_the_daemon_restarted_still_counts(served: Served) -> None:
+    """A restarted daemon's receiver counts from zero: the spans its predecessor took in still prove
+    that spans reach it, so the guard stays asleep instead of turning inconclusive at every restart."""
+    from canary.status import receiver
+    from canary.traces.receiver import ReceiverCounts
+
+    now = datetime.now(UTC)
+    a_day_of_logs(served, now)
+    send_spans(served.endpoint, guard="PASSED")
+    send_evaluation(served.endpoint, "pass")
+    before = statuses(served, now)
+    assert before["both"][0] == "asleep" and before["evaluation"][0] == "asleep", before
+    receiver.record(served.store, ReceiverCounts(listen=served.app.counts.listen).to_json())  # its first tick
+    result = CliRunner().invoke(main, ["status", "--json", "--config", str(served.config.path)])
+    doc = json.loads(result.stdout)
+    after = {g["guard"]: g["status"] for g in doc["guards"]}
+    assert after["both"] == "asleep" and after["evaluation"] == "asleep", doc["guards"]
+    assert doc["daemon"]["traces"]["spans"] == 0  # what this daemon's receiver took in, as ever
