@@ -73,6 +73,7 @@ class GuardFacts:
     #: guard) and ``span events`` (an ``event`` one) while no span came, ``log records`` (an ``event``
     #: one) while no log record came. While any is, its silence proves nothing.
     unread: tuple[str, ...] = ()
+    receiver: bool = True  # a trace receiver is configured ([traces])
     last_firing: datetime | None = None
     last_organic_line: str | None = None  # the line of the latest organic firing
     muted_until: datetime | None = None

@@ -117,6 +117,7 @@ def gather(
                 # a guard that fires only through spans or events reads no log
                 logs_readable=readable if guard.match is not None else True,
                 unread=unread(guard, spans=spans, records=records),
+                receiver=config.traces is not None,
                 last_firing=reads.last_firing(reader, guard.name),
                 last_organic_line=reads.last_organic_line(reader, guard.name),
                 muted_until=until,

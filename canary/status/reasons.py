@@ -84,9 +84,12 @@ def _no_signals(d: Decision, v: View) -> str:
     missing = [what for what, yes in (("span", spans), ("log record", "log records" in unread)) if yes]
     exports = [what for what, yes in (("traces", spans), ("logs", "log records" in unread)) if yes]
     kinds = ", ".join(unread[:-1]) + " or " + unread[-1] if len(unread) > 1 else unread[0]
+    point = f"point the agent's OTLP exporter for {' and '.join(exports)} at it"
+    if not v.facts.receiver:
+        return (f"no trace receiver is configured, and the guard may fire only in {kinds}, so a silence "
+                f"proves nothing: add [traces] listen to canary.toml and {point}")
     return (f"no {' or '.join(missing)} has reached the trace receiver ([traces] listen), and the guard "
-            f"may fire only in {kinds}, so a silence proves nothing: point the agent's OTLP exporter for "
-            f"{' and '.join(exports)} at it")
+            f"may fire only in {kinds}, so a silence proves nothing: {point}")
 
 
 def _no_conclusive(d: Decision, v: View) -> str:

@@ -195,3 +195,27 @@ def test_what_the_receiver_took_in_before_the_daemon_restarted_still_counts(serv
     after = {g["guard"]: g["status"] for g in doc["guards"]}
     assert after["both"] == "asleep" and after["evaluation"] == "asleep", doc["guards"]
     assert doc["daemon"]["traces"]["spans"] == 0  # what this daemon's receiver took in, as ever
+
+
+def test_with_no_trace_receiver_configured_the_reason_says_to_add_one(tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    log.write_text("2026-12-07T10:00:00Z answered task=1\n")
+    path = write_project(tmp_path, {"both": BOTH}, extra=f"[logs]\npaths = ['{log}']\n")
+    path.write_text("\n".join(line for line in path.read_text().splitlines()
+                              if not line.startswith(("[traces]", "listen"))) + "\n")
+    config = load_config(path=path)
+    assert config.traces is None
+    store = Store(config.store.url)
+    now = datetime.now(UTC)
+    try:
+        read_logs(store, now - timedelta(days=2), "1:2")
+        read_logs(store, now - timedelta(hours=1), "1:3")
+        beat(store, pid=1, started=now - timedelta(days=2), now=now, files=1, addresses={})
+    finally:
+        store.close()
+    result = CliRunner().invoke(main, ["status", "--json", "--config", str(path)])
+    [guard] = json.loads(result.stdout)["guards"]
+    assert guard["status"] == "inconclusive", guard
+    assert guard["reason"] == ("no trace receiver is configured, and the guard may fire only in spans, so a "
+                               "silence proves nothing: add [traces] listen to canary.toml and point the "
+                               "agent's OTLP exporter for traces at it"), guard["reason"]
