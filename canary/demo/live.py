@@ -30,19 +30,28 @@ DEMO_CORRELATE = "task=(?P<id>t[0-9a-f]+)"
 QUIET_PORTS = range(20000, 32768)
 
 
+_GIVEN: set[int] = set()  # the ports handed out in this process: several are picked before any binds
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now, drawn at random below the ephemeral ranges."""
+    """A port nothing listens on right now, drawn at random below the ephemeral ranges, and never one
+    handed out before in this process."""
     for _ in range(64):
         port = random.choice(QUIET_PORTS)
+        if port in _GIVEN:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue  # taken, or reserved: draw another
+            _GIVEN.add(port)
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+        port = int(sock.getsockname()[1])
+    _GIVEN.add(port)
+    return port
 
 
 def write_config(directory: Path, *, agent: int, proxy: int, fixtures: int, model_url: str,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
+
+import pytest
 
 from canary.demo.live import QUIET_PORTS, free_port
 
@@ -38,3 +41,12 @@ def test_a_port_held_by_a_listener_is_never_given() -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_port_given_once_is_not_given_again_in_the_same_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several listeners are picked before any binds (the demo's, a test's config): a port drawn
+    twice would make two of them one."""
+    first = free_port()
+    draws = iter([first, first, first])
+    monkeypatch.setattr(random, "choice", lambda seq: next(draws, seq[len(seq) // 2]))
+    assert free_port() != first

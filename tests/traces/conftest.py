@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` loopback ports free now, each a different one (all are held until every one is chosen)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(n)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def write_project(root: Path, guards: dict[str, str], *, traces: str | None = None, extra: str = "") -> Path:

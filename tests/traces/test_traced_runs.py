@@ -38,7 +38,7 @@ from canary.runs.record import RunRecord
 from canary.runs.session import Session, open_store
 from canary.store.engine import Store
 from canary.store.tables import Firing
-from tests.traces.conftest import free_port
+from tests.traces.conftest import free_ports
 
 AGENT = Path(__file__).with_name("traced_agent.py")
 GUARD = """
@@ -91,7 +91,7 @@ def _organic(url: str, stop: threading.Event, busy: Busy) -> None:
 
 @contextmanager
 def traced_agent(root: Path, *, mode: str, protocol: str) -> Iterator[Busy]:
-    agent, proxy, fixtures, traces = (free_port() for _ in range(4))
+    agent, proxy, fixtures, traces = free_ports(4)
     (root / "defs").mkdir()
     (root / "defs" / "grounding.toml").write_text(GUARD)
     config = root / "canary.toml"
@@ -193,7 +193,7 @@ def test_a_dead_guardrail_leaks_and_no_organic_span_is_credited_to_the_run(tmp_p
 
 @pytest.mark.slow
 def test_a_receiver_that_is_down_never_breaks_the_agent(tmp_path: Path) -> None:
-    agent, nothing = free_port(), free_port()  # nothing listens on the exporter's port
+    agent, nothing = free_ports(2)  # nothing listens on the exporter's port
     with BackgroundServer(model_server(), "127.0.0.1", 0, name="model") as model:
         env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{nothing}",
                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "50"}
