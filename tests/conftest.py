@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gc
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tests.profiles  # noqa: F401  (registers and loads the hypothesis profile)
+from canary.store.sites import Site
 
 
 @pytest.fixture(autouse=True)
@@ -35,3 +37,14 @@ def collect_garbage() -> Iterator[None]:
     yield
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture
+def pg_site() -> Iterator[Site]:
+    """A project and machine no other test uses, on the PostgreSQL test server; its schema dropped after."""
+    from tests.store.conftest import drop_site, pg_url
+
+    pg_url()
+    site = Site(f"p{uuid.uuid4().hex[:10]}", "m1")
+    yield site
+    drop_site(site)

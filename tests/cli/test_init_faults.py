@@ -10,21 +10,15 @@ from pathlib import Path
 import pytest
 
 from canary.cli.init import scan_logs
+from tests.collectors.test_compressed_siblings import flipped
 
 LINES = b"".join(b"2026-12-01T10:00:00Z WARN CitationGuard: rejected url=https://x.example/%d\n" % i
                  for i in range(500))
 
 
-def _flipped(data: bytes, at: int) -> bytes:
-    out = bytearray(data)
-    out[at] ^= 0xFF
-    out[at + 1] ^= 0x5A
-    return bytes(out)
-
-
 @pytest.mark.parametrize(("name", "packed"), [
-    ("agent.log.1.gz", _flipped(gzip.compress(LINES), 12)),
-    ("agent.log.1.xz", _flipped(lzma.compress(LINES), 80)),
+    ("agent.log.1.gz", flipped(gzip.compress(LINES), 12)),
+    ("agent.log.1.xz", flipped(lzma.compress(LINES), 80)),
 ], ids=["gzip", "xz"])
 def test_a_corrupt_rotated_copy_is_unreadable_and_the_rest_is_read(tmp_path: Path, name: str, packed: bytes) -> None:
     (tmp_path / "agent.log").write_bytes(LINES[:200])

@@ -3,27 +3,15 @@ daemon does (a site with no daemon's heartbeat would read as a stale daemon to t
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from canary.cli.main import main
 from canary.store.sites import Site, quoted
 from tests.cli.test_status_claims import daemon_ran, site_tables, write_config
-from tests.store.conftest import drop_site, pg_url
-
-
-@pytest.fixture
-def pg_site() -> Iterator[Site]:
-    """A project and machine no other test uses, on the test server; its schema dropped after."""
-    pg_url()
-    site = Site(f"m{uuid.uuid4().hex[:10]}", "m1")
-    yield site
-    drop_site(site)
+from tests.store.conftest import pg_url
 
 
 def test_mute_before_the_projects_daemon_wrote_says_why_and_makes_no_site(tmp_path: Path, pg_site: Site) -> None:

@@ -12,8 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from canary.daemon.steps import beat
 from canary.errors import StoreError
 from canary.store.engine import Store
 from canary.store.sites import REGISTRY, Site, quoted
-from tests.store.conftest import drop_site, pg_url
+from tests.store.conftest import pg_url
 
 
 def write_config(folder: Path, *, project: str, url: str, machine: str | None = None) -> Path:
@@ -130,14 +128,6 @@ def site_tables(site: Site) -> tuple[bool, bool, str | None]:
     finally:
         engine.dispose()
 
-
-@pytest.fixture
-def pg_site() -> Iterator[Site]:
-    """A project and machine no other test uses, on the test server; its schema dropped after."""
-    pg_url()
-    site = Site(f"c{uuid.uuid4().hex[:10]}", "m1")
-    yield site
-    drop_site(site)
 
 
 def test_a_second_config_of_one_project_and_machine_is_refused_on_postgresql(

@@ -120,7 +120,8 @@ def test_rotated_and_compressed_while_stopped_is_finished_once(
     assert errors == []
 
 
-def _flipped(data: bytes, at: int) -> bytes:
+def flipped(data: bytes, at: int) -> bytes:
+    """``data`` with two bytes flipped at ``at``: a compressed stream made corrupt."""
     out = bytearray(data)
     out[at] ^= 0xFF
     out[at + 1] ^= 0x5A
@@ -147,7 +148,7 @@ def test_a_compressed_file_that_cannot_be_read_is_told_and_its_position_kept(
         packed.write_bytes(lzma.compress(gzip.decompress(gz.read_bytes())))
         gz.unlink()
     good = packed.read_bytes()
-    packed.write_bytes(good[: len(good) // 2] if damage == "cut short" else _flipped(good, len(good) // 3))
+    packed.write_bytes(good[: len(good) // 2] if damage == "cut short" else flipped(good, len(good) // 3))
     errors: list[str] = []
     run(store, log, errors)
     assert any(packed.name in e for e in errors), errors

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from dashboard.screens.team import TeamScreen
 from dashboard.widgets import DaemonBar
 from tests.cli.test_status_claims import daemon_ran, site_tables, write_config
 from tests.dashboard.test_dashboard import SIZE, RecordingApp, keys, settle, until
-from tests.store.conftest import drop_site, pg_url
+from tests.store.conftest import pg_url
 
 pytestmark = pytest.mark.anyio
 
@@ -45,14 +44,6 @@ Autopilot = Callable[[Pilot[Any]], Coroutine[Any, Any, None]]
 def anyio_backend() -> str:
     return "asyncio"
 
-
-@pytest.fixture
-def pg_site() -> Iterator[Site]:
-    """A project and machine no other test uses, on the test server; its schema dropped after."""
-    pg_url()
-    site = Site(f"d{uuid.uuid4().hex[:10]}", "m1")
-    yield site
-    drop_site(site)
 
 
 def bar_text(app: DashboardApp) -> str:

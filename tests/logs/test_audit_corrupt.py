@@ -11,24 +11,17 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_status_entry import console
+from tests.collectors.test_compressed_siblings import flipped
 from tests.logs.test_audit import write_setup
 
 LINES = b"".join(b"2026-12-01T10:00:%02dZ CitationGuard: rejected url=https://x.example/%d\n" % (i % 60, i)
                  for i in range(2000))
 
 
-def corrupt(data: bytes, at: int) -> bytes:
-    """``data`` with two bytes inside its compressed stream flipped."""
-    out = bytearray(data)
-    out[at] ^= 0xFF
-    out[at + 1] ^= 0x5A
-    return bytes(out)
-
-
 @pytest.mark.parametrize(("name", "packed"), [
-    ("agent.log.1.gz", corrupt(gzip.compress(LINES), 12)),  # zlib: invalid code lengths set
-    ("agent.log.1.gz", corrupt(gzip.compress(LINES), 100)),  # zlib: invalid distance too far back
-    ("agent.log.1.xz", corrupt(lzma.compress(LINES), 80)),  # lzma: corrupt input data
+    ("agent.log.1.gz", flipped(gzip.compress(LINES), 12)),  # zlib: invalid code lengths set
+    ("agent.log.1.gz", flipped(gzip.compress(LINES), 100)),  # zlib: invalid distance too far back
+    ("agent.log.1.xz", flipped(lzma.compress(LINES), 80)),  # lzma: corrupt input data
 ], ids=["gzip-header", "gzip-stream", "xz"])
 def test_a_corrupt_rotated_copy_is_named_and_the_rest_counted(tmp_path: Path, name: str, packed: bytes) -> None:
     config = write_setup(tmp_path)
