@@ -34,6 +34,7 @@ from textual.worker import Worker, WorkerState
 from canary.config.commandline import command_line
 from canary.config.settings import Config
 from canary.errors import CanaryError, UnavailableError
+from canary.status.mutes import no_site
 from canary.store.changes import StoreChanges
 from canary.store.engine import Store
 from canary.store.sites import Site
@@ -67,9 +68,7 @@ def read_only_action(start: str) -> str:
 
 def no_site_to_mute(site: Site, start: str) -> str:
     """The notice for a mute asked of a shared store that holds no rows of the project yet."""
-    return (f"Cannot mute: no daemon of project {safe(site.project)} on machine {safe(site.machine)} has "
-            "written to this shared store yet, so it holds none of the project's rows to keep a mute in "
-            f"(only the daemon creates them). Start one with `{start}`.")
+    return f"Cannot mute: {safe(no_site(site))}. Start one with `{start}`."
 
 #: Seconds after which the overview is read again though the store did not change (ages move on).
 IDLE_REFRESH = 30.0

@@ -298,12 +298,11 @@ def mute_command(ctx: click.Context, guard: str, duration: str, reason: str | No
 
 
 def _no_site(store: Store, config: Config) -> str:
-    """Why a mute cannot be kept in a shared store that holds no rows of the project yet."""
+    """Why a mute cannot be kept in a shared store that holds no rows of the project yet, and what to run."""
     from canary.config.commandline import command_line
+    from canary.status.mutes import no_site
 
-    return (f"no daemon of project {store.site.project} on machine {store.site.machine} has written to "
-            "this shared store yet, so it holds none of the project's rows to keep a mute in (only the "
-            f"daemon creates them); start one with `{command_line('canary daemon', config.path)}`, then mute")
+    return f"{no_site(store.site)}; start one with `{command_line('canary daemon', config.path)}`, then mute"
 
 
 @main.command(name="unmute", epilog=epilog(["canary unmute citation"],

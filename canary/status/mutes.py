@@ -10,13 +10,21 @@ from sqlmodel import col
 from canary.errors import UsageError
 from canary.status.evaluate import is_muted
 from canary.store.engine import Store
+from canary.store.sites import Site
 from canary.store.tables import Mute
 from canary.vocabulary import as_utc
 
 #: The longest mute allowed; a forgotten mute must not silence a guard forever.
 MAX_MUTE = timedelta(days=30)
 
-__all__ = ["MAX_MUTE", "active_mutes", "is_muted", "mute", "unmute"]
+__all__ = ["MAX_MUTE", "active_mutes", "is_muted", "mute", "no_site", "unmute"]
+
+
+def no_site(site: Site) -> str:
+    """Why a mute cannot be kept in a shared store that holds no rows of ``site`` yet."""
+    return (f"no daemon of project {site.project} on machine {site.machine} has written to this shared "
+            "store yet, so it holds none of the project's rows to keep a mute in (only the daemon creates "
+            "them)")
 
 
 def mute(
