@@ -69,10 +69,11 @@ class GuardFacts:
     watched_since: datetime | None = None  # since when the logs have been followed
     daemon_since: datetime | None = None  # since when the daemon that runs the canaries is up
     logs_readable: bool = True
-    #: What the guard may fire in that the trace receiver has taken in none of: ``spans`` (a ``span``
-    #: guard) and ``span events`` (an ``event`` one) while no span came, ``log records`` (an ``event``
-    #: one) while no log record came. While any is, its silence proves nothing.
+    #: What the guard may fire in that the trace receiver has taken in none of in the window: ``spans``
+    #: (a ``span`` guard) and ``span events`` (an ``event`` one) while no span came, ``log records`` (an
+    #: ``event`` one) while no log record came. While any is, its silence proves nothing.
     unread: tuple[str, ...] = ()
+    unread_last: datetime | None = None  # when the receiver last took in any of ``unread``, before the window
     receiver: bool = True  # a trace receiver is configured ([traces])
     last_firing: datetime | None = None
     last_organic_line: str | None = None  # the line of the latest organic firing

@@ -49,19 +49,25 @@ def logs_readable(config: Config) -> bool:
     return all(os.access(p, os.R_OK) for p in paths)
 
 
-def _received(reader: Reader, config: Config) -> tuple[bool, bool]:
-    """Whether a daemon's trace receiver has taken in a span, and a log record (its stored counts; what
-    one before a restart took in counts too)."""
+def _received(reader: Reader, config: Config) -> tuple[datetime | None, datetime | None]:
+    """When a daemon's trace receiver last took in a span, and a log record (its stored times; what one
+    before a restart took in counts too); None for never, or with no ``[traces]``."""
     if config.traces is None:
-        return False, False
+        return None, None
     from canary.status import receiver
 
     counts = receiver.load(reader) or {}
 
-    def took(key: str, seen: str) -> bool:  # by this daemon's receiver, or one before it
-        return (isinstance(counts.get(key), int) and counts[key] > 0) or isinstance(counts.get(seen), float)
+    def seen(key: str) -> datetime | None:
+        moment = counts.get(key)
+        if not isinstance(moment, (int, float)) or isinstance(moment, bool):
+            return None
+        try:
+            return datetime.fromtimestamp(moment, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
 
-    return took("spans", "span_seen_at"), took("log_records", "record_seen_at")
+    return seen("span_seen_at"), seen("record_seen_at")
 
 
 def unread(guard: GuardDef, *, spans: bool, records: bool) -> tuple[str, ...]:
@@ -78,6 +84,19 @@ def unread(guard: GuardDef, *, spans: bool, records: bool) -> tuple[str, ...]:
     return tuple(missing)
 
 
+def _unread_since(
+    guard: GuardDef, seen: tuple[datetime | None, datetime | None], since: datetime
+) -> tuple[tuple[str, ...], datetime | None]:
+    """What ``guard`` may fire in that the receiver took in none of since ``since`` (the window's
+    start), and when it last took in any of that before (None for never)."""
+    span_at, record_at = seen
+    missing = unread(guard, spans=span_at is not None and span_at >= since,
+                     records=record_at is not None and record_at >= since)
+    kinds = {"spans": span_at, "span events": span_at, "log records": record_at}
+    before = [at for at in (kinds[kind] for kind in missing) if at is not None]
+    return missing, max(before) if before else None
+
+
 def gather(
     reader: Reader, config: Config, *, now: datetime, readable: bool | None = None
 ) -> list[GuardFacts]:
@@ -88,7 +107,7 @@ def gather(
     window's runs.
     """
     readable = logs_readable(config) if readable is None else readable
-    spans, records = _received(reader, config)
+    seen = _received(reader, config)
     mutes = reads.active_mutes(reader, now)
     since_watched = reads.watched_since(reader)
     beat = reads.heartbeat(reader)
@@ -102,6 +121,7 @@ def gather(
         # Beyond the retention, firing rows of the window's first hour may be pruned: those left count.
         organic, canary_firings = reads.window_firings(reader, guard.name, now - guard.window)
         until, mute_reason = mutes.get(guard.name, (None, None))
+        missing, missing_last = _unread_since(guard, seen, now - guard.window)
         facts.append(
             GuardFacts(
                 guard=guard.name,
@@ -116,7 +136,8 @@ def gather(
                 daemon_since=daemon_since,
                 # a guard that fires only through spans or events reads no log
                 logs_readable=readable if guard.match is not None else True,
-                unread=unread(guard, spans=spans, records=records),
+                unread=missing,
+                unread_last=missing_last,
                 receiver=config.traces is not None,
                 last_firing=reads.last_firing(reader, guard.name),
                 last_organic_line=reads.last_organic_line(reader, guard.name),

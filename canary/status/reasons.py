@@ -88,8 +88,11 @@ def _no_signals(d: Decision, v: View) -> str:
     if not v.facts.receiver:
         return (f"no trace receiver is configured, and the guard may fire only in {kinds}, so a silence "
                 f"proves nothing: add [traces] listen to canary.toml and {point}")
-    return (f"no {' or '.join(missing)} has reached the trace receiver ([traces] listen), and the guard "
-            f"may fire only in {kinds}, so a silence proves nothing: {point}")
+    last = v.facts.unread_last
+    when = (f" in the last {format_duration(v.facts.window)} (the last at {clock_time(last, v.now)})"
+            if last is not None else "")
+    return (f"no {' or '.join(missing)} has reached the trace receiver ([traces] listen){when}, and the "
+            f"guard may fire only in {kinds}, so a silence proves nothing: {point}")
 
 
 def _no_conclusive(d: Decision, v: View) -> str:

@@ -219,3 +219,37 @@ def test_with_no_trace_receiver_configured_the_reason_says_to_add_one(tmp_path: 
     assert guard["reason"] == ("no trace receiver is configured, and the guard may fire only in spans, so a "
                                "silence proves nothing: add [traces] listen to canary.toml and point the "
                                "agent's OTLP exporter for traces at it"), guard["reason"]
+
+
+def test_spans_that_stopped_coming_before_the_window_prove_nothing_of_it(served: Served) -> None:
+    """The receiver took in spans and log records three days ago (before a restart), none since: a day
+    of log lines without a firing proves nothing of a guard that may fire only in what stopped coming.
+    The reason says when the last one came; a span in the window makes the silence a finding again."""
+    from canary.status import receiver
+    from canary.status.reasons import clock_time
+    from canary.traces.receiver import ReceiverCounts
+
+    now = datetime.now(UTC)
+    a_day_of_logs(served, now)
+    long_ago = now - timedelta(days=3)
+    receiver.record(served.store, {**ReceiverCounts(listen=served.app.counts.listen).to_json(),
+                                   "span_seen_at": long_ago.timestamp(),
+                                   "record_seen_at": long_ago.timestamp()})
+    found = statuses(served, now)
+    assert found["citation"][0] == "asleep"  # its log lines were read all along
+    status, reason = found["both"]
+    assert status == "inconclusive", reason
+    assert reason == (f"no span has reached the trace receiver ([traces] listen) in the last 1d (the last "
+                      f"at {clock_time(long_ago, now)}), and the guard may fire only in spans, so a silence "
+                      "proves nothing: point the agent's OTLP exporter for traces at it")
+    status, reason = found["evaluation"]
+    assert status == "inconclusive", reason
+    assert reason.startswith("no span or log record has reached the trace receiver ([traces] listen) in "
+                             f"the last 1d (the last at {clock_time(long_ago, now)}), "), reason
+    send_spans(served.endpoint, guard="PASSED")
+    found = statuses(served, now)
+    assert found["both"][0] == "asleep", found["both"]
+    status, reason = found["evaluation"]
+    assert status == "inconclusive", reason
+    assert reason.startswith("no log record has reached the trace receiver ([traces] listen) in the last "
+                             f"1d (the last at {clock_time(long_ago, now)}), "), reason
