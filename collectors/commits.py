@@ -2,7 +2,9 @@
 
 A commit the store refuses leaves the file to be read again from its last
 committed offset, and the commit in doubt (the store may have taken it after
-all) goes along with the retry so the store keeps it once. The refusal is
+all) goes along with the retry so the store keeps it once. Before a retry the
+store is asked which commit in doubt it holds, and only that one is kept: a
+store that stays down or refuses for hours heaps up no list of them. The refusal is
 reported once and held until a commit of that file works again. A file found
 truncated is read again from its start, from how far the store holds it read.
 """
@@ -44,19 +46,15 @@ class Commits:
             return False  # the store is being replaced: read again from the new one's positions
         f.size = max(f.size, f.scanner.read_pos)
         state = f.state()
+        if f.in_doubt and not self._settle(f):
+            return False
         try:
             self.store.commit(Batch(state, hits, lines, size, since=f.base, in_doubt=f.in_doubt))
         except Exception as exc:  # the store's own errors vary by backend
-            # Maybe nothing was committed: forget what was read so it is read again.
-            f.unsaved = True
+            # Maybe nothing was committed: what was read is read again, and this commit is in doubt.
             if state.offset != f.base and all(d.mark != state.mark for d in f.in_doubt):
                 f.in_doubt = (*f.in_doubt, InDoubt(state.mark, lines, size))
-            if f.fd is not None:
-                self._start_at(f, f.base)
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the SQL and its lines
-            self.refused[f.path] = reason
-            self._errors.report(f.path, f"cannot commit what was read from {f.path} (it is read again "
-                                        f"once the store takes it): {reason}")
+            self._refused(f, exc)
             return False
         if f.unsaved:  # the store took what it refused: the refusal no longer holds
             self.refused.pop(f.path, None)
@@ -67,6 +65,27 @@ class Commits:
         self._positions()[f.key] = state
         f.lines += lines
         self.lines_total += lines
+        return True
+
+    def _refused(self, f: Followed, exc: Exception) -> None:
+        """The store took nothing of ``f`` that can be told: read it again from its last commit."""
+        f.unsaved = True
+        if f.fd is not None:
+            self._start_at(f, f.base)
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the SQL and its lines
+        self.refused[f.path] = reason
+        self._errors.report(f.path, f"cannot commit what was read from {f.path} (it is read again "
+                                    f"once the store takes it): {reason}")
+
+    def _settle(self, f: Followed) -> bool:
+        """Before a retry, keep of ``f``'s commits in doubt only the one the store holds (if any), so
+        that a long outage heaps none up; False, with nothing sent, while the store cannot say."""
+        try:
+            stored = self.store.position(f.key)
+        except Exception as exc:  # the store's own errors vary by backend
+            self._refused(f, exc)
+            return False
+        f.in_doubt = tuple(d for d in f.in_doubt if stored is not None and stored.mark == d.mark)[:1]
         return True
 
     def read_to(self, f: Followed) -> Mark | None:

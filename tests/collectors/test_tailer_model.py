@@ -1241,6 +1241,57 @@ def test_a_growing_log_whose_commit_answers_are_lost_is_counted_once(
             store.close()
 
 
+class Refusing(AnswerLost):
+    """The real store, refusing every commit (a locked database) while ``refusing``, and answering
+    no read either while ``down``; it keeps the most commits in doubt a retry carried."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.refusing = self.down = False
+        self.most_in_doubt = 0
+
+    def position(self, key: str) -> FileState | None:
+        if self.down:
+            raise OSError("connection refused")
+        return self.store.position(key)
+
+    def commit(self, batch: Batch) -> None:
+        self.most_in_doubt = max(self.most_in_doubt, len(batch.in_doubt))
+        if self.refusing or self.down:
+            raise OSError("database is locked")
+        super().commit(batch)
+
+
+@pytest.mark.parametrize("down", [False, True], ids=["refusing-writes", "down"])
+def test_a_long_outage_keeps_no_growing_list_of_commits_in_doubt(tmp_path: Path, down: bool) -> None:
+    """A store that refuses commits, or answers nothing, for hundreds of polls while the log grows,
+    after a commit whose answer was lost: a retry carries at most the two commits the store may hold,
+    not one per poll, and once the store is back every line is counted once."""
+    log = tmp_path / "app.log"
+    log.write_bytes(b"")
+    store = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+    flaky = Refusing(store)
+    matcher = Matcher([Rule.regex("g", "HIT")], timestamps=TimestampParser(default_tz=UTC))
+    t = Tailer([str(log)], matcher, flaky, clock=Clock(), chunk=64, batch_bytes=1 << 20)
+    try:
+        append(log, guard_line(0))
+        flaky.losing = True  # taken, its answer lost: in doubt
+        t.poll()
+        flaky.losing = False
+        flaky.refusing, flaky.down = not down, down
+        for seq in range(1, 300):
+            append(log, guard_line(seq) + PREFIX + b"step\n")
+            t.poll()
+        flaky.refusing = flaky.down = False
+        t.poll()
+        assert counted_lines(store) == sorted(guard_text(i) for i in range(300))
+        assert read_totals(store) == (1 + 2 * 299, log.stat().st_size, 1 + 2 * 299)
+        assert flaky.most_in_doubt <= 2, flaky.most_in_doubt
+    finally:
+        t.close()
+        store.close()
+
+
 def test_a_copytruncate_after_a_lost_answer_does_not_count_the_copy_again(pinned: Any) -> None:
     """The commit of a line was taken but its answer lost, then the log was copied and truncated:
     the copy is read on from where the store holds, not from before that line."""
