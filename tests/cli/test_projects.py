@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from canary import locations
 from canary.config.settings import load_config
 from canary.daemon.control import ControlClient, connect
 from canary.daemon.token import ensure_token, read_token, token_path
+from canary.demo.live import free_port as _free_port
 from canary.errors import UnavailableError
 
 
@@ -29,12 +29,6 @@ def _project(root: Path, log_line: str) -> Path:
         f"defs = []\n[logs]\npaths = [{str(root / 'agent.log')!r}]\n"
         f"[model]\nlisten = '127.0.0.1:{_free_port()}'\n[fixtures]\nlisten = '127.0.0.1:{_free_port()}'\n")
     return root / "canary.toml"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _canary(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -131,8 +125,6 @@ def test_status_in_a_second_project_never_reads_the_first_projects_daemon(
     assert client is not None
     with client:
         assert client.status()["daemon"]["running"] is True
-
-
 
 
 def test_project_folders_are_owner_only(tmp_path: Path) -> None:

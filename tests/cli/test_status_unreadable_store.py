@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from canary.cli.main import main
+from canary.demo.live import free_port
 
 GUARD = "[guard]\nname = 'cite'\nmatch = 'CitationGuard: rejected'\n"
 
@@ -43,13 +43,6 @@ def outputs(config: Path, *args: str) -> list[tuple[int, str, str]]:
     quick = console(config, *args)
     done = CliRunner().invoke(main, ["status", "--config", str(config), *args])
     return [(quick.returncode, quick.stdout, quick.stderr), (done.exit_code, done.stdout, done.stderr)]
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def assert_unreadable(doc: dict[str, Any], config: Path, *, store: str, reason: str) -> None:

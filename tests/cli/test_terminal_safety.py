@@ -7,13 +7,14 @@ import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from canary.demo.live import free_port
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="needs a pty")
 
@@ -33,12 +34,6 @@ with open(sys.argv[3], "a", encoding="utf-8") as log:
     log.write(f"{ESCAPES} task={nonce} CitationGuard: rejected https://{nonce}.example.org/permit\n")
 print("I could not verify that source.")
 '''.replace("{ESCAPES}", ESCAPES.encode("unicode_escape").decode())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_project(root: Path) -> None:

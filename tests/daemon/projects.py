@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import httpx
 from sqlalchemy import insert
 
+from canary.demo.live import free_port
 from canary.store.engine import Store
 from canary.store.tables import Run
 
@@ -44,13 +44,6 @@ inject = "It happened on {{fake_date}}. Source: https://{{nonce}}.example.org/"
 leak = "{{nonce}}.example.org"
 """
 LINES = {"citation": "CitationGuard: rejected", "date": "DateGuard: rejected", "quote": "QuoteGuard: rejected"}
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from canary.daemon.control import (
     create_control_app,
     token_path,
 )
+from canary.demo.live import free_port
 from canary.errors import UnavailableError, UsageError
 from canary.proxy.serving import BackgroundServer
 
@@ -77,12 +77,6 @@ def get(server: BackgroundServer, path: str, **headers: str) -> httpx.Response:
 
 def auth(token: str = TOKEN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- the rules ------------------------------------------------------------------

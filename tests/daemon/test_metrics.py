@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
 from canary.daemon.metrics import MetricsSnapshot, render, snapshot_from_store
+from canary.demo.live import free_port as _free_port
 from canary.locations import default_project, package_dir
 from canary.runs.runlog import RunLog
 from canary.store.engine import Store
@@ -312,14 +313,6 @@ def test_proxy_requests_by_outcome_and_the_upstream_latency_histogram() -> None:
 
 def test_without_a_proxy_snapshot_there_is_no_proxy_series() -> None:
     assert b"canary_proxy" not in render(MetricsSnapshot(guards=[]))
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _lines_total(url: str, path: str, timeout: float = 60, *, project: str = "default") -> float:

@@ -6,7 +6,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -19,14 +18,9 @@ import pytest
 
 from canary import locations
 from canary.config.settings import load_config
+from canary.demo.live import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="POSIX modes")]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def mode(path: Path) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -15,13 +14,8 @@ import pytest
 
 from canary import locations
 from canary.daemon.token import TOKEN_FILE, ensure_token, read_token, token_path
+from canary.demo.live import free_port
 from canary.errors import UnavailableError
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def mode(path: Path) -> int:

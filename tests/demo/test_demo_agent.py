@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from canary.demo.agent import REFUSAL, TaskState, create_agent, date_guard, page_text
+from canary.demo.live import free_port
 from canary.demo.model import create_model_server, honest_answer
 from canary.proxy.serving import BackgroundServer
 
@@ -69,12 +69,6 @@ def all_firings(lines: list[str]) -> dict[str, int]:
 
 def activity(lines: list[str]) -> list[str]:
     return [line for line in lines if "INFO  agent task finished id=" in line]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def page_server() -> Starlette:

@@ -14,14 +14,9 @@ from pathlib import Path
 import pytest
 
 from canary.config.settings import load_config
+from canary.demo.live import free_port as _free_port
 from canary.errors import UnavailableError
 from canary.runs.session import Session, open_store
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(root: Path, model: int, fixtures: int) -> Path:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from canary.config.settings import Config, load_config
+from canary.demo.live import free_port
 from canary.proxy.serving import BackgroundServer
 from canary.store.engine import Store
 from canary.traces.receiver import Receiver
@@ -28,19 +27,9 @@ event = { name = '^gen_ai\\.evaluation\\.result$', attributes = { "gen_ai.evalua
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def free_ports(n: int) -> list[int]:
-    """``n`` loopback ports free now, each a different one (all are held until every one is chosen)."""
-    with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket()) for _ in range(n)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
+    """``n`` loopback ports free now, each a different one."""
+    return [free_port() for _ in range(n)]
 
 
 def write_project(root: Path, guards: dict[str, str], *, traces: str | None = None, extra: str = "") -> Path:
