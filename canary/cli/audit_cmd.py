@@ -71,6 +71,10 @@ def audit_command(config: Config, *, since: datetime | None, now: datetime, as_j
              "lines carrying a run's nonce are counted organic")
     if not report.files and not otlp:
         warn(f"no log file matches {', '.join(config.logs.paths) or '[logs] paths (empty)'}")
+    if not config.guards:
+        from canary.config.commandline import no_guards
+
+        warn(no_guards(config.path))
     if as_json:
         import json
 
@@ -83,7 +87,8 @@ def audit_command(config: Config, *, since: datetime | None, now: datetime, as_j
         return EXIT_USAGE  # an --otlp file that is no export, or cannot be read: bad input
     if not [f for f in report.files if f.error is None]:
         return EXIT_UNAVAILABLE
-    return EXIT_UNHEALTHY if report.asleep or report.unread else EXIT_OK  # unread: inconclusive
+    nothing_proven = report.asleep or report.unread or not config.guards  # unread: inconclusive
+    return EXIT_UNHEALTHY if nothing_proven else EXIT_OK
 
 
 def _tell_files(report: AuditReport, exports: set[str]) -> bool:

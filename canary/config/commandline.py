@@ -14,7 +14,7 @@ from canary import locations
 from canary.config.settings import find_config
 from canary.errors import ConfigError
 
-__all__ = ["command_line"]
+__all__ = ["command_line", "no_guards"]
 
 
 def _found_without_flag() -> Path | None:
@@ -43,3 +43,10 @@ def command_line(words: str, config: Path | None) -> str:
     if found is not None and found.resolve() == config.expanduser().resolve():
         return words
     return f"{words} --config {_spelled(config)}"
+
+
+def no_guards(config: Path | None) -> str:
+    """What ``canary status``, ``canary audit`` and ``canary check`` say of a project with no guard."""
+    return ("no guard is defined (defs in canary.toml names no definition file), so nothing is watched: "
+            f"`{command_line('canary init', config)}` proposes guards from the agent's logs; "
+            "`canary templates` lists the bundled canaries")

@@ -69,6 +69,10 @@ def summarize(config: Config) -> str:
     if not logs.paths:
         lines.append("  (no log paths: firings cannot be counted)")
     lines.append(f"guards   {len(config.guards)}")
+    if not config.guards:
+        from canary.config.commandline import no_guards
+
+        lines.append(f"  ({no_guards(config.path)})")
     for guard in config.guards:
         lines.append(f"  {guard.name}   {shown(guard.path)}")
         lines.extend(_guard_lines(guard))

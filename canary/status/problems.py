@@ -1,5 +1,5 @@
-"""What stands between ``canary status`` and a clean bill, beside the guards themselves: no daemon
-collecting, a model server that does not answer, definition files with errors.
+"""What stands between ``canary status`` and a clean bill, beside the guards themselves: no guard
+defined, no daemon collecting, a model server that does not answer, definition files with errors.
 
 ``problems`` lists them for the ``problems`` field of ``canary status --json`` (the text output
 prints each first, the first on its first line), and ``exit_code`` turns them and the guards into
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["FAULTS", "WARNINGS", "broken_guards", "broken_rows", "broken_windows", "exit_code", "problems"]
 
 #: Kinds that make ``canary status`` exit 1 even when every guard reads healthy.
-FAULTS = ("no_daemon", "model_unreachable")
+FAULTS = ("no_guards", "no_daemon", "model_unreachable")
 #: Kinds shown and listed that change no exit code.
 WARNINGS = ("alerts",)
 #: The kind of an error in a definition file: exit 2, the daemon's status shown beside it.
@@ -62,6 +62,10 @@ def no_daemon(project: str, heartbeat: str | None, *, now: datetime, config: Pat
 def problems(doc: Mapping[str, Any], config: Config, *, now: datetime) -> list[dict[str, str]]:
     """The faults and definition errors of a status document, most urgent first."""
     out: list[dict[str, str]] = []
+    if not doc["guards"] and not config.broken:
+        from canary.config.commandline import no_guards
+
+        out.append({"kind": "no_guards", "message": no_guards(config.path)})
     daemon = doc["daemon"]
     if not daemon["running"]:
         said = no_daemon(config.project, daemon.get("heartbeat"), now=now, config=config.path,
