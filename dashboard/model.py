@@ -197,8 +197,9 @@ def load_overview(
     info = daemon_info(store, now=now)
     as_of = now if info.running or info.beat is None else min(now, info.beat)
     evaluated = evaluate_all(store, config, now=as_of, readable=readable)
-    series = window_series(store, [g.name for g in config.guards], now=now, spec=window,
-                           retention=config.store.retention)
+    broken = _broken_rows(store, config, now=as_of)
+    series = window_series(store, [*(g.name for g in config.guards), *(r.guard for r in broken)], now=now,
+                           spec=window, retention=config.store.retention)
     defs = {g.name: g for g in config.guards}
     rows = []
     for facts, status in evaluated:
@@ -212,6 +213,9 @@ def load_overview(
                 families=tuple(families(facts, variant_counts(defs[facts.guard]), now=as_of)),
             )
         )
+    for row in broken:
+        organic, canary, cells = series[row.guard]
+        rows.append(replace(row, organic=organic, canary=canary, buckets=tuple(cells)))
     order = {s: i for i, s in enumerate(ORDER)}
     rows.sort(key=lambda r: order.get(r.status.status, len(order)))
     runs = marked_history(latest_runs(store.engine), config)
@@ -223,6 +227,28 @@ def load_overview(
         now=now, window=window, daemon=info, as_of=as_of, rows=tuple(rows), runs=runs, model=model,
         warning=latest_warning(store, info),
     )
+
+
+def _broken_rows(store: Store, config: Config, *, now: datetime) -> list[GuardRow]:
+    """A row per guard of a broken definition file, by the status the store last recorded of it, its reason
+    saying so; the window's figures are the caller's to fill."""
+    if not config.broken:
+        return []
+    from canary.status.problems import BROKEN, broken_guards, last_recorded
+    from canary.store.reads import Reader, last_firing
+
+    rows = []
+    with store.engine.connect() as conn:
+        reader = Reader.over(conn)
+        for name in broken_guards(config):
+            recorded, _at, said = last_recorded(reader, name, now=now)
+            status = Status(recorded) if recorded in {s.value for s in Status} else Status.NEW
+            reason = f"{BROKEN}; last recorded: {said}"
+            rows.append(GuardRow(
+                guard=name, description="", status=GuardStatus(name, status, reason),
+                organic=0, canary=0, buckets=(), last_firing=last_firing(reader, name), muted_until=None,
+                canaries=0))
+    return rows
 
 
 def marked_history(runs: Iterable[RunRow], config: Config) -> tuple[RunRow, ...]:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from canary.config.settings import Config
     from canary.store.reads import Reader
 
-__all__ = ["FAULTS", "WARNINGS", "broken_guards", "broken_rows", "broken_windows", "exit_code", "problems"]
+__all__ = ["BROKEN", "FAULTS", "WARNINGS", "broken_guards", "broken_rows", "broken_windows", "exit_code",
+           "last_recorded", "problems"]
 
 #: Kinds that make ``canary status`` exit 1 even when every guard reads healthy.
 FAULTS = ("no_guards", "no_daemon", "model_unreachable")
@@ -134,18 +135,28 @@ def _window(guard: Mapping[str, Any], keys: Sequence[str]) -> timedelta | None:
         return None
 
 
+#: How the reason of a broken definition file's guard begins.
+BROKEN = "its definition file has an error (above)"
+
+
+def last_recorded(reader: Reader, guard: str, *, now: datetime) -> tuple[str, datetime | None, str]:
+    """The status the store last recorded of ``guard`` (``new`` when none), when, and both in words."""
+    from canary.status.reasons import clock_time
+
+    latest = reads.latest_transition(reader, guard)
+    status, at = (latest[0], latest[2]) if latest is not None else (Status.NEW.value, None)
+    return status, at, f"{status} at {clock_time(at, now)}" if at is not None else "nothing yet"
+
+
 def broken_rows(reader: Reader, guards: Sequence[tuple[str, timedelta | None]], *,
                 now: datetime) -> list[dict[str, Any]]:
     """A status row per broken guard: its latest stored status, said to be the daemon's last word,
     and its firings in the store now over its window (none when the window is not known)."""
     from canary.config.durations import format_duration
-    from canary.status.reasons import clock_time
 
     rows: list[dict[str, Any]] = []
     for name, window in guards:
-        latest = reads.latest_transition(reader, name)
-        status, at = (latest[0], latest[2]) if latest is not None else (Status.NEW.value, None)
-        said = f"{status} at {clock_time(at, now)}" if at is not None else "nothing yet"
+        status, at, said = last_recorded(reader, name, now=now)
         organic = canary = None
         if window is None:
             counted = "no firing count, as its window cannot be read from the file"
@@ -153,8 +164,7 @@ def broken_rows(reader: Reader, guards: Sequence[tuple[str, timedelta | None]], 
             organic, canary = reads.window_firings(reader, name, now - window)
             counted = f"firings counted over the last {format_duration(window)}"
         rows.append({
-            "guard": name, "status": status,
-            "reason": f"its definition file has an error (above); last recorded: {said}; {counted}",
+            "guard": name, "status": status, "reason": f"{BROKEN}; last recorded: {said}; {counted}",
             "organic_firings": organic, "canary_firings": canary, "kill_rate": None, "last_verdict": None,
             "last_run": None, "muted_until": None, "families": [], "since": iso(at),
         })

@@ -1,4 +1,5 @@
-"""The definition files with errors: shown above the guards, whose table leaves their guards out."""
+"""The definition files with errors: shown above the guards, whose table shows their guards by the status
+the store last recorded of them."""
 
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ __all__ = ["DefinitionProblems"]
 class DefinitionProblems(Static):
     """Each broken definition file's error (file, key, problem), its text made inert; hidden when none."""
 
-    def show(self, problems: Sequence[Problem], left_out: Sequence[str]) -> None:
-        """Show ``problems``; ``left_out`` names the broken files' guards, as far as they can be read."""
+    def show(self, problems: Sequence[Problem], shown: Sequence[str]) -> None:
+        """Show ``problems``; ``shown`` names the broken files' guards, as far as they can be read."""
         self.display = bool(problems)
         n = len(problems)
-        guards = (f"the guard{'s' if len(left_out) != 1 else ''} {safe(', '.join(left_out))} "
-                  f"{'are' if len(left_out) != 1 else 'is'} left out below" if left_out
-                  else "their guards are left out below")
+        one = len(shown) == 1
+        guards = (f"the guard{'' if one else 's'} {safe(', '.join(shown))} {'is' if one else 'are'} shown "
+                  f"below by the status the store last recorded of {'it' if one else 'them'}" if shown
+                  else "their guards cannot be read from them")
         head = (f"{n} problem{'s' if n != 1 else ''} in the definitions: {guards} (a running daemon keeps "
                 "the definitions it loaded until they are fixed)")
         self.update(Text("\n".join([head, *(safe(p.render()) for p in problems)])))

@@ -1,17 +1,22 @@
 """A broken definition file: the dashboard opens all the same, shows the other guards, and shows each
-broken file's error (file, key, problem) with its control characters drawn, never sent."""
+broken file's error (file, key, problem) with its control characters drawn, never sent; the broken
+file's guard is shown by the status the store last recorded of it, as ``canary status`` shows it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import insert
 from textual.pilot import Pilot
 
+from canary.store.engine import Store
+from canary.store.tables import Transition
 from dashboard.app import DashboardApp
 from dashboard.widgets import DefinitionProblems
-from tests.dashboard.test_dashboard import keys, settle, until
+from tests.dashboard.test_dashboard import cell, keys, settle, until
 from tests.dashboard.test_dashboard_site import dashboard_command
 from tests.dashboard.test_dashboard_terminal import control_sequences, terminal_bytes
 
@@ -40,7 +45,13 @@ def test_a_broken_definition_file_is_shown_beside_the_other_guards(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = project(tmp_path / "agent")
-    seen: list[tuple[list[str], str, set[str]]] = []
+    store = Store(f"sqlite:///{tmp_path / 'agent' / 'canary.db'}")  # what the daemon last decided of quote
+    with store.engine.begin() as conn:
+        conn.execute(insert(Transition), [{
+            "guard": "quote", "at": datetime.now(UTC) - timedelta(hours=2), "status": "asleep",
+            "previous": "alive", "reason": "no firing in the last 1d", "evidence": None}])
+    store.close()
+    seen: list[tuple[list[str], str, set[str], str, str]] = []
 
     async def look(pilot: Pilot[Any]) -> None:
         app = pilot.app
@@ -49,18 +60,24 @@ def test_a_broken_definition_file_is_shown_beside_the_other_guards(
         await until(pilot, lambda: keys(app) != [])
         panel = app.screen.query_one(DefinitionProblems)
         assert panel.display
-        seen.append((keys(app), panel.render().plain, control_sequences(terminal_bytes(app))))
+        overview = app.overview
+        assert overview is not None
+        row = overview.row("quote")
+        seen.append((keys(app), panel.render().plain, control_sequences(terminal_bytes(app)),
+                     row.status.reason if row is not None else "", cell(app, "quote", "status")))
         app.exit()
 
     result = dashboard_command(monkeypatch, config, look)
     assert result.exit_code == 0, result.output
     assert seen, f"the dashboard never showed: {result.output}"
-    guards, shown, escapes = seen[0]
-    assert guards == ["cite"]
+    guards, shown, escapes, reason, badge = seen[0]
+    assert guards == ["quote", "cite"]  # the asleep first
+    assert reason.startswith("its definition file has an error (above); last recorded: asleep at "), reason
+    assert "ASLEEP" in badge, badge
     defs = tmp_path / "agent" / "defs"
     assert shown.splitlines() == [
-        "2 problems in the definitions: the guard quote is left out below (a running daemon keeps the "
-        "definitions it loaded until they are fixed)",
+        "2 problems in the definitions: the guard quote is shown below by the status the store last "
+        "recorded of it (a running daemon keeps the definitions it loaded until they are fixed)",
         f"{defs / 'number.toml'}:1: invalid TOML: Expected ']' at the end of a table declaration (column 7)",
         f"{defs / 'quote.toml'}:1: guard.\\x1b]0;PWNED\\x07: unknown key; known keys here: name, description, "
         "match, span, event, window, grace",
