@@ -98,3 +98,22 @@ def test_the_team_view_shows_each_guards_reason_now_not_when_its_status_began(tm
         assert (guard.status, guard.reason) == ("alive", "6 firing(s) in the last 1d")
     finally:
         store.close()
+
+
+def test_a_project_whose_logs_were_read_by_no_daemon_says_none_ran(tmp_path: Path) -> None:
+    """``canary collect --once`` wrote the project's rows, but no daemon ever beat: the team view says none
+    ran, not a stale daemon with a last beat of "never"."""
+    (tmp_path / "agent.log").write_text("2026-12-07T10:00:00Z QuoteGuard: rejected x\n")
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "quote.toml").write_text("[guard]\nname = 'quote'\nmatch = 'QuoteGuard: rejected'\n")
+    config = tmp_path / "canary.toml"
+    config.write_text(f"defs = ['defs/*.toml']\nproject = 'solo'\n[logs]\npaths = ['agent.log']\n"
+                      f"[store]\nurl = 'sqlite:///{(tmp_path / 'c.db').as_posix()}'\nmachine = 'laptop'\n")
+    assert CliRunner().invoke(main, ["collect", "--once", "--config", str(config)]).exit_code == 0
+
+    table = CliRunner().invoke(main, ["status", "--all-projects", "--config", str(config)])
+
+    assert table.exit_code == 1, table.output
+    _header, row = table.stdout.splitlines()
+    cells = [cell.strip() for cell in row.split("  ") if cell.strip()]
+    assert cells[:3] == ["solo", "laptop", "none ran (no heartbeat)"], row
