@@ -85,13 +85,16 @@ def unread(guard: GuardDef, *, spans: bool, records: bool) -> tuple[str, ...]:
 
 
 def _unread_since(
-    guard: GuardDef, seen: tuple[datetime | None, datetime | None], since: datetime
+    guard: GuardDef, seen: tuple[datetime | None, datetime | None], since: datetime | None
 ) -> tuple[tuple[str, ...], datetime | None]:
     """What ``guard`` may fire in that the receiver took in none of since ``since`` (the window's
-    start), and when it last took in any of that before (None for never)."""
+    start; None: ever), and when it last took in any of that before (None for never)."""
     span_at, record_at = seen
-    missing = unread(guard, spans=span_at is not None and span_at >= since,
-                     records=record_at is not None and record_at >= since)
+
+    def taken(at: datetime | None) -> bool:
+        return at is not None and (since is None or at >= since)
+
+    missing = unread(guard, spans=taken(span_at), records=taken(record_at))
     kinds = {"spans": span_at, "span events": span_at, "log records": record_at}
     before = [at for at in (kinds[kind] for kind in missing) if at is not None]
     return missing, max(before) if before else None
@@ -121,7 +124,9 @@ def gather(
         # Beyond the retention, firing rows of the window's first hour may be pruned: those left count.
         organic, canary_firings = reads.window_firings(reader, guard.name, now - guard.window)
         until, mute_reason = mutes.get(guard.name, (None, None))
-        missing, missing_last = _unread_since(guard, seen, now - guard.window)
+        # An idle agent explains spans and records that stopped with it: an active one must have sent some.
+        active = (activity if config.logs.activity is not None else lines) > 0
+        missing, missing_last = _unread_since(guard, seen, now - guard.window if active else None)
         facts.append(
             GuardFacts(
                 guard=guard.name,

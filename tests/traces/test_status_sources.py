@@ -253,3 +253,20 @@ def test_spans_that_stopped_coming_before_the_window_prove_nothing_of_it(served:
     assert status == "inconclusive", reason
     assert reason.startswith("no log record has reached the trace receiver ([traces] listen) in the last "
                              f"1d (the last at {clock_time(long_ago, now)}), "), reason
+
+
+def test_an_idle_agent_whose_spans_stopped_with_it_is_not_inconclusive(served: Served) -> None:
+    """No log line read and no span taken in for three days: the agent was idle, which explains the
+    silence of its spans as it does that of its log lines; the guard reads as a log-line guard does."""
+    from canary.status import receiver
+    from canary.traces.receiver import ReceiverCounts
+
+    now = datetime.now(UTC)
+    read_logs(served.store, now - timedelta(days=3), "1:2")  # the agent's last lines, three days ago
+    beat(served.store, pid=1, started=now - timedelta(days=4), now=now, files=1, addresses={})
+    long_ago = (now - timedelta(days=3)).timestamp()
+    receiver.record(served.store, {**ReceiverCounts(listen=served.app.counts.listen).to_json(),
+                                   "span_seen_at": long_ago, "record_seen_at": long_ago})
+    found = statuses(served, now)
+    assert found["both"][0] == found["citation"][0] != "inconclusive", found
+    assert found["evaluation"][0] != "inconclusive", found
