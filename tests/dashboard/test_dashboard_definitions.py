@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 from canary.store.engine import Store
 from canary.store.tables import Transition
 from dashboard.app import DashboardApp
+from dashboard.screens import DetailScreen
 from dashboard.widgets import DefinitionProblems
 from tests.dashboard.test_dashboard import cell, keys, settle, until
 from tests.dashboard.test_dashboard_site import dashboard_command
@@ -65,6 +66,9 @@ def test_a_broken_definition_file_is_shown_beside_the_other_guards(
         row = overview.row("quote")
         seen.append((keys(app), panel.render().plain, control_sequences(terminal_bytes(app)),
                      row.status.reason if row is not None else "", cell(app, "quote", "status")))
+        await pilot.press("enter")  # its detail opens as any guard's does
+        await settle(pilot)
+        assert isinstance(app.screen, DetailScreen) and app.screen.guard == "quote"
         app.exit()
 
     result = dashboard_command(monkeypatch, config, look)
