@@ -141,7 +141,19 @@ def _fired(d: Decision, v: View) -> str:
 
 
 def _unknown(d: Decision, v: View) -> str:
-    return "no canary run and no firing yet"
+    f = v.facts
+    if f.last_firing is None:
+        return "no canary run and no firing yet"
+    quiet = (f"{'' if f.canaries else 'no canary, and '}no firing in the last {format_duration(f.window)} "
+             f"(the last at {clock_time(f.last_firing, v.now)})")
+    if (f.activity if f.activity is not None else f.lines) == 0:
+        work = "unit of work" if f.activity is not None else "line"
+        why = f"the agent logged no {work} in it, so the silence proves nothing"
+    elif f.watched_since is None or f.watched_since > v.window_start:
+        why = "the logs have been followed for less than the window, so the silence proves nothing yet"
+    else:
+        why = "nothing proves the silence either way"
+    return f"{quiet}; {why}" + ("" if f.canaries else ": a canary would prove the guard awake")
 
 
 _WRITERS: dict[str, Callable[[Decision, View], str]] = {

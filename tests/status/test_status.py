@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canary.status.evaluate import CanaryFact, GuardFacts, RunFact, evaluate
+from canary.status.reasons import clock_time
 from canary.vocabulary import Status
 from tests.profiles import examples
 
@@ -253,3 +254,20 @@ def test_status_is_a_function_of_each_variants_latest_conclusive_verdict(
     else:
         expected = Status.DEGRADED
     assert result.status is expected, result.reason
+
+
+def test_a_guard_known_to_have_fired_before_the_window_is_never_said_to_have_no_firing_yet() -> None:
+    """No canary, no firing in the window, and nothing that makes the silence a finding: the reason says
+    when it last fired and why the silence proves nothing, never "no firing yet"."""
+    before = NOW - 3 * WINDOW
+    idle = evaluate(facts(canaries=(), organic=0, activity=0, last_firing=before), now=NOW)
+    assert idle.status is Status.NEW
+    assert idle.reason == (f"no canary, and no firing in the last 1d (the last at {clock_time(before, NOW)}); "
+                           "the agent logged no unit of work in it, so the silence proves nothing: a canary "
+                           "would prove the guard awake"), idle.reason
+    partial = evaluate(facts(canaries=(), organic=0, last_firing=before, watched_since=NOW - 2 * H), now=NOW)
+    assert partial.status is Status.NEW
+    assert partial.reason.endswith("; the logs have been followed for less than the window, so the silence "
+                                   "proves nothing yet: a canary would prove the guard awake"), partial.reason
+    never = evaluate(facts(canaries=(), organic=0, activity=0), now=NOW)
+    assert never.reason == "no canary run and no firing yet"
