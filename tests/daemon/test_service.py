@@ -649,3 +649,28 @@ def test_status_with_the_real_systemctl_never_raises() -> None:
     assert st.platform == "linux"
     assert st.running in (True, False, None)
     assert st.detail
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+@pytest.mark.parametrize("xdg", ["absolute", "relative"])
+def test_the_service_daemon_finds_the_state_folder_the_installing_shell_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, platform: str, xdg: str
+) -> None:
+    """A shell with ``$XDG_STATE_HOME`` installs the service: the daemon it starts, in an environment of the
+    unit's alone, keeps its store where ``canary status`` in that shell reads it (a relative one is read by
+    neither)."""
+    monkeypatch.delenv("CANARY_STATE_DIR")
+    monkeypatch.chdir(tmp_path)
+    value = str(tmp_path / "shell-state") if xdg == "absolute" else "shell-state"
+    monkeypatch.setenv("XDG_STATE_HOME", value)
+    _, contents = service.plan(None, platform=platform)
+    if platform == "linux":
+        svc = parse_unit(contents.decode())["Service"]
+        env = dict(shlex.split(v)[0].replace("%%", "%").split("=", 1) for k, v in svc if k == "Environment")
+    else:
+        env = plistlib.loads(contents)["EnvironmentVariables"]
+    assert env.get("XDG_STATE_HOME") == value, env
+    found = subprocess.run(
+        [sys.executable, "-c", "from canary import locations; print(locations.state_dir())"],
+        env={**env, "HOME": os.environ["HOME"]}, cwd="/", capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == str(locations.state_dir().absolute())

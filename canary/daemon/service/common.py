@@ -62,6 +62,8 @@ LINUX = "linux"
 
 #: Environment variables whose values are paths: made absolute, since the service starts elsewhere.
 _PATH_VARS = (locations.ENV_CONFIG, locations.ENV_CONFIG_DIR, locations.ENV_STATE_DIR)
+#: Carried as it is: the daemon's platformdirs reads it as this shell's does (a relative one not at all).
+_XDG_STATE = "XDG_STATE_HOME"
 _COMMAND_TIMEOUT_S = 60.0
 
 Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
@@ -184,11 +186,13 @@ def program_arguments(config_path: Path | None) -> list[str]:
 
 
 def service_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """PATH (so osascript, notify-send and the agent's command are found) and every CANARY_* now set."""
+    """PATH (so osascript, notify-send and the agent's command are found), every CANARY_* now set, and
+    XDG_STATE_HOME when set (a service manager does not read the shell's profile: without it the
+    daemon would keep its store and log where ``canary status`` in this shell does not look)."""
     env = os.environ if environ is None else environ
     result = {"PATH": refuse_control("$PATH", env.get("PATH") or os.defpath)}
     for key in sorted(env):
-        if not key.startswith("CANARY_"):
+        if not key.startswith("CANARY_") and key != _XDG_STATE:
             continue
         value = env[key]
         if key in _PATH_VARS and value:
