@@ -36,7 +36,8 @@ def service_install(ctx: click.Context, dry_run: bool) -> None:
     config = load(ctx) if found else None
     listens = {"proxy": config.model.listen, "fixtures": config.fixtures.listen} if config else None
     report = svc.install(found.resolve() if found else None, dry_run=dry_run, listens=listens,
-                         project=config.project if config else None)
+                         project=config.project if config else None,
+                         carry=svc.carried(config) if config else ())
     click.echo(safe_lines(svc.render(report)))
     sys.exit(EXIT_OK if report.ok else EXIT_UNAVAILABLE)
 

@@ -354,6 +354,16 @@ def test_install_linux(home: Path) -> None:
     assert f"journalctl --user -u {UNIT} -f" in service.render(report)
 
 
+def test_installing_again_leaves_a_drop_in_of_the_users_in_place(home: Path) -> None:
+    """A variable an agent command needs goes in a drop-in (``systemctl --user edit``): a new install keeps it."""
+    service.install(None, platform="linux", run=Recorder())
+    drop_in = unit_path(home).parent / f"{UNIT}.d" / "override.conf"
+    drop_in.parent.mkdir()
+    drop_in.write_text("[Service]\nEnvironment=OPENAI_API_KEY=sk-test\n")
+    service.install(None, platform="linux", run=Recorder())
+    assert drop_in.read_text() == "[Service]\nEnvironment=OPENAI_API_KEY=sk-test\n"
+
+
 @pytest.mark.parametrize("platform", ["darwin", "linux"])
 def test_install_twice_is_idempotent(platform: str) -> None:
     first = service.install(None, platform=platform, run=Recorder())
@@ -674,3 +684,27 @@ def test_the_service_daemon_finds_the_state_folder_the_installing_shell_found(
         [sys.executable, "-c", "from canary import locations; print(locations.state_dir())"],
         env={**env, "HOME": os.environ["HOME"]}, cwd="/", capture_output=True, text=True, check=True)
     assert found.stdout.strip() == str(locations.state_dir().absolute())
+
+
+def test_the_service_carries_the_variables_the_config_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``webhook = "env:VAR"`` and ``webhook_proxy = "env"`` read the daemon's environment when an alert is
+    sent: the service carries VAR and the proxy variables from the installing shell, and nothing else of it."""
+    from click.testing import CliRunner
+
+    from canary.cli.main import main
+
+    monkeypatch.setenv("SLACK_URL", "https://hooks.example/T0/secret")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("OTHER_SECRET", "not for the unit")
+    config = tmp_path / "canary.toml"
+    config.write_text("defs = []\n[alerts]\ndesktop = false\nwebhook = 'env:SLACK_URL'\nwebhook_proxy = 'env'\n")
+    done = CliRunner().invoke(main, ["service", "install", "--dry-run", "--config", str(config)])
+    assert done.exit_code == 0, done.output
+    assert 'Environment="SLACK_URL=https://hooks.example/T0/secret"' in done.output
+    assert 'Environment="HTTPS_PROXY=http://proxy.internal:3128"' in done.output
+    assert "OTHER_SECRET" not in done.output
+    config.write_text("defs = []\n[alerts]\ndesktop = false\n")
+    plain = CliRunner().invoke(main, ["service", "install", "--dry-run", "--config", str(config)])
+    assert "SLACK_URL" not in plain.output and "HTTPS_PROXY" not in plain.output

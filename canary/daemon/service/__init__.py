@@ -16,7 +16,7 @@ before it (none, for a first install). An uninstall removes one project's servic
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from canary import locations
@@ -35,6 +35,7 @@ from canary.daemon.service.common import (
     ServiceStatus,
     SocketStatus,
     call,
+    carried,
     config_arg,
     log_paths,
     platform_name,
@@ -54,7 +55,7 @@ from canary.daemon.service.systemd import (
 
 __all__ = [
     "DARWIN", "LABEL", "LINUX", "SOCKET_NAMES", "UNIT", "Names", "ServiceReport", "ServiceStatus",
-    "default_listens", "install", "installed", "log_paths", "logs_hint", "names_of",
+    "carried", "default_listens", "install", "installed", "log_paths", "logs_hint", "names_of",
     "parse_launchctl_print", "parse_systemctl_show", "plan", "plan_files", "program_arguments",
     "render", "run_command", "service_environment", "service_path", "socket_unit", "status",
     "status_all", "systemd_env_quote", "systemd_exec_quote", "uninstall",
@@ -100,14 +101,15 @@ def logs_hint(*, platform: str | None = None, project: str | None = None, path: 
 
 def plan_files(
     config_path: Path | None, *, platform: str | None = None, listens: Mapping[str, str] | None = None,
-    project: str | None = None,
+    project: str | None = None, carry: Sequence[str] = (),
 ) -> list[tuple[Path, bytes]]:
-    """Every file the install writes and its exact contents, the plist or service unit first."""
+    """Every file the install writes and its exact contents, the plist or service unit first; ``carry``
+    names the variables of this environment the daemon reads (``carried``)."""
     sockets = dict(default_listens() if listens is None else listens)
     names = names_of(project, config_path)
     if platform_name(platform) == DARWIN:
-        return [(launchd.plist_path(names), launchd.plist(config_path, sockets, names))]
-    return systemd.files(config_path, sockets, names)
+        return [(launchd.plist_path(names), launchd.plist(config_path, sockets, names, carry=carry))]
+    return systemd.files(config_path, sockets, names, carry=carry)
 
 
 def plan(
@@ -139,13 +141,14 @@ def install(
     dry_run: bool = False,
     listens: Mapping[str, str] | None = None,
     project: str | None = None,
+    carry: Sequence[str] = (),
 ) -> ServiceReport:
     """Write the project's plist or units and load them; installing again rewrites them and restarts
     the daemon. Raises UsageError when the service or a port belongs to another project."""
     name = platform_name(platform)
     names = names_of(project, config_path)
     sockets = dict(default_listens() if listens is None else listens)
-    planned = plan_files(config_path, platform=name, listens=sockets, project=names.project)
+    planned = plan_files(config_path, platform=name, listens=sockets, project=names.project, carry=carry)
     path = planned[0][0]
     replaced = check_install(names, config_arg(config_path), sockets, installed_services(name))
     if dry_run:

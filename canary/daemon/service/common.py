@@ -8,12 +8,16 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from canary import locations
 from canary.errors import UsageError
+
+if TYPE_CHECKING:
+    from canary.config.settings import Config
 
 #: The launchd label an older version gave its one agent; a project's label is ``<LABEL>.<project>``.
 LABEL = "io.github.guard-canary.daemon"
@@ -185,20 +189,36 @@ def program_arguments(config_path: Path | None) -> list[str]:
     return [*argv, "daemon"]
 
 
-def service_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """PATH (so osascript, notify-send and the agent's command are found), every CANARY_* now set, and
+def service_environment(
+    environ: Mapping[str, str] | None = None, *, carry: Sequence[str] = ()
+) -> dict[str, str]:
+    """PATH (so osascript, notify-send and the agent's command are found), every CANARY_* now set,
     XDG_STATE_HOME when set (a service manager does not read the shell's profile: without it the
-    daemon would keep its store and log where ``canary status`` in this shell does not look)."""
+    daemon would keep its store and log where ``canary status`` in this shell does not look), and the
+    variables of ``carry`` that are set (``carried``: those the config reads)."""
     env = os.environ if environ is None else environ
     result = {"PATH": refuse_control("$PATH", env.get("PATH") or os.defpath)}
     for key in sorted(env):
-        if not key.startswith("CANARY_") and key != _XDG_STATE:
+        if not key.startswith("CANARY_") and key != _XDG_STATE and key not in carry:
             continue
         value = env[key]
         if key in _PATH_VARS and value:
             value = str(Path(value).expanduser().absolute())
         result[key] = refuse_control(f"${key}", value)
     return result
+
+
+#: What ``[alerts] webhook_proxy = "env"`` reads of the daemon's environment (httpx's ``trust_env``).
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy",
+                   "all_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def carried(config: Config) -> tuple[str, ...]:
+    """The environment variables ``config`` has the daemon read: ``webhook = "env:VAR"``'s, and the
+    proxy's with ``webhook_proxy = "env"``."""
+    webhook = config.alerts.webhook
+    named = (webhook[len("env:"):],) if webhook is not None and webhook.startswith("env:") else ()
+    return named + (PROXY_VARIABLES if config.alerts.webhook_proxy == "env" else ())
 
 
 # -- running commands --------------------------------------------------------------------------

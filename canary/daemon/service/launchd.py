@@ -11,7 +11,7 @@ import os
 import plistlib
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +108,9 @@ def sockets_entry(listens: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return entry
 
 
-def plist(config_path: Path | None, listens: Mapping[str, str], names: Names) -> bytes:
-    """The LaunchAgent's plist, XML."""
+def plist(config_path: Path | None, listens: Mapping[str, str], names: Names, *,
+          carry: Sequence[str] = ()) -> bytes:
+    """The LaunchAgent's plist, XML; ``carry``: variables its daemon reads."""
     out, err = log_paths(config_path, names.project)
     job: dict[str, Any] = {
         "Label": names.label,
@@ -120,7 +121,7 @@ def plist(config_path: Path | None, listens: Mapping[str, str], names: Names) ->
         "StandardOutPath": str(out),
         "StandardErrorPath": str(err),
         "WorkingDirectory": str(state_directory()),
-        "EnvironmentVariables": service_environment(),
+        "EnvironmentVariables": service_environment(carry=carry),
         "ProcessType": "Background",
         "ThrottleInterval": 10,
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from canary.daemon.service import common
@@ -93,8 +93,9 @@ _PROJECT_LINE = "# guard-canary daemon of project "
 _CONFIG_LINE = "# config: "
 
 
-def service_unit(config_path: Path | None, sockets: Mapping[str, str], names: Names) -> bytes:
-    """The service unit; it takes the listed socket units' sockets."""
+def service_unit(config_path: Path | None, sockets: Mapping[str, str], names: Names, *,
+                 carry: Sequence[str] = ()) -> bytes:
+    """The service unit; it takes the listed socket units' sockets; ``carry``: variables its daemon reads."""
     argv = common.program_arguments(config_path)
     exec_start = " ".join(systemd_exec_quote(a, executable=i == 0) for i, a in enumerate(argv))
     socket_names = " ".join(names.socket(n) for n in sockets)
@@ -116,7 +117,8 @@ def service_unit(config_path: Path | None, sockets: Mapping[str, str], names: Na
         "RestartSec=5",
         # SIGTERM drains: requests and streams in flight finish before the daemon exits.
         "TimeoutStopSec=90",
-        *(f"Environment={systemd_env_quote(k, v)}" for k, v in common.service_environment().items()),
+        *(f"Environment={systemd_env_quote(k, v)}"
+          for k, v in common.service_environment(carry=carry).items()),
         f"WorkingDirectory={systemd_path('the state directory', common.state_directory())}",
         "",
         "[Install]",
@@ -204,10 +206,11 @@ def socket_unit_text(name: str, listen: str, names: Names) -> bytes:
     return "\n".join(lines).encode()
 
 
-def files(config_path: Path | None, sockets: Mapping[str, str], names: Names) -> list[tuple[Path, bytes]]:
+def files(config_path: Path | None, sockets: Mapping[str, str], names: Names, *,
+          carry: Sequence[str] = ()) -> list[tuple[Path, bytes]]:
     """Every unit file, the service first."""
     where = unit_dir()
-    result = [(where / names.unit, service_unit(config_path, sockets, names))]
+    result = [(where / names.unit, service_unit(config_path, sockets, names, carry=carry))]
     result += [(where / names.socket(n), socket_unit_text(n, listen, names)) for n, listen in sockets.items()]
     return result
 
