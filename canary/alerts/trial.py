@@ -7,6 +7,7 @@ status change and is never retried.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,11 @@ def alert_problems(config: AlertsConfig, path: Path | None, *, platform: str = s
     lost = nowhere(config, blocked)
     if lost:
         out.append(Problem(path, "alerts", lost, severity="warning"))
+    variable = config.webhook[len("env:"):] if config.webhook and config.webhook.startswith("env:") else None
+    if variable is not None and not os.environ.get(variable, "").strip():
+        out.append(Problem(path, "alerts.webhook", f"${variable} is not set here, so a daemon started from "
+                           "this shell, or a service installed from it, sends no webhook alert: export it "
+                           "first", severity="warning"))
     return out
 
 

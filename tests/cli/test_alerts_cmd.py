@@ -114,6 +114,24 @@ def test_check_lists_the_channels_without_the_webhook_secret(tmp_path: Path, mon
     assert "s3cret" not in text
 
 
+def test_check_warns_of_a_webhook_variable_this_shell_has_not_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``webhook = "env:VAR"`` is read when an alert is sent, by the daemon: one started from a shell without
+    VAR, or a service installed from it, sends no webhook alert. A warning (another machine's daemon may
+    have it), that names what to do; none once it is set."""
+    monkeypatch.setenv("PATH", str(fake_tools(tmp_path)))
+    monkeypatch.delenv("TEAM_HOOK", raising=False)
+    write(tmp_path, "desktop = false\nwebhook = 'env:TEAM_HOOK'")
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 0, result.output
+    assert ("alerts.webhook: $TEAM_HOOK is not set here, so a daemon started from this shell, or a service "
+            "installed from it, sends no webhook alert: export it first") in result.stderr, result.stderr
+    monkeypatch.setenv("TEAM_HOOK", "https://hooks.example.org/T000/s3cret")
+    again = CliRunner().invoke(main, ["check"])
+    assert again.exit_code == 0 and "TEAM_HOOK is not set" not in again.stderr, again.stderr
+
+
 NOTIFIER = "osascript" if sys.platform == "darwin" else "notify-send"
 
 
