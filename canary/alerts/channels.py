@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TypedDict
 
 import httpx
@@ -141,15 +142,16 @@ def command_argv(payload: AlertPayload, argv: Sequence[str]) -> list[str]:
                             channel="command") from exc
 
 
-def command(payload: AlertPayload, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT) -> None:
-    """Run the alert command (no shell); a non-zero exit is a DeliveryError."""
-    _run(command_argv(payload, argv), timeout=timeout, channel="command")
+def command(payload: AlertPayload, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT,
+            folder: Path | None = None) -> None:
+    """Run the alert command (no shell) in ``folder`` (canary.toml's); a non-zero exit is a DeliveryError."""
+    _run(command_argv(payload, argv), timeout=timeout, channel="command", folder=folder)
 
 
-def _run(argv: list[str], *, timeout: float, channel: str) -> None:
+def _run(argv: list[str], *, timeout: float, channel: str, folder: Path | None = None) -> None:
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
-                              check=False)
+                              check=False, cwd=folder)
     except subprocess.TimeoutExpired as exc:
         raise DeliveryError(f"{argv[0]} did not finish within {timeout:g}s", channel=channel) from exc
     except OSError as exc:
@@ -259,7 +261,7 @@ def default_sender(
         if channel == "command":
             if not config.command:
                 return "the alert command is no longer configured"
-            command(payload, config.command, timeout=command_timeout)
+            command(payload, config.command, timeout=command_timeout, folder=config.folder)
             return None
         raise DeliveryError(f"unknown alert channel {channel!r}", channel=channel)
 

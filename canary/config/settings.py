@@ -116,6 +116,8 @@ class AlertsConfig:
     repeat: timedelta = ALERTS.defaults.repeat
     #: ``desktop`` was written in canary.toml, not only defaulted (a missing notifier warns only then).
     desktop_set: bool = field(default=False, compare=False)
+    #: Where ``command`` runs: canary.toml's folder, so a path in it reads as the config's others do.
+    folder: Path | None = field(default=None, compare=False)
 
 
 @frozen
@@ -207,7 +209,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None, keep_g
                            (("daemon", "control"), daemon.control)])
     logs = _logs(_section(top, LOGS), path.parent)
     store = _store(_section(top, STORE), path, project)
-    alerts = _alerts(_section(top, ALERTS))
+    alerts = _alerts(_section(top, ALERTS), path.parent)
 
     guards, def_problems = load_definitions(defs, path.parent, log_format=logs.format)
     _unreceived(sink, traces, guards)
@@ -357,7 +359,7 @@ def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     return StoreConfig(url=url, retention=retention, machine=machine)
 
 
-def _alerts(t: Fields) -> AlertsConfig:
+def _alerts(t: Fields, folder: Path) -> AlertsConfig:
     sink, keys = t.sink, t.keys
     webhook = t.read("webhook")
     if webhook is not None and not (re.fullmatch(_ENV_NAME, webhook) or is_http_url(webhook)):
@@ -373,4 +375,4 @@ def _alerts(t: Fields) -> AlertsConfig:
     for i, arg in enumerate(command or ()):
         check_placeholders(sink, (*keys, "command", i), arg, ALERT_PLACEHOLDERS)
     return AlertsConfig(webhook=webhook, webhook_proxy=proxy, command=command, repeat=t.read("repeat"),
-                        desktop=t.read("desktop"), desktop_set=t.has("desktop"))
+                        desktop=t.read("desktop"), desktop_set=t.has("desktop"), folder=folder)

@@ -15,6 +15,7 @@ import json
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -101,8 +102,10 @@ def _loopback(url: str) -> bool:
 class AgentDriver:
     """Sends one prompt to the agent and waits for its final answer."""
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, *, folder: Path | None = None) -> None:
+        """``folder``: where ``command`` runs (canary.toml's, so a path in it reads as the config's do)."""
         self.config = config
+        self.folder = folder
 
     def ask(self, prompt: str, *, nonce: str, inject: str = "", timeout: float | None = None,
             conversation: str | None = None) -> AgentReply:
@@ -170,7 +173,8 @@ class AgentDriver:
         argv = [fill(arg, values) for arg in self.config.command]
         try:
             done = subprocess.run(  # the user's own agent command, no shell
-                argv, capture_output=True, timeout=limit, check=False, stdin=subprocess.DEVNULL
+                argv, capture_output=True, timeout=limit, check=False, stdin=subprocess.DEVNULL,
+                cwd=self.folder,
             )
         except FileNotFoundError:
             return AgentReply(None, f"the agent command {argv[0]!r} was not found")

@@ -73,7 +73,8 @@ class Runner:
         self.grace = grace
         self.span_grace = span_grace
         self._sync = sync
-        self._driver = driver or AgentDriver(config.agent)
+        folder = config.path.parent if config.path is not None else None
+        self._driver = driver or AgentDriver(config.agent, folder=folder)
         self._runs = RunLog(store)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()

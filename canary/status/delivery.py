@@ -62,9 +62,10 @@ def which(program: str) -> str | None:
     return None
 
 
-def _runnable(program: str) -> bool:
+def _runnable(program: str, folder: Path | None = None) -> bool:
+    """Whether ``program`` can run: one named with a folder from ``folder`` (where it runs), else on PATH."""
     if os.sep in program or (os.altsep and os.altsep in program):
-        return _executable(Path(program).expanduser())
+        return _executable((folder or Path.cwd()) / Path(program).expanduser())
     return which(program) is not None
 
 
@@ -77,7 +78,7 @@ def blocked_channels(config: AlertsConfig, *, platform: str = sys.platform) -> l
             out.append(Blocked("desktop", f"no desktop notifier on {platform}", config.desktop_set))
         elif which(tool) is None:
             out.append(Blocked("desktop", f"{tool} not found on PATH", config.desktop_set))
-    if config.command and not _runnable(config.command[0]):
+    if config.command and not _runnable(config.command[0], config.folder):
         out.append(Blocked("command", f"{config.command[0]!r} not found on PATH, or not executable", True))
     return out
 

@@ -132,6 +132,28 @@ def test_check_warns_of_a_webhook_variable_this_shell_has_not_set(
     assert again.exit_code == 0 and "TEAM_HOOK is not set" not in again.stderr, again.stderr
 
 
+def test_an_alert_command_written_relative_runs_in_the_configs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``command = ["./notify.sh", ...]`` reads as canary.toml's other paths do: from its folder, whatever
+    folder ``canary check`` or ``canary alerts test`` is typed in (or the service's daemon runs in)."""
+    project = tmp_path / "agent-home"
+    project.mkdir()
+    script = project / "notify.sh"
+    script.write_text('#!/bin/sh\necho "$1 $(basename "$PWD")" > got.txt\n')
+    script.chmod(0o755)
+    write(project, "desktop = false\ncommand = ['./notify.sh', '{guard}']")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = str(project / "canary.toml")
+    checked = CliRunner().invoke(main, ["check", "--config", config])
+    assert checked.exit_code == 0, checked.output
+    tested = CliRunner().invoke(main, ["alerts", "test", "--config", config])
+    assert tested.exit_code == 0, tested.output
+    assert (project / "got.txt").read_text() == "guard-canary agent-home\n"
+
+
 NOTIFIER = "osascript" if sys.platform == "darwin" else "notify-send"
 
 
