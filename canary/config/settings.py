@@ -342,6 +342,18 @@ def _project(top: Fields, path: Path) -> str:
 _MACHINE = r"[a-z0-9][a-z0-9._-]{0,62}"  # canary.store.sites.MACHINE_NAME
 
 
+def _from_folder(url: str, folder: Path) -> str:
+    """A SQLite URL whose file is named relative (``sqlite:///canary.db``), made to name it in ``folder``
+    (canary.toml's); any other URL as it is (an absolute or ``~`` path, an in-memory store, a server)."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return url
+    database, mark, query = url[len(prefix):].partition("?")
+    if not database or database == ":memory:" or database.startswith(("/", "~")):
+        return url
+    return f"{prefix}{(folder.absolute() / database).as_posix()}{mark}{query}"
+
+
 def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     url = t.read("url")
     retention = t.read("retention")
@@ -356,6 +368,7 @@ def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     if not re.fullmatch(_DB_URL, url):
         t.sink.error((*t.keys, "url"), "expected a database URL like 'sqlite:////path/to/"
                      f"canary.db', got {redact_url(url)!r}")
+    url = _from_folder(url, config_path.parent)
     return StoreConfig(url=url, retention=retention, machine=machine)
 
 

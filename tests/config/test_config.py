@@ -111,7 +111,8 @@ def test_the_contract_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         timestamp="auto",
         timestamp_format=None,
     )
-    assert config.store == StoreConfig("sqlite:///path/to/canary.db")
+    # a relative SQLite path names a file in canary.toml's folder
+    assert config.store == StoreConfig(f"sqlite:///{(path.parent / 'path/to/canary.db').as_posix()}")
     assert config.alerts == AlertsConfig(
         desktop=True,
         webhook="env:CANARY_WEBHOOK",
@@ -447,7 +448,7 @@ def test_summary(tmp_path: Path) -> None:
         "[guard]\nname = 'slow'\nmatch = '.*SlowGuard'\n", encoding="utf-8")
     summary = summarize(load_config(path=path))
     assert f"config   {path}" in summary
-    assert "store    sqlite:///path/to/canary.db" in summary
+    assert f"store    sqlite:///{(path.parent / 'path/to/canary.db').as_posix()}" in summary
     assert f"  {tmp_path / 'logs' / 'agent.log*'}   2 files now" in summary
     assert "guards   3" in summary
     assert "  citation   canaries_defs/citation.toml" in summary
