@@ -32,7 +32,10 @@ def mute(
 ) -> datetime:
     """Mute a guard until now + duration (replacing any mute it had); return the end."""
     if duration > MAX_MUTE:
-        raise UsageError(f"a mute lasts at most {MAX_MUTE.days}d; got {duration}", option="--for")
+        from canary.config.durations import format_duration
+
+        raise UsageError(f"--for: a mute lasts at most {format_duration(MAX_MUTE)}; got "
+                         f"{format_duration(duration)}", option="--for")
     until = as_utc(now + duration)
     row = {"guard": guard, "until": until, "reason": reason, "created": now}
     with store.engine.begin() as conn:

@@ -118,6 +118,14 @@ def test_mute_an_unknown_guard_says_did_you_mean_and_lists_the_guards(tmp_path: 
     assert result.stderr.strip() == "error: no guard named 'zzz'; the guards are: citation, quote"
 
 
+@pytest.mark.parametrize(("given", "said"), [("400d", "400d"), ("31d", "31d"), ("745h", "745h")])
+def test_a_mute_too_long_says_so_in_the_units_a_user_writes(tmp_path: Path, given: str, said: str) -> None:
+    write_project(tmp_path)
+    result = CliRunner().invoke(main, ["mute", "citation", "--for", given])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: --for: a mute lasts at most 30d; got {said}"
+
+
 def test_run_an_unknown_guard_or_canary_lists_the_names_that_exist(tmp_path: Path) -> None:
     write_project(tmp_path)
     (tmp_path / "defs" / "citation.toml").write_text(
