@@ -8,6 +8,7 @@ and exit code in one place (``canary.cli.boundary``); the exit codes are
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -64,7 +65,7 @@ def check(ctx: click.Context) -> None:
     from canary.alerts.trial import alert_problems, channels_summary
     from canary.cli.probes import ca_file_warning, store_warning, upstream_warning
     from canary.config.summary import summarize, unmatched_globs
-    from canary.errors import ConfigError
+    from canary.errors import ConfigError, Problem
 
     config = load(ctx, warn=False)  # the summary lists the warnings itself
     click.echo(safe_lines(summarize(config)))
@@ -80,6 +81,11 @@ def check(ctx: click.Context) -> None:
                     _relay_warning(config)):
         if warning:
             click.echo(safe_lines(warning), err=True)
+    for name in config.daemon.pass_env:
+        if name not in os.environ:
+            unset = Problem(config.path, "daemon.pass_env", f"${name} is not set here, so a service "
+                            "installed from this shell runs without it", severity="warning")
+            click.echo(safe_lines(unset.render()), err=True)
 
 
 

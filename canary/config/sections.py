@@ -143,11 +143,14 @@ ALERTS = Section("alerts", "Where alerts go when a guard's status changes, and h
         "inconclusive and is not muted"),
 ))
 
-DAEMON = Section("daemon", "The daemon's control API.", (
+DAEMON = Section("daemon", "The daemon's control API, and the environment of its service.", (
     # 127.0.0.1:11437 only for a config built without a file: a file's project gets a port of its own.
     Key("control", LISTEN, "127.0.0.1:11437", "where the daemon's control API listens", _LOOPBACK,
         shown="a port of this project's own, 20000-29999"),
     Key("allow_remote", BOOLEAN, False, _REMOTE),
+    Key("pass_env", STRINGS, [], "environment variables an installed service carries from the shell "
+        "that installs it, for an [agent] or [alerts] command that needs them (an API key)",
+        "names of environment variables"),
 ))
 
 CONFIG = Section("", "Keys before any table header.", (

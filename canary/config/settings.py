@@ -122,10 +122,11 @@ class AlertsConfig:
 
 @frozen
 class DaemonConfig:
-    """The daemon's control API address."""
+    """The daemon's control API address, and the variables its service carries."""
 
     control: str = DAEMON.defaults.control
     allow_remote: bool = DAEMON.defaults.allow_remote
+    pass_env: tuple[str, ...] = ()
 
 
 @frozen
@@ -199,7 +200,7 @@ def load_config(explicit: str | None = None, *, path: Path | None = None, keep_g
     model = replace(model, ca_file=_ca_file(model_t, model.ca_file, path.parent))
     fixtures = FixturesConfig(**fixtures_t.read_all())
     daemon = DaemonConfig(control=daemon_t.read("control", default=_project_control(path, model, fixtures)),
-                          allow_remote=daemon_t.read("allow_remote"))
+                          allow_remote=daemon_t.read("allow_remote"), pass_env=_pass_env(daemon_t))
     traces_t = top.table("traces")
     traces = (TracesConfig(**TRACES.open(sink, ("traces",), traces_t).read_all())
               if traces_t is not None else None)
@@ -340,6 +341,18 @@ def _project(top: Fields, path: Path) -> str:
 
 
 _MACHINE = r"[a-z0-9][a-z0-9._-]{0,62}"  # canary.store.sites.MACHINE_NAME
+
+
+_VARIABLE = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def _pass_env(t: Fields) -> tuple[str, ...]:
+    names = tuple(t.read("pass_env") or ())
+    for i, name in enumerate(names):
+        if not re.fullmatch(_VARIABLE, name):
+            t.sink.error((*t.keys, "pass_env", i), f"expected an environment variable's name (letters, "
+                         f"digits and '_', not first a digit), got {name!r}")
+    return tuple(n for n in names if re.fullmatch(_VARIABLE, n))
 
 
 def _from_folder(url: str, folder: Path) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from canary import locations
+from canary.config.settings import load_config
 from canary.daemon import service
 from canary.daemon.service import ServiceReport, ServiceStatus
 from canary.errors import UsageError
@@ -708,3 +709,32 @@ def test_the_service_carries_the_variables_the_config_reads(
     config.write_text("defs = []\n[alerts]\ndesktop = false\n")
     plain = CliRunner().invoke(main, ["service", "install", "--dry-run", "--config", str(config)])
     assert "SLACK_URL" not in plain.output and "HTTPS_PROXY" not in plain.output
+
+
+def test_pass_env_names_what_the_service_carries_for_an_agent_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[daemon] pass_env`` names variables an ``[agent] command`` needs (its API key): the service carries
+    them from the installing shell, on Linux and macOS alike; ``canary check`` warns of one not set here,
+    and refuses a name that is no variable's."""
+    from click.testing import CliRunner
+
+    from canary.cli.main import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    config = tmp_path / "canary.toml"
+    config.write_text("defs = []\n[agent]\ncommand = ['python', 'agent.py', '{prompt}']\n[daemon]\n"
+                      "pass_env = ['ANTHROPIC_API_KEY', 'HF_TOKEN']\n[alerts]\ndesktop = false\n")
+    done = CliRunner().invoke(main, ["service", "install", "--dry-run", "--config", str(config)])
+    assert done.exit_code == 0, done.output
+    assert 'Environment="ANTHROPIC_API_KEY=sk-ant-test"' in done.output and "HF_TOKEN" not in done.output
+    _, plist = service.plan(config, platform="darwin", carry=service.carried(load_config(path=config)))
+    assert plistlib.loads(plist)["EnvironmentVariables"]["ANTHROPIC_API_KEY"] == "sk-ant-test"
+    checked = CliRunner().invoke(main, ["check", "--config", str(config)])
+    assert checked.exit_code == 0, checked.output
+    assert ("daemon.pass_env: $HF_TOKEN is not set here, so a service installed from this shell runs "
+            "without it") in checked.stderr, checked.stderr
+    config.write_text("defs = []\n[daemon]\npass_env = ['NOT-A-NAME']\n")
+    bad = CliRunner().invoke(main, ["check", "--config", str(config)])
+    assert bad.exit_code == 2 and "daemon.pass_env" in bad.stderr and "NOT-A-NAME" in bad.stderr, bad.stderr

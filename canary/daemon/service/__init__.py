@@ -114,10 +114,10 @@ def plan_files(
 
 def plan(
     config_path: Path | None, *, platform: str | None = None, listens: Mapping[str, str] | None = None,
-    project: str | None = None,
+    project: str | None = None, carry: Sequence[str] = (),
 ) -> tuple[Path, bytes]:
     """Where the plist or service unit goes and its exact contents; writes nothing."""
-    return plan_files(config_path, platform=platform, listens=listens, project=project)[0]
+    return plan_files(config_path, platform=platform, listens=listens, project=project, carry=carry)[0]
 
 
 def _dry_run(name: str, planned: list[tuple[Path, bytes]], steps: list[list[str]],

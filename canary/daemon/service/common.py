@@ -214,11 +214,11 @@ PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_
 
 
 def carried(config: Config) -> tuple[str, ...]:
-    """The environment variables ``config`` has the daemon read: ``webhook = "env:VAR"``'s, and the
-    proxy's with ``webhook_proxy = "env"``."""
+    """The environment variables ``config`` has the daemon read: ``[daemon] pass_env``, ``webhook =
+    "env:VAR"``'s, and the proxy's with ``webhook_proxy = "env"``."""
     webhook = config.alerts.webhook
     named = (webhook[len("env:"):],) if webhook is not None and webhook.startswith("env:") else ()
-    return named + (PROXY_VARIABLES if config.alerts.webhook_proxy == "env" else ())
+    return config.daemon.pass_env + named + (PROXY_VARIABLES if config.alerts.webhook_proxy == "env" else ())
 
 
 # -- running commands --------------------------------------------------------------------------
