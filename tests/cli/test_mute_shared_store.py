@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
-from sqlalchemy import create_engine, text
 
 from canary.cli.main import main
-from canary.store.sites import Site, quoted
-from tests.cli.test_status_claims import daemon_ran, site_tables, write_config
+from canary.store.sites import Site
+from tests.cli.test_status_claims import daemon_ran, site_mutes, site_tables, write_config
 from tests.store.conftest import pg_url
 
 
@@ -33,12 +32,6 @@ def test_mute_once_the_daemon_wrote_lands_in_its_site(tmp_path: Path, pg_site: S
     daemon_ran(config)
     muted = CliRunner().invoke(main, ["--config", str(config), "mute", "cite", "--for", "1h", "--reason", "r"])
     assert muted.exit_code == 0, muted.output
-    engine = create_engine(pg_url())
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(text(f"SELECT guard, reason FROM {quoted(pg_site.schema)}.mutes")).all()
-    finally:
-        engine.dispose()
-    assert [tuple(r) for r in rows] == [("cite", "r")]
+    assert site_mutes(pg_site) == [("cite", "r")]
     unmuted = CliRunner().invoke(main, ["--config", str(config), "unmute", "cite"])
     assert unmuted.stdout.strip() == "cite: mute lifted", unmuted.output

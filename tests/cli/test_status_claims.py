@@ -129,6 +129,16 @@ def site_tables(site: Site) -> tuple[bool, bool, str | None]:
         engine.dispose()
 
 
+def site_mutes(site: Site) -> list[tuple[str, str | None]]:
+    """The (guard, reason) of every mute the site's schema holds."""
+    engine = create_engine(pg_url())
+    try:
+        with engine.connect() as conn:
+            return [(r[0], r[1]) for r in conn.execute(text(f"SELECT guard, reason FROM {quoted(site.schema)}.mutes"))]
+    finally:
+        engine.dispose()
+
+
 
 def test_a_second_config_of_one_project_and_machine_is_refused_on_postgresql(
     tmp_path: Path, pg_site: Site

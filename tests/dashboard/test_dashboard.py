@@ -279,17 +279,22 @@ async def test_a_daemon_that_does_not_answer_is_a_visible_notice(seeded: Seeded)
         assert len(errors) == 1 and errors[0].startswith("Running canaries failed: no daemon answers on")
 
 
+async def mute_for_six_hours(pilot: Pilot[Any], app: DashboardApp) -> None:
+    """Press m on the selected guard, choose 6h and the reason "deploying"."""
+    await pilot.press("m")
+    await settle(pilot)
+    assert isinstance(app.screen, MuteScreen)
+    await pilot.press("right", "enter")  # 6h
+    await pilot.press("tab", *"deploying", "enter")
+    await settle(pilot)
+
+
 async def test_m_mutes_the_selected_guard_for_the_chosen_time(seeded: Seeded) -> None:
     app = make_app(seeded)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("down", "down")  # denial
-        await pilot.press("m")
-        await settle(pilot)
-        assert isinstance(app.screen, MuteScreen)
-        await pilot.press("right", "enter")  # 6h
-        await pilot.press("tab", *"deploying", "enter")
-        await settle(pilot)
+        await mute_for_six_hours(pilot, app)
         assert isinstance(app.screen, OverviewScreen)
         with seeded.store.engine.connect() as conn:
             row = conn.execute(select(Mute.guard, Mute.until, Mute.reason)).one()  # type: ignore[call-overload]

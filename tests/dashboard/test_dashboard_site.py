@@ -17,22 +17,21 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlalchemy import create_engine, text
 from textual.pilot import Pilot
 
 from canary.cli.main import main
 from canary.config.commandline import command_line
 from canary.config.settings import Config, load_config
 from canary.store.engine import Store
-from canary.store.sites import Site, quoted
+from canary.store.sites import Site
 from dashboard import app as app_module
 from dashboard.app import DashboardApp
 from dashboard.model import load_overview
-from dashboard.screens import AlertsScreen, DetailScreen, MuteScreen, OverviewScreen
+from dashboard.screens import AlertsScreen, DetailScreen, OverviewScreen
 from dashboard.screens.team import TeamScreen
 from dashboard.widgets import DaemonBar
-from tests.cli.test_status_claims import daemon_ran, site_tables, write_config
-from tests.dashboard.test_dashboard import SIZE, RecordingApp, keys, settle, until
+from tests.cli.test_status_claims import daemon_ran, site_mutes, site_tables, write_config
+from tests.dashboard.test_dashboard import SIZE, RecordingApp, keys, mute_for_six_hours, settle, until
 from tests.store.conftest import pg_url
 
 pytestmark = pytest.mark.anyio
@@ -120,22 +119,11 @@ async def test_muting_before_the_projects_daemon_wrote_says_why_and_its_rows_sho
             daemon_ran(path)  # the project's daemon makes its site and beats
             await until(pilot, lambda: app.overview is not None and not app.overview.read_only)
             assert "no daemon has written" not in bar_text(app)
-            await pilot.press("m")
-            await settle(pilot)
-            assert isinstance(app.screen, MuteScreen)
-            await pilot.press("right", "enter")  # 6h
-            await pilot.press("tab", *"deploying", "enter")
-            await settle(pilot)
+            await mute_for_six_hours(pilot, app)
             assert [text for severity, text in app.notices if severity == "error"] == []
     finally:
         app.store.close()
-    engine = create_engine(pg_url())
-    try:
-        with engine.connect() as conn:
-            mutes = conn.execute(text(f"SELECT guard, reason FROM {quoted(pg_site.schema)}.mutes")).all()
-    finally:
-        engine.dispose()
-    assert [tuple(row) for row in mutes] == [("cite", "deploying")]
+    assert site_mutes(pg_site) == [("cite", "deploying")]
     assert site_tables(pg_site) == (True, True, str(path))  # the daemon's site, the daemon's claim
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,9 +59,9 @@ class Served:
         return self.server.url
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    config = load_config(path=write_project(tmp_path, {"grounding": GUARDRAIL, "evaluation": EVALUATION}))
+@contextlib.contextmanager
+def serving(config: Config) -> Iterator[Served]:
+    """``config``'s trace receiver on a free loopback port, over its own store."""
     store = Store(config.store.url)
     app = receiver_app(config, store)
     server = BackgroundServer(app, "127.0.0.1", 0, name="trace receiver").start()
@@ -71,3 +72,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
         server.stop()
         app.close()
         store.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serving(load_config(path=write_project(tmp_path, {"grounding": GUARDRAIL, "evaluation": EVALUATION}))) as s:
+        yield s

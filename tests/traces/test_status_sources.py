@@ -25,11 +25,9 @@ from canary.cli.main import main
 from canary.config.settings import load_config
 from canary.daemon.health import traces_step
 from canary.daemon.steps import beat, decide_statuses
-from canary.proxy.serving import BackgroundServer
 from canary.store.engine import Store
-from canary.traces.service import receiver_app
 from collectors.positions import Batch, FileState
-from tests.traces.conftest import EVALUATION, Served, write_project
+from tests.traces.conftest import EVALUATION, Served, serving, write_project
 
 CITATION = "[guard]\nname = 'citation'\nmatch = 'CitationGuard: rejected'\n"
 BOTH = ("[guard]\nname = 'both'\nmatch = 'GroundingGuard: rejected'\n"
@@ -44,17 +42,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
     log.write_text("2026-12-07T10:00:00Z answered task=1\n")
     path = write_project(tmp_path, {"citation": CITATION, "both": BOTH, "evaluation": EVALUATION},
                          extra=f"[logs]\npaths = ['{log}']\n")
-    config = load_config(path=path)
-    store = Store(config.store.url)
-    app = receiver_app(config, store)
-    server = BackgroundServer(app, "127.0.0.1", 0, name="trace receiver").start()
-    app.counts.listen = server.url.removeprefix("http://")
-    try:
-        yield Served(config, store, app, server)
-    finally:
-        server.stop()
-        app.close()
-        store.close()
+    with serving(load_config(path=path)) as s:
+        yield s
 
 
 def read_logs(store: Store, at: datetime, key: str) -> None:
