@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
+from canary.config.commandline import no_guards
 from canary.status.problems import broken_guards
 from dashboard.model import Overview
 from dashboard.screens._owner import dashboard_app
@@ -44,7 +45,10 @@ class OverviewScreen(Screen[None]):
     def on_mount(self) -> None:
         app = dashboard_app(self)
         broken = app.config.broken
-        self.query_one(DefinitionProblems).show(broken, broken_guards(app.config) if broken else [])
+        self.query_one(DefinitionProblems).show(
+            broken, broken_guards(app.config) if broken else [],
+            none_defined=None if app.config.guards else no_guards(app.config.path),
+        )
         self.watch(app, "overview", self._show)
         self.watch(app, "pending", self._pending)
         self.query_one(RecentRuns).border_title = "latest canary runs, every guard"

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import insert
 from textual.pilot import Pilot
 
+from canary.config.commandline import no_guards
 from canary.store.engine import Store
 from canary.store.tables import Transition
 from dashboard.app import DashboardApp
@@ -119,3 +120,21 @@ def test_an_error_in_canary_toml_itself_still_stops_the_dashboard(
     result = dashboard_command(monkeypatch, config, look)
     assert result.exit_code == 2 and opened == []
     assert f"{config}:" in result.stderr and "colour" in result.stderr
+
+
+def test_a_project_with_no_guard_says_nothing_is_watched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As ``canary status`` says it: an empty table alone would read as nothing wrong."""
+    config = project(tmp_path / "agent")
+    config.write_text(config.read_text(encoding="utf-8").replace("defs = ['defs/*.toml']", "defs = []"),
+                      encoding="utf-8")
+    seen: list[tuple[bool, str]] = []
+
+    async def look(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        panel = pilot.app.screen.query_one(DefinitionProblems)
+        seen.append((panel.display, panel.render().plain))
+        pilot.app.exit()
+
+    result = dashboard_command(monkeypatch, config, look)
+    assert result.exit_code == 0, result.output
+    assert seen == [(True, no_guards(config))]
