@@ -309,10 +309,21 @@ def last_organic_line(reader: Reader, guard: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
+_FIRST_MINUTE = "SELECT MIN(minute) FROM minute_activity WHERE lines > 0 AND minute < :next"
+
+
 def watched_since(reader: Reader) -> datetime | None:
-    """The first hour in which log lines were read."""
+    """An instant by which log lines had been read (None if none ever was): the end of the first
+    minute in which some were, or, once that hour's minutes are pruned (they are kept as far back as
+    the longest window begins), the end of the first hour. Never earlier than the first read: a
+    window that began before it was not watched whole."""
     ((hour,),) = reader.rows("SELECT MIN(hour) FROM hourly_activity WHERE lines > 0")
-    return reader.time(hour)
+    first = reader.time(hour)
+    if first is None:
+        return None
+    ((minute,),) = reader.rows(_FIRST_MINUTE, next=first + timedelta(hours=1))
+    within = reader.time(minute)
+    return within + timedelta(minutes=1) if within is not None else first + timedelta(hours=1)
 
 
 def active_mutes(reader: Reader, now: datetime) -> dict[str, tuple[datetime, str | None]]:

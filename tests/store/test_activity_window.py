@@ -180,3 +180,35 @@ def test_minutes_are_kept_as_far_back_as_the_longest_window_begins(open_store: C
     log.read(NOW + timedelta(hours=3), [], lines=1)
     assert [m for m, _a, _n in minutes()] == [NOW + timedelta(hours=2), NOW + timedelta(hours=2, minutes=30),
                                               NOW + timedelta(hours=3)]
+
+
+def test_a_window_shorter_than_the_watch_is_not_whole_before_it_has_passed(
+    open_store: Callable[..., Store], tmp_path: Path
+) -> None:
+    """Logs first read at 15:20:10: a 1m window ending 15:20:40 was not watched whole, one ending at
+    15:21:10 was; the first hour read (15:00) is no measure of when watching began."""
+    config = config_for(tmp_path)
+    log = Log(open_store)
+    first = datetime(2026, 11, 29, 15, 20, 10, tzinfo=UTC)
+    log.read(first, log.work(first - timedelta(seconds=5)))
+    log.read(first + timedelta(seconds=25), log.work(first + timedelta(seconds=20)))
+    facts, found = status(log, config, "zero", first + timedelta(seconds=30))
+    assert facts.activity == 2
+    assert found.status is Status.NEW, found.reason
+    assert facts.watched_since is not None and facts.watched_since > first - MINUTE
+    log.read(first + timedelta(seconds=118), log.work(first + timedelta(seconds=115)))
+    _facts, found = status(log, config, "zero", first + timedelta(seconds=125))
+    assert found.status is Status.ASLEEP, found.reason
+
+
+def test_watching_older_than_the_kept_minutes_still_counts_as_watched(
+    open_store: Callable[..., Store], tmp_path: Path
+) -> None:
+    """Once the first hour's minutes are pruned, the logs have been watched longer than any window."""
+    config = config_for(tmp_path)
+    log = Log(open_store)
+    log.read(NOW - 2 * DAY, [], lines=1)
+    log.read(NOW - timedelta(seconds=20), log.work(NOW - timedelta(seconds=30)))
+    facts, found = status(log, config, "day", NOW)
+    assert facts.watched_since is not None and facts.watched_since <= NOW - DAY
+    assert found.status is Status.ASLEEP, found.reason
