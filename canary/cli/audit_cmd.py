@@ -87,7 +87,7 @@ def audit_command(config: Config, *, since: datetime | None, now: datetime, as_j
         return EXIT_USAGE  # an --otlp file that is no export, or cannot be read: bad input
     if not [f for f in report.files if f.error is None]:
         return EXIT_UNAVAILABLE
-    nothing_proven = report.asleep or report.unread or not config.guards  # unread: inconclusive
+    nothing_proven = report.asleep or report.unread or report.idle or not config.guards  # inconclusive
     return EXIT_UNHEALTHY if nothing_proven else EXIT_OK
 
 

@@ -30,7 +30,8 @@ def audit_table(report: AuditReport) -> str:
     """The ``canary audit`` table and its summary lines."""
     rows = [("guard", "firings", "organic", "canary", "first", "last", "")]
     for g in report.guards:
-        flag = "ASLEEP" if g.flag == "asleep" else f"unread: {g.unread}" if g.flag == "unread" else ""
+        flag = {"asleep": "ASLEEP", "unread": f"unread: {g.unread}", "idle": "idle: no agent activity"}.get(
+            g.flag or "", "")
         count = str(g.firings) + (f" (+{g.untimed} untimed)" if g.untimed else "")
         rows.append((safe(g.guard), count, str(g.organic), str(g.canary), stamp(g.first), stamp(g.last),
                      flag))
@@ -59,19 +60,20 @@ def audit_table(report: AuditReport) -> str:
 
 def _audit_findings(report: AuditReport) -> list[str]:
     """What the audit's zeros mean: the guards asleep, and those whose zero proves nothing (not all
-    they fire through was read)."""
+    they fire through was read, or the agent did no work)."""
     lines = []
     if report.asleep:
-        if report.activity_configured and report.activity == 0:
-            lines.append(
-                "No agent activity in this window: zero firings prove nothing either way."
-            )
-        else:
-            names = safe(", ".join(report.asleep))
-            lines.append(
-                f"ASLEEP: {names}: zero firings. Run their canaries to tell a well-behaved "
-                "model from a guard that never runs."
-            )
+        names = safe(", ".join(report.asleep))
+        lines.append(
+            f"ASLEEP: {names}: zero firings. Run their canaries to tell a well-behaved "
+            "model from a guard that never runs."
+        )
+    if report.idle:
+        one = len(report.idle) == 1
+        where = "this window" if report.since else "the audited lines"
+        lines.append(f"Inconclusive: {safe(', '.join(report.idle))}: no agent activity in {where} (no line "
+                     f"matched [logs] activity), so {'its' if one else 'their'} zero proves nothing "
+                     "either way.")
     if report.unread:
         one = len(report.unread) == 1
         lines.append(f"Inconclusive: {safe(', '.join(report.unread))}: not all "

@@ -50,6 +50,9 @@ class GuardAudit:
     #: ``span``, no span or no log record for an ``event``): what was not, and what would read it. Its
     #: zero then proves nothing.
     unread: str | None = None
+    #: No line of agent activity was read in the window ([logs] activity configured, none matched): its
+    #: zero then proves nothing either.
+    idle: bool = False
 
     def merge(self, other: GuardAudit) -> None:
         """Add the firings ``other`` counted (in another part of the logs) to these."""
@@ -68,13 +71,14 @@ class GuardAudit:
 
     @property
     def flag(self) -> str | None:
-        """``asleep`` when the guard never fired in the window and everything it fires through was
-        read; ``unread`` when it never fired and something it fires through was not read (a guard of
-        log lines and spans with no ``--otlp`` file, an ``event`` guard with spans but no log record):
-        its zero proves nothing. None when it fired, in any of them."""
+        """``asleep`` when the guard never fired in the window, everything it fires through was read
+        and the agent was active in it; ``unread`` when it never fired and something it fires through
+        was not read (a guard of log lines and spans with no ``--otlp`` file, an ``event`` guard with
+        spans but no log record); ``idle`` when it never fired and no line of agent activity was read:
+        either way its zero proves nothing. None when it fired, in any of them."""
         if self.firings or self.untimed:
             return None
-        return "unread" if self.unread else "asleep"
+        return "unread" if self.unread else "idle" if self.idle else "asleep"
 
 
 @dataclass
@@ -114,6 +118,11 @@ class AuditReport:
     def unread(self) -> list[str]:
         """Guards flagged unread: inconclusive."""
         return [g.guard for g in self.guards if g.flag == "unread"]
+
+    @property
+    def idle(self) -> list[str]:
+        """Guards flagged idle: inconclusive."""
+        return [g.guard for g in self.guards if g.flag == "idle"]
 
     def to_json(self) -> dict[str, Any]:
         """The contract's ``canary audit --json`` document."""
@@ -201,6 +210,7 @@ def audit(
     spans, records = _audit_exports(config, report, otlp, Tally(window, names))
     for guard, entry in zip(config.guards, report.guards, strict=True):
         entry.unread = unread(guard, logs=log_lines > 0, spans=spans > 0, records=records > 0)
+        entry.idle = report.activity_configured and report.activity == 0
     return report
 
 

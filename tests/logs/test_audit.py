@@ -8,6 +8,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from canary.cli.main import main
@@ -116,7 +117,8 @@ def test_cli_audit_json_and_exit_codes(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     assert [g["firings"] for g in doc["guards"]] == [1, 1]
     assert doc["since"] is None and doc["lines"] == 2
-    (tmp_path / "logs" / "agent.log").write_text(f"{stamp(NOW)} WARN CitationGuard: rejected\n")
+    (tmp_path / "logs" / "agent.log").write_text(
+        f"{stamp(NOW)} WARN CitationGuard: rejected\n{stamp(NOW)} INFO task finished\n")
     result = runner.invoke(main, ["--config", str(config_path), "audit"])
     assert result.exit_code == 1
     assert "ASLEEP" in result.stdout and "date" in result.stdout
@@ -221,3 +223,28 @@ def test_audit_over_many_reads_counts_lines_and_activity_like_a_per_line_search(
         assert report.lines == len(lines)
         assert report.activity == want_activity
         assert {g.guard: g.firings for g in report.guards} == want
+
+
+def test_a_guard_silent_while_the_agent_was_idle_is_idle_not_asleep(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """No activity line in the window: a zero proves nothing, and no row says ASLEEP beside the
+    sentence that says so."""
+    config_path = write_setup(tmp_path)
+    (tmp_path / "logs" / "agent.log").write_text(
+        f"{stamp(NOW - timedelta(hours=2))} WARN CitationGuard: rejected a\n"
+        f"{stamp(NOW - timedelta(hours=1))} INFO cache warmed\n"
+    )
+    report = audit(load_config(str(config_path)), now=NOW)
+    by = {g.guard: g for g in report.guards}
+    assert (by["citation"].flag, by["date"].flag) == (None, "idle")
+    assert report.asleep == []
+    monkeypatch.chdir(tmp_path)
+    text = CliRunner().invoke(main, ["audit"])
+    assert text.exit_code == 1, text.output  # nothing proven
+    assert "ASLEEP" not in text.output
+    row = next(line for line in text.output.splitlines() if line.startswith("date"))
+    assert row.endswith("idle: no agent activity"), row
+    assert ("Inconclusive: date: no agent activity in the audited lines (no line matched [logs] activity), "
+            "so its zero proves nothing either way.") in text.output
+    doc = json.loads(CliRunner().invoke(main, ["audit", "--json"]).stdout)
+    assert [g["flag"] for g in doc["guards"]] == [None, "idle"]
