@@ -24,7 +24,8 @@ Every series carries ``project`` (``canary.toml``'s ``project``) as its first la
   first one.
 - ``canary_store_up``: 1 while the daemon can write its store, 0 while it cannot (a database
   server down). The scrape then shows the last values read, with the daemon's own time as its
-  heartbeat: the daemon runs, and says its store is what failed.
+  heartbeat: the daemon runs, and says its store is what failed. With none read yet (the store
+  down since the daemon started), the guard, run and line series are absent, never zeros.
 - ``canary_proxy_requests_total{outcome}``: the agent's requests through the proxy by outcome
   (every one of ``canary.proxy.health.OUTCOMES``, from zero), and ``canary_proxy_upstream_seconds``,
   a histogram of the model server's time to its response headers. These two are the exception

@@ -3,7 +3,8 @@
 A store that cannot be read (a database server down) must not take ``/metrics`` down with it:
 Prometheus would then only see the scrape fail, as if the daemon were gone. The daemon is up,
 so the scrape shows the last values it read, ``canary_store_up`` 0, and the daemon's own time
-as its heartbeat.
+as its heartbeat. Before it has read any, the guards' series are absent: a counter at 0 that
+later reads N would be taken for a reset, and ``new`` is a status nobody decided.
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ class Scrape:
         except Exception as exc:
             if store_failure(exc) is None:
                 raise
-            base = self.last or MetricsSnapshot(guards=guards, project=config.project, canaries=canaries)
-            return replace(base, guards=guards, canaries=canaries, store_up=False,
-                           heartbeat=self.clock().timestamp(), collector_lag=dict(lag or base.collector_lag))
+            if self.last is None:  # nothing read yet: no figure at all, never zeros or ``new``
+                return MetricsSnapshot(guards=[], project=config.project, store_up=False,
+                                       heartbeat=self.clock().timestamp(), collector_lag=dict(lag or []))
+            return replace(self.last, guards=guards, canaries=canaries, store_up=False,
+                           heartbeat=self.clock().timestamp(),
+                           collector_lag=dict(lag or self.last.collector_lag))
         self.last = fresh
         return replace(fresh, store_up=store_up)
 

@@ -390,3 +390,51 @@ def test_every_series_names_its_project_and_the_store_state() -> None:
     found = samples(text, project="billing-bot")  # fails on a series without project="billing-bot"
     assert named(found, "canary_store_up") == {(): 0.0}
     assert named(found, "canary_proxy_upstream_seconds_count") == {(): 0.0}
+
+
+def test_a_store_down_at_the_first_scrape_shows_no_guard_figures_rather_than_zeros(tmp_path: Path) -> None:
+    """A counter that reads 0 then N is a reset to Prometheus, and ``new`` a status nobody decided:
+    with nothing read yet, the guards' series are absent, ``canary_store_up`` 0 says why; once the
+    store answers they are its figures, and they stay while it goes away again."""
+    import shutil
+
+    from canary.config.settings import load_config
+    from canary.daemon.scrape import Scrape
+
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "citation.toml").write_text("[guard]\nname = 'citation'\nmatch = 'CitationGuard'\n")
+    (tmp_path / "canary.toml").write_text(
+        "project = 'p'\ndefs = ['defs/*.toml']\n[logs]\npaths = []\n"
+        f"[store]\nurl = 'sqlite:///{tmp_path / 'state' / 'canary.db'}'\n")
+    config = load_config(str(tmp_path / "canary.toml"))
+    (tmp_path / "state").mkdir()
+    store = Store(f"sqlite:///{tmp_path / 'state' / 'canary.db'}")
+    state = tmp_path / "state"
+
+    def gone() -> None:
+        store.engine.dispose()
+        shutil.move(state, tmp_path / "away")
+        state.write_text("")  # the store's folder is a file now: nothing opens
+
+    def back() -> None:
+        state.unlink()
+        shutil.move(tmp_path / "away", state)
+
+    scrape = Scrape(lambda: datetime.now(UTC))
+    gone()
+    down = samples(scrape.render(store, config, lag=None, store_up=False, proxy=None), project="p")
+    assert named(down, "canary_store_up") == {(): 0.0}
+    assert named(down, "canary_guard_firings_total") == {}
+    assert named(down, "canary_guard_status") == {}
+    back()
+    store.commit(Batch(FileState("1:2", 1, 2, "/logs/agent.log", 10, 10, b"h" * 16, 10),
+                       [Hit(0, "CitationGuard x", ("citation",), False, datetime.now(UTC))], 1, 10))
+    up = samples(scrape.render(store, config, lag=None, store_up=True, proxy=None), project="p")
+    assert named(up, "canary_guard_firings_total")[(("guard", "citation"), ("source", "organic"))] == 1.0
+    gone()
+    again = samples(scrape.render(store, config, lag=None, store_up=False, proxy=None), project="p")
+    assert named(again, "canary_guard_firings_total") == named(up, "canary_guard_firings_total")
+    assert named(again, "canary_guard_status") == named(up, "canary_guard_status")
+    assert named(again, "canary_store_up") == {(): 0.0}
+    back()
+    store.close()
