@@ -196,7 +196,10 @@ class Registry:
                 return self._inject(run, now, matched=matched, toolless=toolless)
             if run.repair_requested is None and run.carries_injection(call.body):
                 run.repair_requested = now
-            if (run.thinking or not self.has_upstream) and run.repair_text is not None:
+            # A proxied call with no model server behind gets the repair; the in-process hook's
+            # agent asks its own model (204), as for every call but the injection point.
+            in_process = call.dialect == "inprocess"
+            if (run.thinking or not (self.has_upstream or in_process)) and run.repair_text is not None:
                 return run.repair_text
             return None
 

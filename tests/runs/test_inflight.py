@@ -87,6 +87,21 @@ def test_repair_noticed_and_answered_without_upstream(upstream: bool) -> None:
     assert second == (None if upstream else "REPAIR")
 
 
+def test_the_in_process_hook_answers_only_the_injection_point_and_its_agent_asks_its_own_model() -> None:
+    """No upstream is the hook's normal case: every call but the injection point is 204 (None), the
+    agent's own model answers it; only a proxied call with no model server behind needs the repair."""
+    registry, run, _ = make("first", upstream=False)
+
+    def hook_call(body: str) -> ModelCall:
+        return ModelCall("/canary/v1/answer", "inprocess", body.encode(), False)
+
+    assert registry.intercept(hook_call("k3v9abcdefghijklmnop")) == run.inject_text
+    escaped = 'k3v9abcdefghijklmnop {"content": "Fake \\"answer\\" https://x.example.org"} rejected'
+    assert registry.intercept(hook_call(escaped)) is None
+    assert run.repair_requested is not None
+    assert registry.intercept(hook_call("k3v9abcdefghijklmnop once more")) is None
+
+
 def test_another_canarys_model_call_is_other_work_too() -> None:
     registry, first, clock = make("first")
     second = ActiveRun(run_id=2, guard="quote", nonce="zzzzabcdefghijklmnop", inject_at="first",
