@@ -135,8 +135,11 @@ class AgentDriver:
             )
         except httpx.TimeoutException:
             return AgentReply(None, f"the agent did not answer within {limit:g}s")
-        except httpx.TransportError as exc:
+        except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
             return AgentReply(None, f"the agent is unreachable at {redact_url(url)}: {redact_url(str(exc))}")
+        except httpx.TransportError as exc:  # connected: it took the prompt, or part of it
+            return AgentReply(None, f"the agent at {redact_url(url)} was reached, but its answer broke off: "
+                                    f"{redact_url(str(exc)) or type(exc).__name__}")
         if response.status_code >= 400:
             snippet = response.text[:300].strip()
             return AgentReply(None, f"the agent answered HTTP {response.status_code}: {snippet}")

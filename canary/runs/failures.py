@@ -4,7 +4,8 @@ A failure the proxy answers with its own error (refused, timed out, broken off b
 answer) reaches the run through the proxy's counts (``canary.runs.session``). An answer the
 proxy relays as it came is the model server's own: ``RelayedFailures`` wraps the proxy's full
 path, where every model call carrying a live nonce goes, and tells the run of a 5xx answer or
-one broken off mid-way.
+one broken off mid-way, and while a call waits on the model server's answer (a run whose time runs
+out then names the model server first).
 """
 
 from __future__ import annotations
@@ -50,12 +51,16 @@ class RelayedFailures:
                 if not message.get("more_body", False):
                     run = self.registry.relaying(b"".join(chunks))
                     chunks.clear()
+                    if run is not None:
+                        self.registry.waiting(run, model_server(self.upstream))
             return message
 
         async def answering(message: Message) -> None:
             nonlocal answered
             if message["type"] == "http.response.start":
                 answered = True
+                if run is not None:
+                    self.registry.waiting(run, None)
                 if run is not None and message["status"] >= 500:
                     self.registry.relayed_failure(
                         run, f"{model_server(self.upstream)} answered the run's model call with HTTP "
@@ -69,3 +74,6 @@ class RelayedFailures:
                 self.registry.relayed_failure(run, f"{model_server(self.upstream)} broke off its answer to "
                                               "the run's model call mid-way")
             raise
+        finally:
+            if run is not None and not answered:
+                self.registry.waiting(run, None)

@@ -71,6 +71,8 @@ class ActiveRun:
     repair_requested: float | None = None
     upstream_failure: str | None = None  # what the model server did to the run's latest call, if it failed it
     upstream_relayed: bool = False  # that failure was the model server's answer, relayed as it came
+    #: (time.time(), how a reason names the model server) while a call of the run waits on its answer
+    upstream_waiting: tuple[float, str] | None = None
     paths: list[str] = field(default_factory=list)  # fixture paths served, in order
     task_id: str | None = None
     trace_ids: set[str] = field(default_factory=set)  # W3C trace ids of the run's model calls (rule 0)

@@ -250,6 +250,12 @@ class Registry:
                 owner.upstream_relayed = False
         return owner
 
+    def waiting(self, run: ActiveRun, server: str | None) -> None:
+        """A call of ``run`` went to the model server (``server``: how a reason names it), or (None) got
+        its answer or the proxy's error: an ``error`` then says what the run was waiting on."""
+        with self._lock:
+            run.upstream_waiting = (self._clock(), server) if server is not None else None
+
     def relayed_failure(self, run: ActiveRun, sentence: str) -> None:
         """The model server failed a run's call in an answer the proxy relayed as it came; a call the
         proxy answered with its own error was told already (``upstream_failed``) and keeps that."""

@@ -219,8 +219,14 @@ class Runner:
 
 
 def _error(error: str | None, active: ActiveRun) -> str | None:
-    """The side that failed: the model server when it failed the run's latest model call, then the agent's
-    own error when the proxy relayed the model server's answer."""
+    """The side that failed: the model server when it failed the run's latest model call, or had not
+    answered it when the agent's time ran out, then the agent's own error when the proxy relayed the
+    model server's answer."""
+    waiting = active.upstream_waiting
+    if error is not None and active.upstream_failure is None and waiting is not None:
+        since, server = waiting
+        return (f"{server} had not answered the run's model call after {max(time.time() - since, 0):.0f}s; "
+                f"then {error}")
     if error is None or active.upstream_failure is None:
         return error
     if active.upstream_relayed:

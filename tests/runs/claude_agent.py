@@ -19,6 +19,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -120,6 +121,9 @@ class _Messages(BaseHTTPRequestHandler):
         elif b"FAILONCE529" in body and body not in self.server.failed_once:  # type: ignore[attr-defined]
             self.server.failed_once.add(body)  # type: ignore[attr-defined]
             self._json(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        elif b"HANG" in body:  # a model server that takes the call and does not answer in time
+            time.sleep(8)
+            self.close_connection = True
         elif b"FAILCUT" in body:
             self._cut(bool(json.loads(body).get("stream")))
         else:

@@ -139,3 +139,31 @@ def test_a_wrong_answer_path_names_the_keys_the_reply_has(server: BackgroundServ
     d = driver(f"{server.url}/ask", body={"q": {"text": "{prompt}"}}, answer="result.choices.3")
     error = d.ask("x", nonce="n").error or ""
     assert "missing '3'" in error and "'result.choices' is a list of 1 item" in error
+
+
+def test_an_agent_that_breaks_off_its_answer_is_not_called_unreachable() -> None:
+    """It took the prompt and began to answer: the reason says it broke off, not that it was never reached."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def half_answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"ans")
+
+    thread = threading.Thread(target=half_answer, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        reply = driver(f"http://127.0.0.1:{port}/ask").ask("x", nonce="n", timeout=5)
+    finally:
+        thread.join(5)
+        listener.close()
+    assert reply.error is not None and reply.error.startswith(
+        f"the agent at http://127.0.0.1:{port}/ask was reached, but its answer broke off: "), reply.error
+    assert "unreachable" not in reply.error
