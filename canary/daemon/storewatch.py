@@ -100,9 +100,17 @@ class StoreWatch:
 
     def failed(self, reason: str, now: datetime, *, aside: bool = True) -> None:
         """A write failed, or the file went: record, log and alert it once; a corrupt store is
-        moved aside every time (unless not ``aside``: the collectors' refusals only report)."""
-        if self.problem is None or self.problem.reason != reason:
+        moved aside every time (unless not ``aside``: the collectors' refusals only report).
+
+        While a problem holds, a new reason (a server going away: "terminating connection", then
+        "connection refused") is the same outage: its reason is updated, its start and alert kept."""
+        if self.problem is None:
             self._record(StoreProblem(now, reason))
+        elif self.problem.reason != reason:
+            self.problem = StoreProblem(self.problem.since, reason)
+            log.error("%s", self.problem.sentence())
+            if self.stem is not None:
+                write_problem(self.stem, self.problem)
         if aside and ("malformed" in reason or "not a database" in reason):
             self._set_aside(now)
 

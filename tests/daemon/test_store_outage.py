@@ -132,6 +132,8 @@ def test_a_server_that_stops_and_comes_back_loses_and_doubles_nothing(server: di
                  "the store's recovery notice")
         time.sleep(2)  # a few more ticks: anything doubled would show now
         assert stored_seqs(server["url"], project) == list(range(150))
+        told = [p for p in hooks.posts if p.get("guard") == "(daemon)"]
+        assert [p["status"] for p in told] == ["error", "ok"], told  # one outage, told once, and its end
         wait_for(lambda: metric(project, "canary_store_up") == 1.0, 60, "canary_store_up back to 1")
         back = canary("status", "--json", cwd=project.folder)
         assert '"running": true' in back.stdout, back.stdout + back.stderr

@@ -182,3 +182,24 @@ def test_stopping_closes_a_connection_that_was_on_its_way_back_to_the_pool(
     del pool
     store.reopen()
     assert store.count_firings() == 0
+
+
+def test_one_outage_is_one_alert_whose_since_holds_while_its_reason_changes(tmp_path: Path) -> None:
+    """A database server going away says "terminating connection", then "connection refused": one
+    outage, told once, since its first failure; over, it is told once."""
+    from datetime import timedelta
+
+    from canary.store.health import StoreProblem
+
+    store = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+    told: list[StoreProblem] = []
+    over: list[StoreProblem] = []
+    watch = StoreWatch(store, alert=told.append, recovered=lambda problem, _at: over.append(problem))
+    watch.failed("terminating connection due to administrator command", NOW)
+    watch.failed("connection refused", NOW + timedelta(seconds=10))
+    watch.failed("connection refused", NOW + timedelta(seconds=20))
+    assert [p.since for p in told] == [NOW]
+    assert watch.problem == StoreProblem(NOW, "connection refused")  # the latest reason, the first since
+    watch.worked(NOW + timedelta(seconds=30))
+    assert over == [StoreProblem(NOW, "connection refused")]
+    store.close()
