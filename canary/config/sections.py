@@ -118,8 +118,9 @@ TRACES = Section("traces", "The receiver of the agent's OpenTelemetry traces and
 ))
 
 STORE = Section("store", "Where runs, firings and statuses are kept.", (
-    Key("url", STRING, None, "the database, as an SQLAlchemy URL (sqlite:///..., "
-        "postgresql+psycopg://...)", "a database URL",
+    Key("url", STRING, None, "the database, as an SQLAlchemy URL: SQLite (sqlite:///..., a relative "
+        "path read from canary.toml's folder) or PostgreSQL through psycopg (postgresql+psycopg://...; "
+        "postgresql:// and postgres:// are read as that)", "a sqlite or postgresql URL",
         shown="`<platform state dir>/projects/<project>-<hash>/canary.db`"),
     Key("retention", DURATION, "30d", "raw firing rows older than this are pruned"),
     Key("machine", STRING, None, "this machine's name in a shared store: each project keeps its "

@@ -50,7 +50,7 @@ def test_check_shows_urls_without_their_credentials(tmp_path: Path) -> None:
         assert secret not in summary
     assert "POST http://***@127.0.0.1:8700/ask" in summary
     assert "relays to http://***@127.0.0.1:11434" in summary
-    assert "store    postgresql://***@127.0.0.1/canary" in summary
+    assert "store    postgresql+psycopg://***@127.0.0.1/canary" in summary  # read as psycopg's
 
 
 def test_a_config_error_about_a_url_does_not_repeat_its_password(tmp_path: Path) -> None:
