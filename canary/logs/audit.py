@@ -27,6 +27,7 @@ from typing import Any
 
 from canary.config.definitions import GuardDef
 from canary.config.settings import Config
+from canary.config.urls import redact_url
 from canary.logs.matching import build_matcher
 from canary.logs.parts import read_file
 from canary.store.nonces import RUN_LINES_SQL, RUN_TRACES_SQL, SIGNAL_PATH, RunMarks, read_only_marks
@@ -351,8 +352,9 @@ def _stored_marks(config: Config) -> tuple[RunMarks, str | None]:
             return read_only_marks(path), None
         return _marks_over(config), None
     except Exception as exc:  # any driver's error: the audit goes on, all organic
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return RunMarks(), f"{type(exc).__name__}: {first}"
+        said = getattr(exc, "orig", None) or exc  # the driver's own sentence, not SQLAlchemy's wrapping
+        first = (str(said).strip().splitlines() or [type(said).__name__])[0]
+        return RunMarks(), redact_url(first)
 
 
 def _marks_over(config: Config) -> RunMarks:

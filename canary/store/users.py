@@ -52,7 +52,10 @@ def counted_pool(url: URL) -> type[Pool]:
     dialect = cast("type[DefaultDialect]", url.get_dialect())
     plain = dialect.get_pool_class(url)
     if plain not in _TOLD:
-        _TOLD[plain] = type(f"Counted{plain.__name__}", (_ToldOnReturn, plain), {})
+        # Named in its parent's module, it logs as SQLAlchemy's own pools do (to ``sqlalchemy.pool``),
+        # never its bookkeeping into the daemon's ``canary`` log.
+        _TOLD[plain] = type(f"Counted{plain.__name__}", (_ToldOnReturn, plain),
+                            {"__module__": plain.__module__})
     return _TOLD[plain]
 
 

@@ -185,3 +185,16 @@ def test_an_unreadable_store_is_a_warning_and_the_audit_counts_every_firing_orga
     assert "Traceback" not in result.output
     citation = next(g for g in json.loads(result.stdout)["guards"] if g["guard"] == "citation")
     assert (citation["organic"], citation["canary"]) == (6, 0)
+
+
+def test_a_database_server_that_is_not_there_is_said_in_its_own_words(tmp_path: Path) -> None:
+    """The driver's sentence, not the Python class names of SQLAlchemy's and psycopg's exceptions."""
+    from canary.demo.live import free_port
+
+    config, _db = write_setup(tmp_path)
+    config.write_text(config.read_text().replace(
+        f"sqlite:///{_db}", f"postgresql+psycopg://canary:pw@127.0.0.1:{free_port()}/canary"))
+    write_log(tmp_path / "logs" / "agent.log", new_nonce(), new_nonce())
+    result = CliRunner().invoke(main, ["--config", str(config), "audit"])
+    assert "the store's runs could not be read (connection failed: " in result.stderr, result.stderr
+    assert "Error" not in result.stderr and "pw" not in result.stderr, result.stderr

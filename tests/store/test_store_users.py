@@ -203,3 +203,23 @@ def test_one_outage_is_one_alert_whose_since_holds_while_its_reason_changes(tmp_
     watch.worked(NOW + timedelta(seconds=30))
     assert over == [StoreProblem(NOW, "connection refused")]
     store.close()
+
+
+def test_the_pool_keeps_its_bookkeeping_out_of_the_daemons_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The daemon logs ``canary.*`` at INFO: a pool named under it would print "Pool disposed. Pool size:
+    5 ..." on every store outage; it logs as SQLAlchemy's own pools do (warnings only)."""
+    import logging
+
+    from sqlalchemy import make_url
+
+    from canary.store.users import counted_pool
+
+    caplog.set_level(logging.INFO, logger="canary")
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    engine = create_engine(url, poolclass=counted_pool(make_url(url)))
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+    engine.dispose()
+    assert [r.getMessage() for r in caplog.records if "Pool" in r.getMessage()] == []
