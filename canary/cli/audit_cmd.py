@@ -51,6 +51,9 @@ def parse_since(since: str | None, window: str | None, now: datetime) -> datetim
         ) from exc
     if moment.tzinfo is None:
         moment = moment.astimezone()
+    if moment > now:
+        raise UsageError(f"--since: {since} is after now ({now.astimezone():%Y-%m-%d %H:%M:%S %z}): "
+                         "no line lies in the window", option="--since")
     return moment.astimezone(UTC)
 
 

@@ -248,3 +248,14 @@ def test_a_guard_silent_while_the_agent_was_idle_is_idle_not_asleep(tmp_path: Pa
             "so its zero proves nothing either way.") in text.output
     doc = json.loads(CliRunner().invoke(main, ["audit", "--json"]).stdout)
     assert [g["flag"] for g in doc["guards"]] == [None, "idle"]
+
+
+def test_a_since_after_now_is_bad_usage_not_an_empty_window(tmp_path: Path) -> None:
+    """An inverted window counts nothing and would flag every guard: it is refused, saying why."""
+    config_path = write_setup(tmp_path)
+    (tmp_path / "logs" / "agent.log").write_text(f"{stamp(NOW)} INFO task finished\n")
+    result = CliRunner().invoke(main, ["--config", str(config_path), "audit", "--since", "2099-01-01"])
+    assert result.exit_code == 2, result.output
+    assert "--since: 2099-01-01 is after now (" in result.stderr, result.stderr
+    negative = CliRunner().invoke(main, ["--config", str(config_path), "audit", "--window", "0s"])
+    assert negative.exit_code == 2, negative.output
