@@ -81,9 +81,9 @@ def nonce_lines(patterns: Sequence[str], nonce: str, *, tail: int = TAIL) -> lis
     found: list[str] = []
     for path in expand(patterns):
         data = _tail(path, tail)
-        for raw in data.splitlines():
+        for raw in data.split(b"\n"):  # lines as the collectors read them: a \r inside one is its own
             if needle in raw:
-                found.append(raw.decode("utf-8", "replace")[:LINE_KEEP])
+                found.append(raw.removesuffix(b"\r").decode("utf-8", "replace")[:LINE_KEEP])
     return found
 
 

@@ -43,3 +43,15 @@ def test_nonce_lines_reads_the_tail_of_each_file(tmp_path: Path) -> None:
     log.write_text("x" * 50 + " k3v9abc cut\n" + "other\n" + "WARN k3v9abc here\n")
     assert nonce_lines([str(tmp_path / "*.log")], "k3v9abc") == ["x" * 50 + " k3v9abc cut", "WARN k3v9abc here"]
     assert nonce_lines([str(log)], "k3v9abc", tail=30) == ["WARN k3v9abc here"]  # a cut first line is dropped
+
+
+def test_a_line_is_what_the_collectors_call_a_line_a_carriage_return_inside_it_too(tmp_path: Path) -> None:
+    """Lines end at a newline (a CRLF's \\r dropped), as the collectors read them: the line shown is the
+    whole line the guard wrote, its time and prefix with it."""
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"2026-12-07T10:00:00Z WARNING guards \x1b[2K\r\x08CitationGuard rejected k3v9abc\n"
+                    b"2026-12-07T10:00:01Z INFO k3v9abc crlf\r\n")
+    assert nonce_lines([str(log)], "k3v9abc") == [
+        "2026-12-07T10:00:00Z WARNING guards \x1b[2K\r\x08CitationGuard rejected k3v9abc",
+        "2026-12-07T10:00:01Z INFO k3v9abc crlf",
+    ]
