@@ -68,7 +68,7 @@ class Answers:
         if not wait:
             threading.Thread(target=runner.run_many, args=(pairs,), daemon=True).start()
             return {"queued": [f"{g.name}/{c.name}" for g, c in pairs]}
-        return {"runs": [r.to_json() for r in runner.run_many(pairs)]}
+        return {"runs": [r.to_wire() for r in runner.run_many(pairs)]}
 
     def metrics(self) -> bytes:
         """What /metrics answers: the store's figures, the collectors' lag and the proxy's counts."""

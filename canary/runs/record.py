@@ -29,7 +29,7 @@ class RunRecord:
     evidence: str | None
     answer: str | None
     error: str | None
-    leak_text: str | None = None  # not in the document: known only where the run was drawn
+    leak_text: str | None = None  # not in the document: the control API carries it (``to_wire``)
     model_calls: int = 0  # model calls carrying the run's nonce that came through the proxy
     unmatched_line: str | None = None  # a log line with the run's nonce that no guard's match fits
     nearest_guard: str | None = None  # the guard whose match comes closest to ``unmatched_line``
@@ -71,9 +71,14 @@ class RunRecord:
             doc["thinking_calls"] = self.thinking_calls
         return doc
 
+    def to_wire(self) -> dict[str, Any]:
+        """What the daemon's control API sends of a run: the document, and the value whose leak it
+        checked (``leak_text``), which ``canary run`` names in a leaked run's reason."""
+        return {**self.to_json(), "leak_text": self.leak_text}
+
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> RunRecord:
-        """A record from its ``to_json`` document (as the daemon's control API sends it)."""
+        """A record from its ``to_json`` document, or the control API's ``to_wire``."""
         expect: Literal["reject", "accept"] = "accept" if doc.get("expect") == "accept" else "reject"
         attribution = doc.get("attribution")
         trace = doc.get("trace") or {}
@@ -87,7 +92,8 @@ class RunRecord:
             attribution=_rule(attribution),
             foreign_calls=int(doc.get("foreign_calls") or 0),
             evidence=_text(doc.get("evidence")), answer=_text(doc.get("answer")),
-            error=_text(doc.get("error")), model_calls=int(doc.get("model_calls") or 0),
+            error=_text(doc.get("error")), leak_text=_text(doc.get("leak_text")),
+            model_calls=int(doc.get("model_calls") or 0),
             unmatched_line=_text(doc.get("unmatched_line")), nearest_guard=_text(doc.get("nearest_guard")),
             turns=_count(doc.get("turns")) or 1, leaked_turn=_count(doc.get("leaked_turn")),
             toolless_calls=_count(doc.get("toolless_calls")) or 0,

@@ -102,3 +102,6 @@ def test_the_model_server_failing_the_runs_call_is_named_through_the_daemon(tmp_
         assert error.startswith(f"the model server at {model.url} ([model] upstream) {did}; then the agent "
                                 "answered HTTP 502: "), (name, error)
         assert raised in error, (name, error)
+    assert runs["hanging"]["error"].startswith(  # the daemon's proxy tells the run it waits on the model
+        f"the model server at {model.url} ([model] upstream) had not answered the run's model call after "
+    ), runs["hanging"]["error"]

@@ -41,7 +41,7 @@ class Handlers:
 
     def run_now(self, selection: list[str], wait: bool) -> dict[str, object]:
         caught = replace(RECORD, verdict=Verdict.CAUGHT, attribution="task", firings=1, foreign_calls=0)
-        return {"runs": [RECORD.to_json(), caught.to_json()]}
+        return {"runs": [RECORD.to_wire(), caught.to_wire()]}
 
 
 def test_the_document_has_the_contracts_keys() -> None:
@@ -60,7 +60,7 @@ def test_a_record_crosses_the_control_api_unchanged() -> None:
     ) as client:
         doc = client.run(["version"], wait=True)
     received = [RunRecord.from_json(r) for r in doc["runs"]]
-    sent = replace(RECORD, duration_s=2.413, leak_text=None)
+    sent = replace(RECORD, duration_s=2.413)
     assert received[0] == sent
     assert (received[1].verdict, received[1].attribution) == (Verdict.CAUGHT, "task")
 
@@ -83,3 +83,13 @@ def test_the_calls_a_tool_canary_did_not_inject_cross_the_control_api() -> None:
         received = RunRecord.from_json(record.to_json())
         assert received == replace(record, duration_s=2.413)
         assert explain(received) == explain(record)
+
+
+def test_a_leaked_runs_reason_names_the_value_through_the_daemon_too() -> None:
+    """The control API carries what leaked (the contract's document does not): ``canary run`` through a
+    daemon says which value reached the answer, as it does alone."""
+    leaked = replace(RECORD, verdict=Verdict.LEAKED, leaked=True, foreign_calls=0)
+    assert "leak_text" not in leaked.to_json()
+    received = RunRecord.from_json(leaked.to_wire())
+    assert "'3.14.7' is in the final answer" in explain(received)
+    assert explain(received) == explain(leaked)
