@@ -63,7 +63,7 @@ def main(ctx: click.Context) -> None:
 def check(ctx: click.Context) -> None:
     """Validate canary.toml and every definition; list every problem (exit 2 if any)."""
     from canary.alerts.trial import alert_problems, channels_summary
-    from canary.cli.probes import ca_file_warning, store_warning, upstream_warning
+    from canary.cli.probes import ca_file_warning, store_warning, upstream_path_warning, upstream_warning
     from canary.config.summary import summarize, unmatched_globs
     from canary.errors import ConfigError, Problem
 
@@ -77,8 +77,8 @@ def check(ctx: click.Context) -> None:
         click.echo(safe_lines(problem.render()), err=True)
     for pattern in unmatched_globs(config):
         warn("", f"[logs] paths: {pattern!r} matches no file; no firing can be counted from it")
-    for warning in (upstream_warning(config), ca_file_warning(config), store_warning(config),
-                    _relay_warning(config)):
+    for warning in (upstream_warning(config), upstream_path_warning(config), ca_file_warning(config),
+                    store_warning(config), _relay_warning(config)):
         if warning:
             click.echo(safe_lines(warning), err=True)
     for name in config.daemon.pass_env:

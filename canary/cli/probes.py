@@ -4,7 +4,8 @@ does, whether a PostgreSQL store takes a connection; and whether ``[model] ca_fi
 The first two are a short TCP connect, for an https model server followed by a TLS handshake with
 the proxy's trust (no HTTP client is loaded for ``check``), the store a login with its driver;
 what is found is a warning, never a problem: the files are valid, and a server may come up later.
-A ``ca_file`` beside a plain-HTTP upstream (or none) is a warning too: the proxy ignores it.
+A ``ca_file`` beside a plain-HTTP upstream (or none) is a warning too: the proxy ignores it; and so
+is an upstream whose path ends in ``/v1``, where the agent's ``/v1/...`` paths would double it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ def upstream_warning(config: Config) -> str | None:
                 "there, or upstream names the address it does run at")
     return (f"warning: [model] upstream = {shown!r}: the model server there {refusal.predicate}; until "
             "then every model call through the proxy fails")
+
+
+def upstream_path_warning(config: Config) -> str | None:
+    """A warning naming ``[model] upstream`` when its path ends in ``/v1``: the proxy adds the agent's own
+    path to the upstream's, and every SDK's path begins with ``/v1`` already."""
+    upstream = config.model.upstream
+    if not upstream:
+        return None
+    base = upstream.split("?", 1)[0].rstrip("/")
+    if base.count("/") < 3 or not base.lower().endswith("/v1"):  # scheme://host has two slashes
+        return None
+    root = redact_url(base.removesuffix(base[-3:]))
+    return (f"warning: [model] upstream = {redact_url(upstream)!r} ends in /v1: the proxy adds the agent's "
+            "own path (/v1/messages, /v1/chat/completions) to it, so its calls would go to /v1/v1/... and "
+            f"get a 404; give the model server's root, {root!r}, unless the agent's base URL leaves /v1 out")
 
 
 def ca_file_warning(config: Config) -> str | None:
