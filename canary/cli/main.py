@@ -14,7 +14,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -236,7 +236,7 @@ def status(ctx: click.Context, as_json: bool, all_projects: bool) -> None:
 
 
 def _team_status(config: Config, *, as_json: bool) -> None:
-    """``canary status --all-projects``: exit 1 when a guard alerts or a daemon is stale."""
+    """``canary status --all-projects``: exit 1 when a guard alerts, a daemon is stale, or none wrote."""
     from canary.cli.quick import unreadable_team
     from canary.status.team import team_document, team_view
     from canary.store.engine import Store
@@ -255,8 +255,16 @@ def _team_status(config: Config, *, as_json: bool) -> None:
         raise
     doc["store"] = _shown_url(config.store.url)
     click.echo(json.dumps(doc, indent=2) if as_json else fmt.team_table(doc))
-    bad = any(s["daemon"]["stale"] or any(g["alerting"] for g in s["guards"]) for s in doc["projects"])
-    sys.exit(EXIT_UNHEALTHY if bad else EXIT_OK)
+    sys.exit(team_exit(doc))
+
+
+def team_exit(doc: dict[str, Any]) -> int:
+    """1 when a guard alerts, a daemon is stale, or no project has written to the store at all (nothing
+    collects anywhere: nothing is proven); else 0."""
+    projects = doc["projects"]
+    bad = not projects or any(
+        s["daemon"]["stale"] or any(g["alerting"] for g in s["guards"]) for s in projects)
+    return EXIT_UNHEALTHY if bad else EXIT_OK
 
 
 def _shown_url(url: str) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 from click.testing import CliRunner
 from sqlalchemy import insert
 
-from canary.cli.main import main
+from canary.cli import printers as fmt
+from canary.cli.main import main, team_exit
 from canary.daemon.steps import beat
 from canary.store.engine import Store
 from canary.store.sites import Site
@@ -117,3 +118,15 @@ def test_a_project_whose_logs_were_read_by_no_daemon_says_none_ran(tmp_path: Pat
     _header, row = table.stdout.splitlines()
     cells = [cell.strip() for cell in row.split("  ") if cell.strip()]
     assert cells[:3] == ["solo", "laptop", "none ran (no heartbeat)"], row
+
+
+def test_all_projects_of_a_store_no_daemon_wrote_is_not_healthy(tmp_path: Path) -> None:
+    """Nothing collects anywhere: exit 1, as ``canary status`` exits 1 with no daemon, never 0."""
+    config = tmp_path / "canary.toml"
+    config.write_text(f"defs = []\nproject = 'solo'\n[store]\nurl = 'sqlite:///{(tmp_path / 'c.db').as_posix()}'\n")
+    done = CliRunner().invoke(main, ["status", "--all-projects", "--config", str(config)])
+    assert "none ran (no heartbeat)" in done.output, done.output
+    assert done.exit_code == 1, done.output
+    assert fmt.team_table({"store": "postgresql+psycopg://db/x", "projects": []}).startswith(
+        "no project has written to the store at postgresql+psycopg://db/x")
+    assert team_exit({"projects": []}) == 1
