@@ -69,6 +69,7 @@ class GuardFacts:
     watched_since: datetime | None = None  # since when the logs have been followed
     daemon_since: datetime | None = None  # since when the daemon that runs the canaries is up
     logs_readable: bool = True
+    fires_in_logs: bool = False  # it has a ``match``: its log lines are one of its ways to fire
     #: What the guard may fire in that the trace receiver has taken in none of in the window: ``spans``
     #: (a ``span`` guard) and ``span events`` (an ``event`` one) while no span came, ``log records`` (an
     #: ``event`` one) while no log record came. While any is, its silence proves nothing.

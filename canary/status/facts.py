@@ -141,6 +141,7 @@ def gather(
                 daemon_since=daemon_since,
                 # a guard that fires only through spans or events reads no log
                 logs_readable=readable if guard.match is not None else True,
+                fires_in_logs=guard.match is not None,
                 unread=missing,
                 unread_last=missing_last,
                 receiver=config.traces is not None,

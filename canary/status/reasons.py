@@ -85,14 +85,15 @@ def _no_signals(d: Decision, v: View) -> str:
     exports = [what for what, yes in (("traces", spans), ("logs", "log records" in unread)) if yes]
     kinds = ", ".join(unread[:-1]) + " or " + unread[-1] if len(unread) > 1 else unread[0]
     point = f"point the agent's OTLP exporter for {' and '.join(exports)} at it"
+    fires = f"in {kinds} as well as in log lines" if v.facts.fires_in_logs else f"only in {kinds}"
     if not v.facts.receiver:
-        return (f"no trace receiver is configured, and the guard may fire only in {kinds}, so a silence "
+        return (f"no trace receiver is configured, and the guard may fire {fires}, so a silence "
                 f"proves nothing: add [traces] listen to canary.toml and {point}")
     last = v.facts.unread_last
     when = (f" in the last {format_duration(v.facts.window)} (the last at {clock_time(last, v.now)})"
             if last is not None else "")
     return (f"no {' or '.join(missing)} has reached the trace receiver ([traces] listen){when}, and the "
-            f"guard may fire only in {kinds}, so a silence proves nothing: {point}")
+            f"guard may fire {fires}, so a silence proves nothing: {point}")
 
 
 def _no_conclusive(d: Decision, v: View) -> str:

@@ -104,8 +104,8 @@ def test_a_guard_of_log_lines_and_spans_is_asleep_by_silence_only_once_a_span_ca
     status, reason = found["both"]
     assert status == "inconclusive", reason
     assert reason == ("no span has reached the trace receiver ([traces] listen), and the guard may fire "
-                      "only in spans, so a silence proves nothing: point the agent's OTLP exporter for "
-                      "traces at it")
+                      "in spans as well as in log lines, so a silence proves nothing: point the agent's OTLP "
+                      "exporter for traces at it")
     # the daemon's status step records it as such, so an alert says the same
     changes = {c["guard"]: c for c in decide_statuses(served.store, served.config, now=now, readable=None)}
     assert changes["both"]["status"] == "inconclusive" and changes["both"]["reason"] == reason
@@ -205,9 +205,9 @@ def test_with_no_trace_receiver_configured_the_reason_says_to_add_one(tmp_path: 
     result = CliRunner().invoke(main, ["status", "--json", "--config", str(path)])
     [guard] = json.loads(result.stdout)["guards"]
     assert guard["status"] == "inconclusive", guard
-    assert guard["reason"] == ("no trace receiver is configured, and the guard may fire only in spans, so a "
-                               "silence proves nothing: add [traces] listen to canary.toml and point the "
-                               "agent's OTLP exporter for traces at it"), guard["reason"]
+    assert guard["reason"] == ("no trace receiver is configured, and the guard may fire in spans as well as "
+                               "in log lines, so a silence proves nothing: add [traces] listen to canary.toml "
+                               "and point the agent's OTLP exporter for traces at it"), guard["reason"]
 
 
 def test_spans_that_stopped_coming_before_the_window_prove_nothing_of_it(served: Served) -> None:
@@ -229,8 +229,8 @@ def test_spans_that_stopped_coming_before_the_window_prove_nothing_of_it(served:
     status, reason = found["both"]
     assert status == "inconclusive", reason
     assert reason == (f"no span has reached the trace receiver ([traces] listen) in the last 1d (the last "
-                      f"at {clock_time(long_ago, now)}), and the guard may fire only in spans, so a silence "
-                      "proves nothing: point the agent's OTLP exporter for traces at it")
+                      f"at {clock_time(long_ago, now)}), and the guard may fire in spans as well as in log "
+                      "lines, so a silence proves nothing: point the agent's OTLP exporter for traces at it")
     status, reason = found["evaluation"]
     assert status == "inconclusive", reason
     assert reason.startswith("no span or log record has reached the trace receiver ([traces] listen) in "
