@@ -208,9 +208,12 @@ def audit(
         report.files.append(FileAudit(str(path), lines=read.lines, bytes=read.bytes, error=read.error,
                                       warnings=warnings))
     log_lines = report.lines  # the export files are not yet among the files
+    logs = {f.path for f in report.files}
     spans, records = _audit_exports(config, report, otlp, Tally(window, names))
+    exported = {f.path for f in report.files} - logs
     for guard, entry in zip(config.guards, report.guards, strict=True):
-        entry.unread = unread(guard, logs=log_lines > 0, spans=spans > 0, records=records > 0)
+        entry.unread = unread(guard, logs=log_lines > 0, spans=spans > 0, records=records > 0,
+                              found=any(f.error is None for f in report.files if f.path not in exported))
         entry.idle = report.activity_configured and report.activity == 0
     return report
 
@@ -320,11 +323,11 @@ def _audit_exports(config: Config, report: AuditReport, paths: Sequence[Path],
     return spans, records
 
 
-def unread(guard: GuardDef, *, logs: bool, spans: bool, records: bool) -> str | None:
+def unread(guard: GuardDef, *, logs: bool, spans: bool, records: bool, found: bool = False) -> str | None:
     """What would make a zero of ``guard`` conclusive when a way it fires was not read (``logs``: a
     log line was read; ``spans``, ``records``: a span, a log record of an export file); None when
     every one was. A span read is read with its events; an ``event`` fires on span events and on log
-    records, so it needs both."""
+    records, so it needs both. ``found``: log files were read, and held no line."""
     missing: list[str] = []
     otlp: list[str] = []
     if guard.match is not None and not logs:
@@ -337,6 +340,8 @@ def unread(guard: GuardDef, *, logs: bool, spans: bool, records: bool) -> str | 
         otlp.append("logs")
     if not missing:
         return None
+    if missing == ["log line"] and found:
+        return "no log line was read: the files [logs] paths matches hold none yet"
     hows = (["[logs] paths that match the agent's logs"] if "log line" in missing else []) + (
         [f"--otlp FILE with the agent's {' and '.join(otlp)}"] if otlp else [])
     return f"no {' or '.join(missing)} was read: give {', and '.join(hows)}"

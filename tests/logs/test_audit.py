@@ -259,3 +259,11 @@ def test_a_since_after_now_is_bad_usage_not_an_empty_window(tmp_path: Path) -> N
     assert "--since: 2099-01-01 is after now (" in result.stderr, result.stderr
     negative = CliRunner().invoke(main, ["--config", str(config_path), "audit", "--window", "0s"])
     assert negative.exit_code == 2, negative.output
+
+
+def test_an_empty_log_is_said_to_hold_no_line_not_to_be_the_wrong_file(tmp_path: Path) -> None:
+    config_path = write_setup(tmp_path)
+    (tmp_path / "logs" / "agent.log").write_text("")
+    report = audit(load_config(str(config_path)), now=NOW)
+    assert {g.guard: g.unread for g in report.guards}["date"] == (
+        "no log line was read: the files [logs] paths matches hold none yet")
