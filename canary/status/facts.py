@@ -57,17 +57,7 @@ def _received(reader: Reader, config: Config) -> tuple[datetime | None, datetime
     from canary.status import receiver
 
     counts = receiver.load(reader) or {}
-
-    def seen(key: str) -> datetime | None:
-        moment = counts.get(key)
-        if not isinstance(moment, (int, float)) or isinstance(moment, bool):
-            return None
-        try:
-            return datetime.fromtimestamp(moment, UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-
-    return seen("span_seen_at"), seen("record_seen_at")
+    return receiver.seen_at(counts.get("span_seen_at")), receiver.seen_at(counts.get("record_seen_at"))
 
 
 def unread(guard: GuardDef, *, spans: bool, records: bool) -> tuple[str, ...]:

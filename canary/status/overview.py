@@ -145,7 +145,7 @@ def status_document(
     from canary.status import receiver
 
     # the running daemon's trace receiver: its address, what it took in, the latest refusal
-    traces = receiver.load(store) if info.running and config.traces is not None else None
+    traces = receiver.shown(receiver.load(store)) if info.running and config.traces is not None else None
     return {
         "daemon": {"running": info.running, "since": iso(info.since) if info.running else None,
                    "files": info.files if info.running else 0, "heartbeat": iso(info.beat),

@@ -7,6 +7,7 @@ The daemon stores its receiver's counts in ``meta`` under ``traces.receiver`` ea
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from canary.store.reads import Reader
@@ -49,6 +50,26 @@ def _json(reader: Reader, key: str) -> Any:
     try:
         return json.loads(rows[0][0]) if rows and rows[0][0] else None
     except ValueError:
+        return None
+
+
+def shown(counts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The stored counts as a status document shows them: when a span and a log record were last taken
+    in as ISO times, like every other time in it (they are stored as unix seconds)."""
+    if counts is None:
+        return None
+    from canary.vocabulary import iso
+
+    return {**counts, **{key: iso(seen_at(counts.get(key))) for key in SEEN_KEYS}}
+
+
+def seen_at(value: object) -> datetime | None:
+    """A stored ``*_seen_at`` (unix seconds) as a time; None for none, or for what is no time."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
         return None
 
 

@@ -43,6 +43,8 @@ def test_status_shows_the_running_daemons_receiver(served: Served) -> None:
     assert traces["listen"] == served.endpoint.removeprefix("http://")
     assert (traces["spans"], traces["firings"], traces["refused"]) == (1, 1, 1)
     assert traces["last_error"] == "400: not JSON (expecting value at line 1, column 1)"
+    seen = datetime.fromisoformat(traces["span_seen_at"].replace("Z", "+00:00"))  # a time like every other
+    assert abs((seen - now).total_seconds()) < 60 and traces["record_seen_at"] is None
     (guard,) = [g for g in doc["guards"] if g["guard"] == "grounding"]
     assert guard["organic_firings"] == 1
 
