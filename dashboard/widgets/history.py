@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
 from canary.sentences import AMBIGUOUS_ADVICE
+from canary.store.nonces import SIGNAL_PATH
 from canary.terminal import safe
 from canary.vocabulary import Status
 from dashboard.model import AlertHistory, Detail, Overview
@@ -166,7 +167,7 @@ class RunPanel(Static):
             parts.append(Text("none stored: no line of the agent's log was a firing of this run",
                               style="italic"))
         for line in self.lines:
-            parts.append(Text.assemble((f"{safe(line.path)}@{line.offset} ", "dim"), safe(line.line)))
+            parts.append(Text.assemble((f"{where(line.path, line.offset)} ", "dim"), safe(line.line)))
         return Group(*parts)
 
 
@@ -189,8 +190,20 @@ class FiringsTable(DataTable[Any]):
         for i, firing in enumerate(detail.firings):
             name = firing.path.replace("\\", "/").rsplit("/", 1)[-1]
             source = Text("organic") if firing.run_id is None else Text(f"run #{firing.run_id}", style="cyan")
-            self.add_row(Text(clock(firing.ts, detail.now)), Text(safe(f"{name}@{firing.offset}")), source,
-                         Text(one_line(firing.line, 160)), key=str(i))
+            self.add_row(Text(clock(firing.ts, detail.now)), Text(where(name, firing.offset, firing.path)),
+                         source, Text(one_line(firing.line, 160)), key=str(i))
+
+
+def where(shown: str, offset: int, path: str | None = None) -> str:
+    """Where a firing was read: ``file@offset``, or the trace receiver for one seen in a span or an OTLP
+    log record (stored under ``SIGNAL_PATH``, with no offset)."""
+    if (path if path is not None else shown) == SIGNAL_PATH:
+        return RECEIVER
+    return safe(f"{shown}@{offset}")
+
+
+#: How the dashboard names where a span's or an OTLP log record's firing came from.
+RECEIVER = "trace receiver (OTLP)"
 
 
 class TransitionsTable(DataTable[Any]):

@@ -432,3 +432,28 @@ async def test_the_detail_shows_the_agents_log_lines_of_the_highlighted_run(seed
         assert panel.run is not None and panel.run.id != run_id
         assert "@98765" not in text
         assert "SpanGrounding: rejected entity=" in text  # the seeded firing of that run
+
+
+async def test_a_firing_seen_in_a_span_is_said_to_come_from_the_receiver_not_a_file(seeded: Seeded) -> None:
+    from sqlalchemy import insert
+
+    from canary.store.nonces import SIGNAL_PATH
+    from canary.store.tables import Firing
+    from dashboard.widgets.history import FiringsTable
+
+    run_id = add_run(seeded.store, guard="number", canary="fake-number", verdict="caught",
+                     at=NOW - timedelta(minutes=1), injected="The amount is 5120 euros.", leak="5120")
+    with seeded.store.engine.begin() as conn:
+        conn.execute(insert(Firing).values(
+            guard="number", ts=NOW - timedelta(seconds=50), ts_from_line=True, read_at=NOW,
+            path=SIGNAL_PATH, file_key=SIGNAL_PATH, offset=-1, line="span check: BLOCKED 5120", run_id=run_id))
+    app = make_app(seeded)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.push_screen(DetailScreen("number"))
+        await settle(pilot)
+        text = _panel_text(app.screen.query_one(RunPanel))
+        table = app.screen.query_one(FiringsTable)
+        wheres = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+    assert "otlp@-1" not in text and "trace receiver (OTLP) span check: BLOCKED 5120" in text, text
+    assert "trace receiver (OTLP)" in wheres and "otlp@-1" not in wheres, wheres
