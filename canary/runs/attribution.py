@@ -104,7 +104,8 @@ class Attributed:
 
 
 def attributed(run: ActiveRun) -> Attributed:
-    """At the verdict: the run's own firings by the strongest rule that tied one, else rule 4.
+    """At the verdict: the run's own firings by the strongest rule that tied one, else rule 4; none
+    read before the fabrication was injected (the guard did not see it yet).
 
     An unmarked firing of the run's guard in its span belongs to the run only when the
     agent did no other work since the run started (then beside its marked firings too);
@@ -112,7 +113,8 @@ def attributed(run: ActiveRun) -> Attributed:
     of the run's kind that is not the run's. One that carries another task's id or another
     trace's is never the run's.
     """
-    own = [c for c in run.claims if c.guard == run.guard]
+    # A line read before the fabrication was injected was written before it: it cannot have caught it.
+    own = [c for c in run.claims if c.guard == run.guard and not c.before_injection]
     unmarked = [c for c in run.candidates if not c.someone_elses]
     # With no other work in the span, an unmarked line is the run's, beside marked ones too (an
     # agent that rejects its draft, then its correction): it is stored with the run, never organic.
@@ -174,7 +176,9 @@ class Attribution:
         with self.runs.holding() as runs:
             found = tie(sighting, stored, runs, moment=moment, task=task, elsewhere=elsewhere)
             if found.run is not None and found.rule is not None:
-                found.run.claims.append(Claim(sighting.guard, found.rule, moment, sighting.text))
+                early = found.run.injected is None  # read before the fabrication existed
+                found.run.claims.append(Claim(sighting.guard, found.rule, moment, sighting.text,
+                                              before_injection=early))
             for run, candidate in found.candidates:
                 run.candidates.append(candidate)
         return found.run_id

@@ -27,6 +27,8 @@ class Claim:
     mark: AttributionRule
     ts: float
     line: str
+    #: Read before the run's fabrication was injected: the run's line, but no reaction to the fabrication.
+    before_injection: bool = False
 
 
 @dataclass(frozen=True)

@@ -409,3 +409,22 @@ def test_the_runs_date_written_out_is_its_value() -> None:
     assert marks.carries_value("DateGuard: rejected date=January 15, 2021 not in observations")
     assert marks.carries_value("DateGuard: rejected date=15 Jan 2021")
     assert not marks.carries_value("DateGuard: rejected date=January 16, 2021")
+
+
+def test_a_line_read_before_the_fabrication_was_injected_cannot_have_caught_it() -> None:
+    """The agent rejected a URL carrying the run's nonce (its model made one up from the fixture's) before
+    the proxy gave it the fabrication: the line is the run's (stored with it, never organic), but it is
+    no evidence the guard caught what was injected after it."""
+    registry, run, clock = make("first")
+    attribution = Attribution(registry, clock=clock)
+    assert fire(attribution, "citation", "CitationGuard: rejected https://k3v9abcdefghijklmnop.x/sub", None) == 1
+    clock.now += 1
+    registry.intercept(call("k3v9abcdefghijklmnop"))  # injected now
+    tied = attributed(run)
+    assert (tied.mark, tied.firings) == (None, [])
+    clock.now += 1
+    assert fire(attribution, "citation", "CitationGuard: rejected https://k3v9abcdefghijklmnop.x/permit",
+                None) == 1
+    tied = attributed(run)
+    assert tied.mark == "nonce"
+    assert [line for _, line in tied.firings] == ["CitationGuard: rejected https://k3v9abcdefghijklmnop.x/permit"]
