@@ -195,12 +195,51 @@ def _lookup(obj: Mapping[str, object], key: str) -> object:
 
 
 def parse_json_line(text: str) -> dict[str, Any] | None:
-    """The JSON object on a jsonl line, or None for anything else (garbled lines included)."""
+    """The JSON object on a jsonl line, or None for anything else (garbled lines included).
+
+    A line Python's reader cannot take whole keeps its fields: an integer too long to be turned into
+    an int is read as a float, and an array or object nested deeper than ``NEST_MAX`` as null (the
+    reader recurses once per level, and would fail on the whole line)."""
     stripped = text.strip()
     if not stripped.startswith("{"):
         return None
     try:
-        obj = json.loads(stripped)
+        obj = json.loads(stripped, parse_int=_int)
+    except RecursionError:
+        try:
+            obj = json.loads(_shallow(stripped), parse_int=_int)
+        except (ValueError, RecursionError):
+            return None
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
+
+
+#: How deep a jsonl line's arrays and objects are read; deeper ones are read as null.
+NEST_MAX = 64
+#: A JSON string (skipped whole: brackets and escapes in it are its text), or a bracket.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def _int(digits: str) -> int | float:
+    """A JSON integer: an int, or a float for one longer than Python turns into an int from text."""
+    return int(digits) if len(digits) <= 4300 else float(digits)
+
+
+def _shallow(text: str) -> str:
+    """``text`` with every array and object nested deeper than ``NEST_MAX`` written ``null``."""
+    parts: list[str] = []
+    depth = kept = 0
+    cut: int | None = None
+    for token in _TOKENS.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth == NEST_MAX + 1:
+                cut = token.start()
+        elif bracket in ("]", "}"):
+            depth -= 1
+            if depth == NEST_MAX and cut is not None:
+                parts += [text[kept:cut], "null"]
+                kept, cut = token.end(), None
+    return "".join([*parts, text[kept:]])

@@ -104,6 +104,22 @@ def test_jsonl_rules_match_every_field_and_survive_garbage() -> None:
     assert len(nested.scan(buf, 0)) == 1
 
 
+@pytest.mark.parametrize("ctx", [
+    "[" * 3000 + "]" * 3000,  # nested deeper than Python's JSON reader recurses
+    '{"a": ' * 3000 + '"[{\\"}]" ' + "}" * 3000,  # and with brackets and escapes inside its strings
+    "9" * 6000,  # an integer longer than Python turns into an int from text
+])
+def test_a_jsonl_guard_line_python_cannot_read_whole_still_fires_on_its_fields(ctx: str) -> None:
+    """Its fields are there: a line nested too deep, or with a number too long, is still its firing,
+    never an error that stops the scan (the daemon would retry it, and every line after it, for ever)."""
+    line = '{"event": "guard_reject", "guard": "citation", "ctx": ' + ctx + ', "n": 3}'
+    buf = f'{{"event": "guard_reject", "guard": "citation"}}\n{line}\n'.encode()
+    m = _matcher(Rule.json_fields("citation", {"event": "guard_reject", "guard": "citation", "n": 3}))
+    assert [h.offset for h in m.scan(buf, 0)] == [buf.index(b"\n") + 1]
+    whole = _matcher(Rule.json_fields("citation", {"event": "guard_reject", "guard": "citation"}))
+    assert len(whole.scan(buf, 0)) == 2
+
+
 def test_invalid_utf8_is_replaced_not_fatal() -> None:
     buf = b"\xff\xfe CitationGuard: rejected \xc3\x28 bad\n"
     (hit,) = _matcher(Rule.regex("citation", "CitationGuard: rejected")).scan(buf, 0)
