@@ -204,7 +204,8 @@ def audit(
         report.activity += read.activity
         for tally in tallies:
             tally.into(report)
-        warnings = read.warnings + ([f"{path}: {read.dropped} more warnings"] if read.dropped else [])
+        ahead = next((told for tally in tallies if (told := tally.told(path, skew))), [])
+        warnings = read.warnings + ([f"{path}: {read.dropped} more warnings"] if read.dropped else []) + ahead
         report.files.append(FileAudit(str(path), lines=read.lines, bytes=read.bytes, error=read.error,
                                       warnings=warnings))
     log_lines = report.lines  # the export files are not yet among the files
@@ -216,6 +217,10 @@ def audit(
                               found=any(f.error is None for f in report.files if f.path not in exported))
         entry.idle = report.activity_configured and report.activity == 0
     return report
+
+
+#: What a part's tally sends back from its child: the guards' counts, the activity, the first line ahead.
+_TallyState = tuple[dict[str, GuardAudit], int, tuple[int, datetime | None] | None]
 
 
 @dataclass(frozen=True)
@@ -238,12 +243,24 @@ class Tally:
         self.window = window
         self.guards = {name: GuardAudit(name) for name in names}
         self.activity = 0
+        self.ahead: Hit | None = None  # the first line stamped too far ahead of the clock
 
-    def __getstate__(self) -> tuple[dict[str, GuardAudit], int]:
-        return self.guards, self.activity
+    def __getstate__(self) -> _TallyState:
+        ahead = (self.ahead.offset, self.ahead.ts) if self.ahead is not None else None
+        return self.guards, self.activity, ahead
 
-    def __setstate__(self, state: tuple[dict[str, GuardAudit], int]) -> None:
-        self.guards, self.activity = state
+    def __setstate__(self, state: _TallyState) -> None:
+        self.guards, self.activity, ahead = state
+        self.ahead = Hit(ahead[0], "", (), False, ahead[1]) if ahead is not None else None
+
+    def told(self, path: Path, skew: timedelta) -> list[str]:
+        """The warning of a line stamped too far ahead, as the daemon tells it; none without one."""
+        hit = self.ahead
+        if hit is None or hit.ts is None:
+            return []
+        return [f"{path}: a line at offset {hit.offset} is stamped {hit.ts.isoformat()}, more than "
+                f"{skew.total_seconds():g} s ahead of this clock (clock skew?); such lines count at the "
+                "time they are read"]
 
     def into(self, report: AuditReport) -> None:
         """Add these counts to the report's."""
@@ -259,6 +276,8 @@ class Tally:
             placed = hit
             if hit.ts is not None and hit.ts > ahead:
                 placed = Hit(hit.offset, hit.text, hit.guards, hit.activity, moment)
+                if self.ahead is None and hit.offset >= 0:  # a span has no offset: its file tells
+                    self.ahead = hit
             self.count(placed, canary=canary)
 
     def count(self, hit: Hit, *, canary: bool = False) -> None:

@@ -267,3 +267,18 @@ def test_an_empty_log_is_said_to_hold_no_line_not_to_be_the_wrong_file(tmp_path:
     report = audit(load_config(str(config_path)), now=NOW)
     assert {g.guard: g.unread for g in report.guards}["date"] == (
         "no log line was read: the files [logs] paths matches hold none yet")
+
+
+def test_a_line_stamped_ahead_of_the_clock_is_counted_now_with_a_warning(tmp_path: Path) -> None:
+    """As the daemon does: counted at the audit's moment, and said, naming the file and offset."""
+    config_path = write_setup(tmp_path)
+    log = tmp_path / "logs" / "agent.log"
+    first = f"{stamp(NOW)} INFO task finished\n"
+    log.write_text(first + f"{stamp(NOW + timedelta(hours=2))} WARN DateGuard: rejected y\n")
+    report = audit(load_config(str(config_path)), now=NOW)
+    date = {g.guard: g for g in report.guards}["date"]
+    assert (date.firings, date.last) == (1, NOW)
+    (file,) = report.files
+    assert file.warnings == [f"{log}: a line at offset {len(first)} is stamped {(NOW + timedelta(hours=2)).isoformat()}, "
+                             "more than 300 s ahead of this clock (clock skew?); such lines count at the time "
+                             "they are read"], file.warnings
