@@ -223,3 +223,22 @@ def test_the_pool_keeps_its_bookkeeping_out_of_the_daemons_log(
         conn.exec_driver_sql("SELECT 1")
     engine.dispose()
     assert [r.getMessage() for r in caplog.records if "Pool" in r.getMessage()] == []
+
+
+def test_a_store_created_again_stays_an_error_ten_minutes_after_it_works(tmp_path: Path) -> None:
+    """Its runs and statuses are gone: a glance at ``canary status`` within 10 minutes still sees why."""
+    from datetime import timedelta
+
+    store = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+    over: list[datetime] = []
+    watch = StoreWatch(store, recovered=lambda _problem, at: over.append(at))
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(tmp_path / "canary.db") + suffix).unlink(missing_ok=True)
+    watch.check(NOW)
+    assert watch.problem is not None and "deleted" in watch.problem.reason
+    assert store.count_firings() == 0  # created again, and it works
+    watch.worked(NOW + timedelta(minutes=9))
+    assert watch.problem is not None and over == []
+    watch.worked(NOW + timedelta(minutes=10))
+    assert watch.problem is None and over == [NOW + timedelta(minutes=10)]
+    store.close()
