@@ -154,6 +154,8 @@ def status_command(config: Config, *, as_json: bool) -> int:
 def _print_text(doc: Mapping[str, Any]) -> None:
     """Each fault first (the first on the first line), then the table."""
     for p in doc["problems"]:
+        if p["kind"] == "store_error":
+            continue  # told below, as the daemon's error
         if p["kind"] == "definitions":
             echo(safe_lines(p["message"]), err=True)
         else:

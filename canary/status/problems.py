@@ -28,6 +28,8 @@ __all__ = ["BROKEN", "FAULTS", "WARNINGS", "broken_guards", "broken_rows", "brok
 
 #: Kinds that make ``canary status`` exit 1 even when every guard reads healthy.
 FAULTS = ("no_guards", "no_daemon", "model_unreachable")
+#: The kind of the problem of a running daemon that cannot write its store (``daemon.error``; exit 3).
+STORE_ERROR = "store_error"
 #: Kinds shown and listed that change no exit code.
 WARNINGS = ("alerts",)
 #: The kind of an error in a definition file: exit 2, the daemon's status shown beside it.
@@ -63,11 +65,13 @@ def no_daemon(project: str, heartbeat: str | None, *, now: datetime, config: Pat
 def problems(doc: Mapping[str, Any], config: Config, *, now: datetime) -> list[dict[str, str]]:
     """The faults and definition errors of a status document, most urgent first."""
     out: list[dict[str, str]] = []
+    daemon = doc["daemon"]
+    if daemon.get("error"):  # the daemon runs, and cannot write its store: every fact below is stale
+        out.append({"kind": STORE_ERROR, "message": str(daemon["error"])})
     if not doc["guards"] and not config.broken:
         from canary.config.commandline import no_guards
 
         out.append({"kind": "no_guards", "message": no_guards(config.path)})
-    daemon = doc["daemon"]
     if not daemon["running"]:
         said = no_daemon(config.project, daemon.get("heartbeat"), now=now, config=config.path,
                          gone=daemon.get("gone"))
