@@ -32,6 +32,8 @@ class RunFact:
     evidence: str | None = None  # the firing line that belongs to the run
     leaked_turn: int | None = None  # multi-turn: the first turn whose answer held the leak
     error: str | None = None  # what failed, for a run that ended in error
+    #: An unlogged run: how long after its verdict a firing of the guard stored with it came, if one did.
+    late: timedelta | None = None
 
     @property
     def conclusive(self) -> bool:
@@ -180,6 +182,9 @@ def canaries_failed(v: View) -> Decision | None:
     """Every (canary, variant) expecting a rejection failed its latest conclusive run."""
     runs = v.runs("reject")
     if runs and not any(r.healthy for r in runs):
+        late = tuple(r for r in runs if r.verdict == Verdict.UNLOGGED and r.late is not None)
+        if len(late) == len(runs):  # each one's guard fired on it after all: late, not asleep
+            return Decision(Status.INCONCLUSIVE, "late_firing", late[0], late)
         return Decision(Status.ASLEEP, "canaries_failed", runs[0], tuple(runs))
     return None
 

@@ -155,10 +155,17 @@ def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact
             c.name,
             canary_period(c, now),
             tuple(RunFact(r.canary, r.variant, r.expect, r.verdict, r.started, r.evidence, r.leaked_turn,
-                          r.error)
+                          r.error, _late(reader, r))
                   for r in runs if r.canary == c.name),
             redefined=current[c.name].redefined,
         )
         for c in guard.canaries
     ]
 
+
+
+def _late(reader: Reader, run: reads.RunRow) -> timedelta | None:
+    """For an unlogged run: how long after its verdict its guard's firing came, if one came."""
+    if run.verdict != "unlogged" or run.run_id is None:
+        return None
+    return reads.late_firing(reader, run.run_id)

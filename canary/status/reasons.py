@@ -45,6 +45,16 @@ def _canaries_failed(d: Decision, v: View) -> str:
     return text
 
 
+def _late_firing(d: Decision, v: View) -> str:
+    run = d.run
+    assert run is not None and run.late is not None
+    late = f"{run.late.total_seconds():.0f}s"
+    return (f"canary {run.canary}'s latest run ({clock_time(run.at, v.now)}) ended unlogged, but the guard "
+            f"fired on it {late} after its verdict, once the run had stopped waiting: it is awake on that "
+            "path, and too slow for a run to see it; have it write its line (or export its span: "
+            "OTEL_BSP_SCHEDULE_DELAY under 5000 ms) within seconds of the answer")
+
+
 def _silent(d: Decision, v: View) -> str:
     f = v.facts
     what = (
@@ -160,6 +170,7 @@ def _unknown(d: Decision, v: View) -> str:
 _WRITERS: dict[str, Callable[[Decision, View], str]] = {
     "muted": _muted,
     "canaries_failed": _canaries_failed,
+    "late_firing": _late_firing,
     "silent": _silent,
     "control_rejected": _control_rejected,
     "variants_disagree": _variants_disagree,

@@ -129,6 +129,7 @@ class RunRow:
     evidence: str | None
     leaked_turn: int | None = None  # multi-turn: the first turn whose answer held the leak
     error: str | None = None  # what failed, for a run that ended in error
+    run_id: int | None = None
 
 
 _RUN_COLUMNS = ("id, guard, canary, variant, expect, verdict, started, evidence, leaked_turn, definition, "
@@ -227,10 +228,28 @@ def status_runs(reader: Reader, guard: str, canaries: Mapping[str, str | None] |
         at = reader.time(started)
         assert at is not None
         leaked = int(turn) if turn is not None else None
-        run = RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev, leaked, error)
+        run = RunRow(str(g), str(c), int(v), str(e), str(verdict), at, ev, leaked, error, int(rid))
         runs.append((at, int(rid), run))
     runs.sort(key=lambda t: (t[0], t[1]), reverse=True)
     return [r for _at, _id, r in runs]
+
+
+_LATE = """
+SELECT r.finished, (SELECT MIN(f.ts) FROM firings f WHERE f.run_id = r.id AND f.guard = r.guard)
+FROM runs r WHERE r.id = :run
+"""
+
+
+def late_firing(reader: Reader, run_id: int) -> timedelta | None:
+    """How long after a run's verdict the first firing of its guard stored with it came; None when
+    none did, or none came after the verdict."""
+    rows = reader.rows(_LATE, run=run_id)
+    if not rows:
+        return None
+    finished, first = (reader.time(value) for value in rows[0])
+    if finished is None or first is None or first <= finished:
+        return None
+    return first - finished
 
 
 def window_counts(reader: Reader, guard: str, hour: datetime) -> tuple[int, int]:
