@@ -124,9 +124,9 @@ def team_table(doc: dict[str, Any]) -> str:
     """``canary status --all-projects``: a row per guard of every project and machine, and its daemon."""
     rows = [("PROJECT", "MACHINE", "DAEMON", "GUARD", "STATUS", "REASON")]
     for site in doc["projects"]:
-        beat = site["daemon"]["heartbeat"]
-        daemon = ("running" if site["daemon"]["running"] else f"stale (last beat {beat})" if beat
-                  else "none ran (no heartbeat)")
+        beat, stopped = site["daemon"]["heartbeat"], site["daemon"].get("stopped")
+        daemon = ("running" if site["daemon"]["running"] else f"stopped at {stopped}" if stopped
+                  else f"stale (last beat {beat})" if beat else "none ran (no heartbeat)")
         none = [{"guard": "-", "status": "-", "reason": "no status decided yet"}]
         for guard in site["guards"] or none:
             rows.append((site["project"], site["machine"], daemon, guard["guard"], guard["status"],

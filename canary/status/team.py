@@ -131,7 +131,8 @@ def team_document(views: list[SiteView], *, now: datetime) -> dict[str, Any]:
         running = view.running(now)
         sites.append({
             "project": view.project, "machine": view.machine,
-            "daemon": {"running": running, "heartbeat": iso(view.beat), "stale": not running},
+            "daemon": {"running": running, "heartbeat": iso(view.beat), "stale": not running,
+                       "stopped": iso(view.stopped)},
             "guards": [{"guard": g.guard, "status": g.status, "reason": g.reason, "since": iso(g.since),
                         "alerting": _alerting(g.status)} for g in view.guards],
         })

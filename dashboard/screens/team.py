@@ -51,7 +51,9 @@ class TeamScreen(Screen[None]):
         table.clear()
         now = dashboard_app(self).clock()
         for site in message.sites:
-            daemon = "running" if site.running(now) else f"stale, last beat {ago(site.beat, now)}"
+            daemon = ("running" if site.running(now)
+                      else f"stopped {ago(site.stopped, now)} ago" if site.stopped
+                      else f"stale, last beat {ago(site.beat, now)}")
             for guard in site.guards or []:
                 known = guard.status in Status._value2member_map_
                 shown = badge(Status(guard.status), stale=not site.running(now)) if known else guard.status

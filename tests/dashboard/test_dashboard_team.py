@@ -10,6 +10,7 @@ import pytest
 from textual.widgets import DataTable
 
 from canary.config.settings import Config
+from canary.daemon.steps import beat
 from canary.store.engine import Store
 from canary.store.sites import Site
 from dashboard.app import DashboardApp
@@ -35,11 +36,16 @@ async def test_the_team_screen_has_a_row_per_guard_of_every_project_and_machine(
     url = pg_url()
     tag = uuid.uuid4().hex[:6]
     mine, theirs = Site(f"billing{tag}", "laptop"), Site(f"research{tag}", "ci-runner")
+    quit_ = Site(f"ops{tag}", "nas")
     other = Store(url, site=theirs)
     store = Store(url, site=mine)
+    stopped = Store(url, site=quit_)
     try:
         _daemon_was_here(store, at=NOW, statuses={"citation": "alive"})
         _daemon_was_here(other, at=NOW - timedelta(hours=3), statuses={"quote": "alive", "date": "asleep"})
+        _daemon_was_here(stopped, at=NOW - timedelta(hours=2), statuses={"span": "alive"})
+        beat(stopped, pid=7, started=NOW - timedelta(hours=3), now=NOW - timedelta(hours=2), files=1,
+             addresses={}, stopped=NOW - timedelta(hours=2))
         app = DashboardApp(Config(), store=store, clock=lambda: NOW, readable=True, refresh_every=3600)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
@@ -51,8 +57,11 @@ async def test_the_team_screen_has_a_row_per_guard_of_every_project_and_machine(
             assert found[(theirs.project, "quote")][1:3] == ("ci-runner", "stale, last beat 3h")
             assert found[(theirs.project, "quote")][4] == "ALIVE?"  # a stale daemon's healthy word is doubted
             assert found[(theirs.project, "date")][4] == "ASLEEP"
+            assert found[(quit_.project, "span")][1:3] == ("nas", "stopped 2h ago")  # said, not called stale
     finally:
         store.close()
         other.close()
+        stopped.close()
         drop_site(mine)
         drop_site(theirs)
+        drop_site(quit_)

@@ -130,3 +130,19 @@ def test_all_projects_of_a_store_no_daemon_wrote_is_not_healthy(tmp_path: Path) 
     assert fmt.team_table({"store": "postgresql+psycopg://db/x", "projects": []}).startswith(
         "no project has written to the store at postgresql+psycopg://db/x")
     assert team_exit({"projects": []}) == 1
+
+
+def test_a_daemon_that_stopped_is_said_to_have_stopped_not_to_be_stale(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    store = Store(f"sqlite:///{db}", site=Site("solo", "laptop"))
+    at = datetime(2026, 12, 8, 9, 0, tzinfo=UTC)
+    beat(store, pid=4242, started=at - timedelta(hours=1), now=at, files=1, addresses={}, stopped=at)
+    store.close()
+    config = tmp_path / "canary.toml"
+    config.write_text(f"defs = []\nproject = 'solo'\n[store]\nurl = 'sqlite:///{db.as_posix()}'\nmachine = 'laptop'\n")
+    done = CliRunner().invoke(main, ["status", "--all-projects", "--config", str(config)])
+    assert done.exit_code == 1, done.output  # nothing collects
+    assert "stopped at 2026-12-08T09:00:00Z" in done.output and "stale" not in done.output, done.output
+    doc = CliRunner().invoke(main, ["status", "--all-projects", "--json", "--config", str(config)])
+    (site,) = json.loads(doc.output)["projects"]
+    assert site["daemon"]["stopped"] == "2026-12-08T09:00:00Z" and site["daemon"]["stale"] is True
