@@ -94,8 +94,11 @@ def decode(body: bytes, kind: Signals, encoding: Encoding) -> Any:
                         else logs_service_pb2.ExportLogsServiceRequest)()
         message.ParseFromString(body)
         return message
-    except (DecodeError, ValueError, TypeError, RecursionError):
-        raise OtlpError(f"not a protobuf export request of {kind}: its bytes do not parse as one") from None
+    except (DecodeError, ValueError, TypeError, RecursionError) as exc:
+        # protobuf's own words name one fault worth telling apart: the rest is "it does not parse"
+        why = ("a string field in it is not UTF-8 text, as protobuf strings must be" if "UTF-8" in str(exc)
+               else "its bytes do not parse as one")
+        raise OtlpError(f"not a protobuf export request of {kind}: {why}") from None
 
 
 def decode_json(data: Any, kind: Signals) -> Any:

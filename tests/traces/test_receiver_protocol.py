@@ -178,3 +178,16 @@ def test_bodies_that_stall_lose_their_slot_and_real_exports_get_through() -> Non
             assert sock.recv(100).startswith(b"HTTP/1.1 408")
             sock.close()
     app.close()
+
+
+def test_a_protobuf_span_named_with_bytes_that_are_not_utf8_is_refused_saying_so(served: Served) -> None:
+    """As the JSON path names what is wrong, so does the protobuf one: the exporter's log says why."""
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.name = "abc"
+    body = request.SerializeToString().replace(b"abc", b"a\xffc")
+    reply = post(served, body, PROTOBUF)
+    assert reply.status_code == 400
+    message = status_pb2.Status.FromString(reply.content).message
+    assert message == ("not a protobuf export request of traces: a string field in it is not UTF-8 text, "
+                       "as protobuf strings must be"), message
