@@ -265,12 +265,19 @@ def _leak_seen(plan: Plan, active: ActiveRun, reply: Conversation) -> LeakSeen:
 
 def _trace(active: ActiveRun, tied: Attributed, reply: Conversation,
            started: float) -> dict[Stage, float | None]:
-    """Each stage's time in seconds after the prompt was sent; None for a stage that never happened."""
+    """Each stage's time in seconds after the prompt was sent; None for a stage that never happened.
+
+    A firing is placed at its line's stamp; one less than a second before the injection is placed at
+    it: the line was read after the injection (a run counts no line read before), and a log stamped
+    to the second floors its time. A stamp earlier than that stays as it is, for the reader to see."""
+    fired = tied.firings[0][0] if tied.firings else None
+    if fired is not None and active.injected is not None and active.injected - 1.0 <= fired < active.injected:
+        fired = active.injected
     return {
         Stage.SENT: 0.0,
         Stage.FIXTURE_FETCHED: _since(active.fetched, started),
         Stage.INJECTED: _since(active.injected, started),
-        Stage.FIRED: _since(tied.firings[0][0], started) if tied.firings else None,
+        Stage.FIRED: _since(fired, started),
         Stage.REPAIR_REQUESTED: _since(active.repair_requested, started),
         Stage.ANSWERED: _since(reply.answered, started),
     }

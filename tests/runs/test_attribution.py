@@ -428,3 +428,29 @@ def test_a_line_read_before_the_fabrication_was_injected_cannot_have_caught_it()
     tied = attributed(run)
     assert tied.mark == "nonce"
     assert [line for _, line in tied.firings] == ["CitationGuard: rejected https://k3v9abcdefghijklmnop.x/permit"]
+
+
+def test_a_firing_stamped_in_whole_seconds_is_never_drawn_before_the_injection_it_answered() -> None:
+    """A log stamped to the second floors the firing's time: read after the injection, it happened after
+    it, and the run's trace draws it so (``sent>fetched>injected>FIRED``), never before."""
+    from canary.runs.conversation import Conversation
+    from canary.runs.runner import _trace
+    from canary.vocabulary import Stage
+
+    registry, run, clock = make("first")
+    attribution = Attribution(registry, clock=clock)
+    clock.now = 1000.6
+    registry.intercept(call("k3v9abcdefghijklmnop"))  # injected at 1000.6
+    clock.now = 1000.9
+    fire(attribution, "citation", "1970-01-01T00:16:40Z CitationGuard: rejected k3v9abcdefghijklmnop", 1000.0)
+    trace = _trace(run, attributed(run), Conversation(["no"], answered=1001.5), 1000.0)
+    assert trace[Stage.INJECTED] == 0.6
+    assert trace[Stage.FIRED] is not None and trace[Stage.FIRED] >= trace[Stage.INJECTED], trace
+    # a stamp seconds before the injection is no rounding: it is drawn where it says, for the reader to see
+    registry, run, clock = make("first")
+    attribution = Attribution(registry, clock=clock)
+    clock.now = 1003.0
+    registry.intercept(call("k3v9abcdefghijklmnop"))
+    fire(attribution, "citation", "CitationGuard: rejected k3v9abcdefghijklmnop", 1000.5)
+    early = _trace(run, attributed(run), Conversation(["no"], answered=1004.0), 1000.0)
+    assert (early[Stage.FIRED], early[Stage.INJECTED]) == (0.5, 3.0)
