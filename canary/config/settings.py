@@ -30,7 +30,7 @@ from canary.config.tomlcheck import (
     load_toml,
     locate,
 )
-from canary.config.urls import redact_url
+from canary.config.urls import redact_url, store_url
 from canary.errors import ConfigError, Problem
 from canary.records import field, frozen, replace
 
@@ -387,26 +387,13 @@ def _store(t: Fields, config_path: Path, project: str) -> StoreConfig:
     return StoreConfig(url=url, retention=retention, machine=machine)
 
 
-#: The stores it opens: SQLite, and PostgreSQL through psycopg (what guard-canary[postgres] installs).
-_PSYCOPG = "postgresql+psycopg"
-
-
 def _store_driver(t: Fields, url: str) -> str:
-    """``url`` with a PostgreSQL URL as a host hands it out (``postgresql://``, ``postgres://``) read
-    as psycopg's; an error naming the key for a database or driver it cannot use."""
-    scheme, rest = url.split("://", 1)
-    backend, _, driver = scheme.lower().partition("+")
-    if backend == "sqlite" and driver in ("", "pysqlite"):
-        return url
-    if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
-        return f"{_PSYCOPG}://{rest}"
-    if backend in ("postgresql", "postgres"):
-        t.sink.error((*t.keys, "url"), "guard-canary speaks to PostgreSQL through psycopg: write "
-                     f"{redact_url(f'{_PSYCOPG}://{rest}')}")
-    else:
-        t.sink.error((*t.keys, "url"), f"{backend} is not a store guard-canary can use: give "
-                     f"sqlite:////path/to/canary.db or {_PSYCOPG}://user@host/database")
-    return url
+    """``url`` as the store reads it (``canary.config.urls.store_url``); an error naming the key for a
+    database or driver it cannot use."""
+    read, problem = store_url(url)
+    if problem is not None:
+        t.sink.error((*t.keys, "url"), problem)
+    return read
 
 
 def _alerts(t: Fields, folder: Path) -> AlertsConfig:

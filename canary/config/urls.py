@@ -33,3 +33,23 @@ def redact_url(text: str) -> str:
     if any(separator in text for separator in "?&;#"):  # a parameter starts with one of them
         text = re.sub(_SECRET_PARAMETER, r"\g<name>***", text, flags=re.IGNORECASE)
     return text
+
+
+#: The stores it opens: SQLite, and PostgreSQL through psycopg (what guard-canary[postgres] installs).
+PSYCOPG = "postgresql+psycopg"
+
+
+def store_url(url: str) -> tuple[str, str | None]:
+    """A ``[store] url`` (``scheme://rest``) as the store reads it, a PostgreSQL URL as a host hands it
+    out (``postgresql://``, ``postgres://``) read as psycopg's; and what is wrong with it, if it names
+    a database or a driver the store cannot use (None when nothing is)."""
+    scheme, rest = url.split("://", 1)
+    backend, _, driver = scheme.lower().partition("+")
+    if backend == "sqlite" and driver in ("", "pysqlite"):
+        return url, None
+    if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
+        return f"{PSYCOPG}://{rest}", None
+    if backend in ("postgresql", "postgres"):
+        return url, f"guard-canary speaks to PostgreSQL through psycopg: write {redact_url(f'{PSYCOPG}://{rest}')}"
+    return url, (f"{backend} is not a store guard-canary can use: give sqlite:////path/to/canary.db or "
+                 f"{PSYCOPG}://user@host/database")

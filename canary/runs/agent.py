@@ -99,6 +99,26 @@ def _loopback(url: str) -> bool:
     return is_loopback(host)
 
 
+def _send(method: str, url: str, body: object, headers: Mapping[str, str], limit: float
+          ) -> httpx.Response | AgentReply:
+    """The agent's HTTP response, or the reply saying which way reaching it failed."""
+    try:
+        return httpx.request(
+            method, url, json=body if method.upper() != "GET" else None,
+            headers=headers, timeout=httpx.Timeout(limit, connect=min(limit, 10.0)),
+            # A loopback agent is never reached through HTTP_PROXY: a stray proxy variable
+            # would hand it the prompt and the run's nonce.
+            trust_env=not _loopback(url),
+        )
+    except httpx.TimeoutException:
+        return AgentReply(None, f"the agent did not answer within {limit:g}s")
+    except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
+        return AgentReply(None, f"the agent is unreachable at {redact_url(url)}: {redact_url(str(exc))}")
+    except httpx.TransportError as exc:  # connected: it took the prompt, or part of it
+        return AgentReply(None, f"the agent at {redact_url(url)} was reached, but its answer broke off: "
+                                f"{redact_url(str(exc)) or type(exc).__name__}")
+
+
 class AgentDriver:
     """Sends one prompt to the agent and waits for its final answer."""
 
@@ -125,21 +145,9 @@ class AgentDriver:
         headers = {k: fill(v, values) for k, v in cfg.headers.items()}
         body = (_fill_json(cfg.body, values, new_conversation=new_conversation) if cfg.body is not None
                 else {"prompt": values["prompt"]})
-        try:
-            response = httpx.request(
-                cfg.method, url, json=body if cfg.method.upper() != "GET" else None,
-                headers=headers, timeout=httpx.Timeout(limit, connect=min(limit, 10.0)),
-                # A loopback agent is never reached through HTTP_PROXY: a stray proxy variable
-                # would hand it the prompt and the run's nonce.
-                trust_env=not _loopback(url),
-            )
-        except httpx.TimeoutException:
-            return AgentReply(None, f"the agent did not answer within {limit:g}s")
-        except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
-            return AgentReply(None, f"the agent is unreachable at {redact_url(url)}: {redact_url(str(exc))}")
-        except httpx.TransportError as exc:  # connected: it took the prompt, or part of it
-            return AgentReply(None, f"the agent at {redact_url(url)} was reached, but its answer broke off: "
-                                    f"{redact_url(str(exc)) or type(exc).__name__}")
+        response = _send(cfg.method, url, body, headers, limit)
+        if isinstance(response, AgentReply):
+            return response
         if response.status_code >= 400:
             snippet = response.text[:300].strip()
             return AgentReply(None, f"the agent answered HTTP {response.status_code}: {snippet}")
