@@ -163,7 +163,6 @@ def _canaries(guard: GuardDef, reader: Reader, now: datetime) -> list[CanaryFact
     ]
 
 
-
 def _late(reader: Reader, run: reads.RunRow) -> timedelta | None:
     """For an unlogged run: how long after its verdict its guard's firing came, if one came."""
     if run.verdict != "unlogged" or run.run_id is None:
